@@ -1,0 +1,46 @@
+"""The ``openhood`` command: one sub-command per capability.
+
+Each package registers its own sub-commands (``register(subparsers)`` in its ``cli`` module),
+so this file only wires them together and stays small. Imports are lazy per command: ``openhood
+tokenize`` must not pay for importing ONNX Runtime or FastAPI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# module path → it defines register(subparsers); modules that do not exist yet are skipped.
+COMMAND_MODULES = (
+    "openhood.tokenizer.cli",
+    "openhood.engine.cli",
+    "openhood.server.cli",
+    "openhood.loadtest.cli",
+    "openhood.quantize_cli",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="openhood", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:  # the module itself is absent, not one of its imports
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
