@@ -17,7 +17,7 @@ COMMAND_MODULES = (
     "openhood.engine.cli",
     "openhood.server.cli",
     "openhood.loadtest.cli",
-    "openhood.quantize_cli",
+    "openhood.engine.quant.cli",
 )
 
 
