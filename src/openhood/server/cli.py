@@ -1,0 +1,193 @@
+"""``openhood serve`` (the HTTP server) and ``openhood buckets`` (derive length buckets from a corpus).
+
+Heavy imports (FastAPI, uvicorn, the engine) happen inside the command functions, so other
+sub-commands do not pay for them. ``serve`` runs uvicorn programmatically through
+``DrainingServer`` so SIGTERM/SIGINT drain the queue instead of cutting requests off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from openhood.server.config import DEFAULT_BUCKETS, ServerConfig
+
+
+def register(subparsers) -> None:
+    d = ServerConfig()
+    p = subparsers.add_parser(
+        "serve",
+        help="serve OpenAI-compatible embeddings over HTTP with dynamic batching",
+        description="Serve POST /v1/embeddings (OpenAI-compatible), /v1/models, /health/live, "
+        "/health/ready, /metrics and /stats. See docs/server.md.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--model", default=None, help="Hugging Face model folder (default: the bundled all-MiniLM-L6-v2)")
+    p.add_argument("--backend", default=d.backend, choices=("numpy", "onnxruntime"))
+    p.add_argument("--precision", default=d.precision, help="passed to the engine (fp32; others when the backend offers them)")
+    p.add_argument("--host", default=d.host)
+    p.add_argument("--port", type=int, default=d.port)
+    p.add_argument("--max-batch-size", type=int, default=d.max_batch_size, help="rows per engine call")
+    p.add_argument("--max-batch-tokens", type=int, default=d.max_batch_tokens, help="padded tokens (B x T) per engine call")
+    p.add_argument("--max-wait-ms", type=float, default=d.max_wait_ms, help="how long the oldest request may wait for batch-mates")
+    p.add_argument(
+        "--buckets",
+        default=",".join(map(str, DEFAULT_BUCKETS)),
+        help="comma list of padded lengths (the model max is always added); derive yours with `openhood buckets --corpus`",
+    )
+    p.add_argument("--pad-to", default=d.pad_to, choices=("longest", "bucket"), help="pad a batch to its longest sequence or to its bucket's bound")
+    p.add_argument("--max-queue", type=int, default=d.max_queue, help="queued sequences before requests get 429")
+    p.add_argument("--max-inputs-per-request", type=int, default=d.max_inputs_per_request)
+    p.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes)
+    p.add_argument(
+        "--truncate",
+        action=argparse.BooleanOptionalAction,
+        default=d.truncate,
+        help="truncate over-long inputs to the model's max length and report it (--no-truncate: 413 instead)",
+    )
+    p.add_argument("--api-key", default=os.environ.get("OPENHOOD_API_KEY"), help="require 'Authorization: Bearer KEY' on /v1/* (env OPENHOOD_API_KEY)")
+    p.add_argument("--grace-period", type=float, default=d.grace_period_s, help="seconds to drain on SIGTERM before exiting")
+    p.add_argument("--health-timeout", type=float, default=d.health_timeout_s, help="seconds the readiness probe may take")
+    p.add_argument("--stall-timeout", type=float, default=d.stall_timeout_s, help="seconds inside one batch before the worker counts as wedged")
+    p.add_argument("--log-level", default=d.log_level, choices=("debug", "info", "warning", "error"))
+    p.set_defaults(func=run_serve)
+
+    b = subparsers.add_parser(
+        "buckets",
+        help="derive batching length buckets from a corpus's token lengths (MISSION R2)",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    b.add_argument("--corpus", required=True, help='JSONL file of {"text": ...} lines')
+    b.add_argument("--model", default=None, help="model folder whose tokenizer counts tokens (default: bundled)")
+    b.add_argument("--limit", type=int, default=None, help="only the first N texts")
+    b.set_defaults(func=run_buckets)
+
+
+def config_from_args(args: argparse.Namespace) -> ServerConfig:
+    try:
+        buckets = tuple(int(x) for x in args.buckets.split(",") if x.strip())
+    except ValueError:
+        raise SystemExit(f"--buckets must be a comma list of integers, got {args.buckets!r}") from None
+    return ServerConfig(
+        model=args.model,
+        backend=args.backend,
+        precision=args.precision,
+        host=args.host,
+        port=args.port,
+        max_batch_size=args.max_batch_size,
+        max_batch_tokens=args.max_batch_tokens,
+        max_wait_ms=args.max_wait_ms,
+        buckets=buckets,
+        pad_to=args.pad_to,
+        max_queue=args.max_queue,
+        max_inputs_per_request=args.max_inputs_per_request,
+        max_body_bytes=args.max_body_bytes,
+        truncate=args.truncate,
+        api_key=args.api_key or None,
+        grace_period_s=args.grace_period,
+        health_timeout_s=args.health_timeout,
+        stall_timeout_s=args.stall_timeout,
+        log_level=args.log_level,
+    )
+
+
+def load_engine(config: ServerConfig):
+    """The real ``Embedder`` (tokenizer + backend), wrapped for fault injection only if asked."""
+    import logging
+
+    from openhood import Embedder
+    from openhood.server.app import Engine
+    from openhood.server.faults import ENV_VAR, FaultInjectingBackend, parse_faults
+
+    embedder = Embedder.from_pretrained(config.model, backend=config.backend, precision=config.precision)
+    backend = embedder.backend
+    faults = parse_faults(os.environ.get(ENV_VAR))
+    if faults:
+        logging.getLogger("openhood.server").warning("TEST-ONLY fault injection active: %s", sorted(faults))
+        backend = FaultInjectingBackend(backend, faults)
+    return Engine(embedder.tokenizer, backend, embedder.model_name, int(embedder.max_length), int(embedder.dim))
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    import logging
+
+    import uvicorn
+
+    from openhood.server.app import create_app
+    from openhood.server.lifecycle import DrainingServer, Lifecycle
+    from openhood.server.logs import configure_logging
+    from openhood.server.tracing import make_tracer
+
+    config = config_from_args(args)
+    configure_logging(config.log_level)
+    log = logging.getLogger("openhood.server")
+    engine = load_engine(config)
+    tracer, provider = make_tracer()
+    lifecycle = Lifecycle()
+    app = create_app(config, engine, tracer=tracer, lifecycle=lifecycle)
+    state = app.state.openhood
+    log.info(
+        "serving %s on http://%s:%d (backend=%s, buckets=%s, max_batch_size=%d, max_wait_ms=%g)",
+        engine.model_name, config.host, config.port, engine.backend.name, state.buckets,
+        config.max_batch_size, config.max_wait_ms,
+    )
+    uv_config = uvicorn.Config(
+        app,
+        host=config.host,
+        port=config.port,
+        loop="uvloop",
+        http="httptools",
+        lifespan="on",
+        access_log=False,
+        log_config=None,  # configure_logging already set JSON lines for uvicorn's loggers
+        log_level=config.log_level,
+        timeout_graceful_shutdown=max(1, int(config.grace_period_s)),
+    )
+    server = DrainingServer(uv_config, lifecycle, config.grace_period_s, state.batcher.stop)
+    server.run()
+    if provider is not None:
+        provider.shutdown()  # flush spans still buffered for the OTLP exporter
+    if not server.started:
+        return 1  # e.g. the port was taken: uvicorn logged why
+    log.info("exited cleanly")
+    return 0
+
+
+def run_buckets(args: argparse.Namespace) -> int:
+    import json
+
+    import numpy as np
+
+    from openhood.models import resolve_model_dir
+    from openhood.scheduler import LengthBuckets
+    from openhood.tokenizer import Tokenizer
+
+    folder = resolve_model_dir(args.model)
+    tokenizer = Tokenizer.from_pretrained(folder)
+    texts = []
+    with open(args.corpus, encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                texts.append(json.loads(line)["text"])
+            if args.limit and len(texts) >= args.limit:
+                break
+    lengths = np.asarray(tokenizer.encode_batch(texts, max_length=None).lengths)
+    max_length = _model_max_length(folder)
+    buckets = LengthBuckets.from_lengths(lengths, max_length)
+    pct = {p: float(np.percentile(lengths, p)) for p in (50, 80, 90, 95, 99)}
+    print(f"{len(lengths)} texts; token length percentiles: " + ", ".join(f"P{p}={v:.0f}" for p, v in pct.items()))
+    print(f"max length {max_length}; derived buckets: --buckets {buckets}")
+    shares = buckets.share_per_bucket(lengths)
+    for bound, share in zip(buckets.bounds, shares):
+        print(f"  <= {bound:4d}: {share:6.1%}")
+    print(f"first two buckets hold {sum(shares[:2]):.1%} of the texts")
+    return 0
+
+
+def _model_max_length(folder) -> int:
+    import json
+
+    cfg = folder / "sentence_bert_config.json"
+    if cfg.is_file():
+        return int(json.loads(cfg.read_text())["max_seq_length"])
+    return int(json.loads((folder / "config.json").read_text()).get("max_position_embeddings", 512))

@@ -1,0 +1,68 @@
+"""Errors in OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}`` with the right status.
+
+One exception type (``APIError``) carries everything a response needs, so handlers just raise
+and the app turns it into JSON in one place. Messages name the offending field and index and
+never quote request text (it would leak into client logs and ours).
+"""
+
+from __future__ import annotations
+
+import orjson
+from starlette.responses import Response
+
+
+class APIError(Exception):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str = "invalid_request_error",
+        code: str | None = None,
+        param: str | None = None,
+        headers: dict[str, str] | None = None,
+    ):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type
+        self.code = code
+        self.param = param
+        self.headers = headers or {}
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+def json_response(content: object, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    """orjson-encoded JSON (numpy float32 arrays serialize natively, without a Python list detour)."""
+    body = orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
+    return Response(body, status_code=status, headers=headers, media_type="application/json")
+
+
+def error_response(error: APIError) -> Response:
+    return json_response(error.body(), error.status, error.headers)
+
+
+def bad_request(message: str, *, code: str = "invalid_input", param: str | None = "input") -> APIError:
+    return APIError(400, message, code=code, param=param)
+
+
+def unauthorized() -> APIError:
+    return APIError(
+        401,
+        "missing or invalid API key: send 'Authorization: Bearer <key>'",
+        type="authentication_error",
+        code="invalid_api_key",
+        headers={"WWW-Authenticate": "Bearer"},
+    )
+
+
+def draining() -> APIError:
+    return APIError(
+        503,
+        "the server is shutting down and takes no new requests; retry on another instance",
+        type="service_unavailable",
+        code="draining",
+        headers={"Retry-After": "1", "Connection": "close"},
+    )

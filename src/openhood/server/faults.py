@@ -1,0 +1,60 @@
+"""Test-only fault injection: make the engine fail on purpose, read once at start-up.
+
+``OPENHOOD_FAULT_INJECT`` is a comma list (unset in production; the server logs a warning when
+it is set):
+- ``health``          the backend's ``health()`` raises → readiness must turn 503.
+- ``embed_len=N``     ``embed`` raises for any batch containing a sequence of exactly N tokens
+                      (an "engine exception" that fails exactly that batch → 500).
+- ``embed_sleep=S``   every ``embed`` call first sleeps S seconds (holds work in flight, fills
+                      the queue, makes the worker look wedged).
+It wraps the real backend rather than replacing it, so everything else stays real.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+ENV_VAR = "OPENHOOD_FAULT_INJECT"
+
+
+class InjectedFault(RuntimeError):
+    """Raised by the fault-injecting backend wrapper."""
+
+
+def parse_faults(spec: str | None) -> dict[str, float | bool]:
+    faults: dict[str, float | bool] = {}
+    for part in (spec or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        name, _, value = part.partition("=")
+        if name == "health" and not value:
+            faults["health"] = True
+        elif name in ("embed_len", "embed_sleep") and value:
+            faults[name] = float(value)
+        else:
+            raise ValueError(f"unknown {ENV_VAR} entry {part!r} (expected health, embed_len=N, embed_sleep=S)")
+    return faults
+
+
+class FaultInjectingBackend:
+    """Delegates to ``inner`` (a Backend) except where a configured fault fires."""
+
+    def __init__(self, inner, faults: dict[str, float | bool]):
+        self.inner = inner
+        self.faults = faults
+        self.name, self.dim, self.max_length = inner.name, inner.dim, inner.max_length
+
+    def embed(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+        if "embed_sleep" in self.faults:
+            time.sleep(float(self.faults["embed_sleep"]))
+        if "embed_len" in self.faults and (attention_mask.sum(axis=1) == int(self.faults["embed_len"])).any():
+            raise InjectedFault("injected engine failure (embed_len)")
+        return self.inner.embed(input_ids, attention_mask)
+
+    def health(self) -> dict:
+        if self.faults.get("health"):
+            raise InjectedFault("injected health failure")
+        return self.inner.health()

@@ -1,0 +1,65 @@
+"""Readiness that means something: a tiny real inference, on the real worker, with a deadline.
+
+``/health/ready`` is 200 only if (1) the server is not draining, (2) the worker thread is alive
+and not stuck inside one batch for longer than ``stall_timeout_s``, and (3) a probe — the
+backend's own ``health()`` plus our check of a real 1-sequence embedding (finite, unit norm,
+right width) — ran on the worker thread and came back within ``health_timeout_s``. Running the
+probe on the worker (between batches) means the engine is never called from two threads, and a
+wedged worker cannot answer: readiness then fails by timeout instead of hanging. Concurrent
+probes share one in-flight probe, so a wedged worker never accumulates probe jobs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from concurrent.futures import Future
+
+import numpy as np
+
+from openhood.scheduler import DynamicBatcher
+
+PROBE_TEXT = "openhood readiness probe"
+NORM_TOLERANCE = 1e-3
+
+
+class ReadinessProbe:
+    def __init__(self, batcher: DynamicBatcher, tokenizer, backend, *, timeout_s: float, stall_timeout_s: float):
+        self.batcher = batcher
+        self.backend = backend
+        self.timeout_s = timeout_s
+        self.stall_timeout_s = stall_timeout_s
+        self._probe_ids = np.asarray(tokenizer.encode(PROBE_TEXT), dtype=np.int64)[None, :]  # (1, T)
+        self._pending: Future | None = None
+
+    def _probe(self) -> dict:
+        """Runs on the worker thread. Raises on any sign of a broken engine."""
+        t0 = time.perf_counter()
+        report = self.backend.health()
+        vec = np.asarray(self.backend.embed(self._probe_ids, np.ones_like(self._probe_ids)))  # (1, dim)
+        if vec.shape != (1, self.backend.dim):
+            raise RuntimeError(f"probe embedding has shape {vec.shape}, expected (1, {self.backend.dim})")
+        if not np.isfinite(vec).all():
+            raise RuntimeError("probe embedding is not finite")
+        norm = float(np.linalg.norm(vec))
+        if abs(norm - 1.0) > NORM_TOLERANCE:
+            raise RuntimeError(f"probe embedding norm is {norm:.6f}, expected 1")
+        return {"probe_ms": round((time.perf_counter() - t0) * 1000, 3), "backend_health": report}
+
+    async def check(self) -> tuple[bool, dict]:
+        """(ready, details). Never waits longer than ``timeout_s``."""
+        if not self.batcher.worker_alive:
+            return False, {"reason": "the inference worker thread is not running"}
+        busy = self.batcher.busy_for_s()
+        if busy > self.stall_timeout_s:
+            return False, {"reason": f"the inference worker has been inside one batch for {busy:.1f} s"}
+        if self._pending is None or self._pending.done():
+            self._pending = self.batcher.run_exclusive(self._probe)
+        try:
+            # shield: a timed-out waiter must not cancel the probe other waiters share.
+            details = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(self._pending)), self.timeout_s)
+        except TimeoutError:
+            return False, {"reason": f"the readiness probe did not finish within {self.timeout_s:g} s"}
+        except Exception as exc:  # the engine failed the probe: report its kind, never crash the route
+            return False, {"reason": f"readiness probe failed: {type(exc).__name__}: {exc}"}
+        return True, details

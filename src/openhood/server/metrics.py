@@ -1,0 +1,174 @@
+"""Prometheus metrics (own registry) and the sliding-window latency table behind ``GET /stats``.
+
+What is exported, and why each exists (MISSION.md R10, R11):
+- ``openhood_http_requests_total{route,status}`` — traffic and errors per route.
+- ``openhood_request_stage_seconds{stage}`` — total / tokenize / queue / inference / postprocess
+  of each embeddings request: which stage a slow request spent its time in.
+- ``openhood_request_seconds_by_length{length_bucket}`` — total latency per input-length bucket
+  (fixed labels 0-32 … 257+, so cardinality is bounded): a slow bucket shows at once.
+- ``openhood_input_tokens`` / ``openhood_batch_size`` / ``openhood_batch_tokens`` /
+  ``openhood_batch_padding_waste_ratio`` histograms and padding/real token counters.
+- ``openhood_queue_depth``, ``openhood_in_flight_requests``, ``openhood_tokens_per_second``
+  (last 10 s), ``openhood_process_rss_bytes`` gauges; batch outcomes, drops, rejections.
+The trade-off: histograms cost a few µs per observation; percentiles for humans come from the
+``/stats`` window (exact over the last N requests) rather than from histogram buckets.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+
+import numpy as np
+import psutil
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+from prometheus_client.exposition import generate_latest
+
+from openhood.scheduler import LENGTH_LABELS, BatchInfo
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0)
+TOKEN_BUCKETS = (8, 16, 32, 48, 64, 80, 96, 128, 160, 192, 256, 384, 512)
+STAGES = ("total", "tokenize", "queue", "inference", "postprocess")
+THROUGHPUT_WINDOW_S = 10.0
+
+
+class ServerMetrics:
+    def __init__(self, stats_window: int = 2048, in_flight_fn=None, queue_depth_fn=None):
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        ProcessCollector(registry=r)  # process_resident_memory_bytes, cpu seconds, open fds
+        self.http_requests = Counter(
+            "openhood_http_requests", "HTTP requests by route and status", ["route", "status"], registry=r
+        )
+        self.stage_seconds = Histogram(
+            "openhood_request_stage_seconds",
+            "Per-stage time of /v1/embeddings requests (queue/inference: the slowest item's batch)",
+            ["stage"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.by_length = Histogram(
+            "openhood_request_seconds_by_length",
+            "Total /v1/embeddings latency by the request's longest input (tokens)",
+            ["length_bucket"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.input_tokens = Histogram(
+            "openhood_input_tokens", "Tokens per input sequence after truncation", buckets=TOKEN_BUCKETS, registry=r
+        )
+        self.inputs_per_request = Histogram(
+            "openhood_inputs_per_request", "Input strings per request", buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256), registry=r
+        )
+        self.truncated = Counter("openhood_truncated_inputs", "Inputs truncated to the model's max length", registry=r)
+        self.batch_size = Histogram(
+            "openhood_batch_size", "Rows per engine call", buckets=(1, 2, 4, 8, 16, 24, 32, 48, 64, 128), registry=r
+        )
+        self.batch_tokens = Histogram(
+            "openhood_batch_tokens",
+            "Padded tokens (B x T) per engine call",
+            buckets=(64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384),
+            registry=r,
+        )
+        self.padding_waste = Histogram(
+            "openhood_batch_padding_waste_ratio",
+            "Share of a batch's padded tokens that are padding",
+            buckets=(0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0),
+            registry=r,
+        )
+        self.padded_tokens = Counter("openhood_padded_tokens", "Padded tokens sent to the engine", registry=r)
+        self.real_tokens = Counter("openhood_real_tokens", "Non-padding tokens sent to the engine", registry=r)
+        self.inference_seconds = Histogram(
+            "openhood_batch_inference_seconds", "Engine time per batch", buckets=LATENCY_BUCKETS, registry=r
+        )
+        self.batches = Counter("openhood_batches", "Engine calls by outcome", ["outcome"], registry=r)
+        self.dropped = Counter(
+            "openhood_dropped_sequences", "Queued sequences dropped before inference (client went away)", registry=r
+        )
+        self.rejected = Counter("openhood_rejected_requests", "Requests refused before queueing", ["reason"], registry=r)
+        self.queue_depth = Gauge("openhood_queue_depth", "Sequences waiting for a batch", registry=r)
+        self.in_flight = Gauge("openhood_in_flight_requests", "/v1 requests being handled", registry=r)
+        if queue_depth_fn is not None:
+            self.queue_depth.set_function(queue_depth_fn)
+        if in_flight_fn is not None:
+            self.in_flight.set_function(in_flight_fn)
+        self.tokens_per_s = Gauge(
+            "openhood_tokens_per_second", f"Real tokens embedded per second over the last {THROUGHPUT_WINDOW_S:.0f} s", registry=r
+        )
+        self.tokens_per_s.set_function(self._tokens_per_s)
+        self.rss = Gauge("openhood_process_rss_bytes", "Resident set size of the server process", registry=r)
+        self._process = psutil.Process()
+        self.rss.set_function(lambda: self._process.memory_info().rss)
+        self.ready = Gauge("openhood_ready", "1 when the last readiness probe passed", registry=r)
+
+        self._throughput: deque[tuple[float, int]] = deque()  # (monotonic s, real tokens) per batch
+        self._throughput_lock = threading.Lock()  # written by the worker, read by the scrape
+        self.window = LatencyWindow(stats_window)
+
+    def observe_batch(self, info: BatchInfo, ok: bool) -> None:
+        """Called on the worker thread after every engine call."""
+        self.batches.labels("ok" if ok else "error").inc()
+        self.batch_size.observe(info.size)
+        self.batch_tokens.observe(info.padded_tokens)
+        self.padding_waste.observe(info.padding_waste)
+        self.inference_seconds.observe((info.inference_end_ns - info.inference_start_ns) / 1e9)
+        if ok:
+            self.padded_tokens.inc(info.padded_tokens)
+            self.real_tokens.inc(info.real_tokens)
+            with self._throughput_lock:
+                self._throughput.append((time.monotonic(), info.real_tokens))
+
+    def _tokens_per_s(self) -> float:
+        now = time.monotonic()
+        with self._throughput_lock:
+            while self._throughput and self._throughput[0][0] < now - THROUGHPUT_WINDOW_S:
+                self._throughput.popleft()
+            total = sum(tokens for _, tokens in self._throughput)
+        return total / THROUGHPUT_WINDOW_S
+
+    def observe_request(self, stages: dict[str, float], length_bucket: str, token_counts: list[int], truncated: int) -> None:
+        for stage in STAGES:
+            if stage in stages:
+                self.stage_seconds.labels(stage).observe(stages[stage])
+        self.by_length.labels(length_bucket).observe(stages["total"])
+        for n in token_counts:
+            self.input_tokens.observe(n)
+        self.inputs_per_request.observe(len(token_counts))
+        if truncated:
+            self.truncated.inc(truncated)
+        self.window.add(length_bucket, stages)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def rss_bytes(self) -> int:
+        return self._process.memory_info().rss
+
+
+class LatencyWindow:
+    """The last N successful embeddings requests; P50/P99 per input-length bucket on demand."""
+
+    def __init__(self, size: int):
+        self._rows: deque[tuple[str, dict[str, float]]] = deque(maxlen=size)
+        self.size = size
+
+    def add(self, length_bucket: str, stages: dict[str, float]) -> None:
+        self._rows.append((length_bucket, stages))
+
+    def table(self) -> dict:
+        rows = list(self._rows)
+        out: dict[str, dict] = {}
+        for label in (*LENGTH_LABELS, "all"):
+            picked = [s for b, s in rows if label in ("all", b)]
+            entry: dict[str, object] = {"count": len(picked)}
+            if picked:
+                for stage in STAGES:
+                    values = np.array([s[stage] for s in picked if stage in s]) * 1000.0
+                    if values.size:
+                        entry[stage] = {
+                            "p50_ms": round(float(np.percentile(values, 50)), 3),
+                            "p99_ms": round(float(np.percentile(values, 99)), 3),
+                        }
+            out[label] = entry
+        return {"window": self.size, "requests": len(rows), "by_length": out}

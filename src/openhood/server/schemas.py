@@ -1,0 +1,90 @@
+"""Parse and validate a ``POST /v1/embeddings`` body (OpenAI's request shape) into plain values.
+
+Two layers, two statuses: the JSON *shape* (field types, unknown ``encoding_format``) is a
+pydantic model and fails with 422; the *content* of ``input`` (empty, non-string items, token-id
+lists, too many items) is checked by hand and fails with 400 naming the index, like OpenAI does.
+The body is decoded with orjson from bytes the caller already size-checked. Error messages never
+echo the input (pydantic's ``input`` field of an error is dropped).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, ValidationError
+
+from openhood.server.errors import APIError, bad_request
+
+
+class EmbeddingsBody(BaseModel):
+    # Unknown fields are ignored: OpenAI clients send e.g. `user`, and new SDK fields must not break us.
+    model_config = ConfigDict(extra="ignore")
+
+    input: StrictStr | list[Any]
+    model: StrictStr | None = None
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: StrictInt | None = None
+    user: StrictStr | None = None
+    truncate: StrictBool | None = None  # openhood extension: False → 413 instead of truncating
+
+
+@dataclass(frozen=True)
+class EmbeddingsRequest:
+    texts: list[str]
+    model: str | None
+    encoding_format: str
+    truncate: bool | None
+
+
+def _type_name(value: object) -> str:
+    return {bool: "boolean", int: "integer", float: "number", dict: "object", list: "array"}.get(
+        type(value), "null" if value is None else type(value).__name__
+    )
+
+
+def parse_embeddings_request(body: bytes, *, max_inputs: int, dim: int) -> EmbeddingsRequest:
+    try:
+        raw = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise APIError(400, f"request body is not valid JSON: {exc.msg} at byte {exc.pos}", code="invalid_json", param=None)
+    if not isinstance(raw, dict):
+        raise APIError(422, f"request body must be a JSON object, got {_type_name(raw)}", code="invalid_schema", param=None)
+    try:
+        parsed = EmbeddingsBody.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors(include_input=False, include_url=False)[0]
+        field = str(first["loc"][0]) if first["loc"] else None
+        if field == "input":  # a union: pydantic's per-member messages would only confuse
+            message = f"'input' must be a string or an array of strings, got {_type_name(raw.get('input'))}"
+        else:
+            message = f"invalid field '{'.'.join(str(p) for p in first['loc'])}': {first['msg']}"
+        raise APIError(422, message, code="invalid_schema", param=field)
+
+    if parsed.dimensions is not None and parsed.dimensions != dim:
+        raise bad_request(f"this model returns {dim} dimensions; 'dimensions'={parsed.dimensions} is not supported", param="dimensions", code="invalid_dimensions")
+
+    texts = [parsed.input] if isinstance(parsed.input, str) else parsed.input
+    if not texts:
+        raise bad_request("'input' must not be an empty list", code="empty_input")
+    if len(texts) > max_inputs:
+        raise bad_request(
+            f"'input' has {len(texts)} items; at most {max_inputs} per request (split it into several requests)",
+            code="too_many_inputs",
+        )
+    if all(type(x) is int for x in texts) or all(
+        isinstance(x, list) and x and all(type(t) is int for t in x) for x in texts
+    ):
+        raise bad_request(
+            "token-id input is not supported (ids of other tokenizers do not mean anything to this "
+            "model); send the text as strings",
+            code="token_ids_unsupported",
+        )
+    for i, item in enumerate(texts):
+        if not isinstance(item, str):
+            raise bad_request(f"input[{i}] must be a string, got {_type_name(item)}", code="invalid_input_type")
+        if not item:
+            what = "'input'" if isinstance(parsed.input, str) else f"input[{i}]"
+            raise bad_request(f"{what} is an empty string; every input must contain text", code="empty_string")
+    return EmbeddingsRequest(texts, parsed.model, parsed.encoding_format, parsed.truncate)

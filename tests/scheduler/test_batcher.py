@@ -1,0 +1,172 @@
+"""DynamicBatcher with a fake engine: batch formation, caps, timing triggers, cancellation, failures."""
+
+import sys
+import threading
+import time
+from concurrent.futures import wait
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
+from fakes import FakeBackend, FakeTokenizer  # noqa: E402
+
+from openhood.scheduler import (  # noqa: E402
+    BatchFailedError,
+    DynamicBatcher,
+    LengthBuckets,
+    QueueFullError,
+    SchedulerStoppedError,
+)
+
+TOK = FakeTokenizer()
+BUCKETS = LengthBuckets((8, 16, 64))
+
+
+def words(n: int, salt: str = "w") -> str:
+    return " ".join(f"{salt}{i}" for i in range(n))
+
+
+def make(backend=None, **kw):
+    backend = backend or FakeBackend(max_length=64)
+    kw.setdefault("max_wait_ms", 2.0)
+    batcher = DynamicBatcher(backend.embed, BUCKETS, pad_id=0, **kw)
+    batcher.start()
+    return batcher, backend
+
+
+def single(backend, text):
+    ids = TOK.encode(text)[None, :].astype(np.int64)
+    return backend.embed(ids, np.ones_like(ids))[0]
+
+
+def test_batched_equals_unbatched_and_rows_stay_in_order():
+    batcher, backend = make(max_batch_size=16)
+    texts = [words(n, salt=f"s{n}_") for n in (1, 3, 5, 7, 9, 12, 20, 33, 2, 6, 14, 50)]
+    futures = [f for t in texts for f in batcher.submit([TOK.encode(t)])]
+    results = [f.result(timeout=10) for f in futures]
+    batcher.stop(5)
+    assert max(r.batch.size for r in results) > 1  # they really were batched
+    for text, r in zip(texts, results):
+        np.testing.assert_allclose(r.vector, single(backend, text), atol=1e-5)
+
+
+def test_batches_never_mix_buckets_and_respect_caps():
+    backend = FakeBackend(max_length=64)
+    backend.gate.clear()  # hold the worker so everything queues up first
+    batcher, _ = make(backend, max_batch_size=4, max_batch_tokens=64)
+    seqs = [TOK.encode(words(n)) for n in [2] * 9 + [10] * 5 + [40] * 3]
+    futures = batcher.submit(seqs)
+    backend.gate.set()
+    results = [f.result(timeout=10) for f in futures]
+    batcher.stop(5)
+    for seq, r in zip(seqs, results):
+        assert r.batch.padded_len >= len(seq)
+        assert r.batch.bucket == BUCKETS.upper(BUCKETS.index(len(seq)))
+        assert r.batch.size <= 4 and r.batch.padded_tokens <= 64
+    for b, t in backend.calls:
+        assert b * t <= 64 and b <= 4
+
+
+def test_pad_to_bucket_uses_static_shapes():
+    batcher, backend = make(pad_to="bucket")
+    r = batcher.submit([TOK.encode(words(3))])[0].result(timeout=10)
+    batcher.stop(5)
+    assert backend.calls[-1][1] == 8 and r.batch.padded_len == 8
+    np.testing.assert_allclose(r.vector, single(backend, words(3)), atol=1e-5)
+
+
+def test_full_batch_fires_without_waiting_for_max_wait():
+    batcher, _ = make(max_batch_size=4, max_wait_ms=60_000)
+    futures = batcher.submit([TOK.encode(words(2, salt=str(i))) for i in range(4)])
+    done, _ = wait(futures, timeout=10)
+    assert len(done) == 4  # a 60 s max_wait was never waited for
+    lone = batcher.submit([TOK.encode("lonely")])[0]
+    assert not wait([lone], timeout=0.3).done  # a lone request does wait for batch-mates...
+    assert batcher.stop(10) and lone.result(timeout=1)  # ...and stop() flushes it
+
+
+def test_queue_full_is_all_or_nothing_with_retry_after():
+    backend = FakeBackend(max_length=64)
+    backend.gate.clear()
+    batcher, _ = make(backend, max_queue=3, max_batch_size=1)
+    first = batcher.submit([TOK.encode("a")])
+    deadline = time.monotonic() + 5
+    while batcher.queue_depth and time.monotonic() < deadline:  # worker picks it up and blocks
+        time.sleep(0.01)
+    batcher.submit([TOK.encode("b"), TOK.encode("c")])
+    with pytest.raises(QueueFullError) as info:
+        batcher.submit([TOK.encode("d"), TOK.encode("e")])  # 2 + 2 > 3: refused whole
+    assert info.value.retry_after_s >= 1 and batcher.queue_depth == 2
+    batcher.submit([TOK.encode("f")])  # 2 + 1 fits
+    backend.gate.set()
+    assert first[0].result(timeout=10)
+    batcher.stop(5)
+
+
+def test_intake_is_not_blocked_by_inference():
+    backend = FakeBackend(max_length=64)
+    backend.gate.clear()
+    batcher, _ = make(backend, max_batch_size=1)
+    batcher.submit([TOK.encode("x")])
+    while not backend.calls and batcher.busy_for_s() == 0:
+        time.sleep(0.005)
+    t0 = time.monotonic()
+    batcher.submit([TOK.encode("y")])  # the worker is inside embed(); the lock must be free
+    assert time.monotonic() - t0 < 1.0
+    backend.gate.set()
+    batcher.stop(5)
+
+
+def test_cancelled_sequences_are_dropped_before_inference():
+    backend = FakeBackend(max_length=64)
+    backend.gate.clear()
+    dropped = []
+    batcher, _ = make(backend, max_batch_size=8, on_drop=dropped.append)
+    blocker = batcher.submit([TOK.encode("block")])
+    while batcher.queue_depth:
+        time.sleep(0.005)
+    gone = batcher.submit([TOK.encode(words(3, "gone"))] * 3)
+    kept = batcher.submit([TOK.encode(words(3, "kept"))])
+    assert all(f.cancel() for f in gone)
+    backend.gate.set()
+    kept[0].result(timeout=10), blocker[0].result(timeout=10)
+    batcher.stop(5)
+    assert sum(dropped) == 3
+    assert sum(b for b, _ in backend.calls) == 2  # only "block" and "kept" reached the engine
+
+
+def test_engine_failure_fails_only_its_batch_and_worker_survives():
+    backend = FakeBackend(max_length=64, fail_len=7)
+    batcher, _ = make(backend)
+    bad = batcher.submit([TOK.encode(words(5))])[0]  # 5 words + 2 specials = 7 tokens
+    good = batcher.submit([TOK.encode(words(20))])[0]  # another bucket, another batch
+    with pytest.raises(BatchFailedError):
+        bad.result(timeout=10)
+    assert good.result(timeout=10).vector.shape == (16,)
+    assert batcher.submit([TOK.encode("after")])[0].result(timeout=10)
+    assert batcher.worker_alive
+    batcher.stop(5)
+
+
+def test_engine_only_runs_on_the_worker_thread_and_jobs_share_it():
+    batcher, backend = make()
+    batcher.submit([TOK.encode("a b")])[0].result(timeout=10)
+    name = batcher.run_exclusive(lambda: threading.current_thread().name).result(timeout=10)
+    batcher.stop(5)
+    assert backend.threads == {"openhood-worker"} and name == "openhood-worker"
+
+
+def test_stop_refuses_new_work_and_flushes_queued():
+    batcher, _ = make(max_wait_ms=60_000)
+    queued = batcher.submit([TOK.encode("q1"), TOK.encode("q2 q2")])
+    assert batcher.stop(10)
+    assert all(f.result(timeout=1) for f in queued)
+    with pytest.raises(SchedulerStoppedError):
+        batcher.submit([TOK.encode("late")])
+
+
+def test_token_budget_must_hold_the_largest_bucket():
+    with pytest.raises(ValueError, match="max_batch_tokens"):
+        DynamicBatcher(FakeBackend().embed, BUCKETS, max_batch_tokens=32)

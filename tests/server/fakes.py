@@ -1,0 +1,85 @@
+"""A tiny deterministic tokenizer + backend with the real contracts, for scheduler/app unit tests.
+
+The fake backend really mean-pools per-token vectors under the attention mask and L2-normalizes,
+so padding and batch composition must not change its output — the same property the real engine
+has — and a scheduler bug that mixes rows up shows as a wrong vector.
+"""
+
+from __future__ import annotations
+
+import threading
+import zlib
+
+import numpy as np
+
+PAD, UNK, CLS, SEP = 0, 100, 101, 102
+
+
+class FakeRagged:
+    def __init__(self, seqs: list[np.ndarray], truncated: list[bool]):
+        self._seqs = seqs
+        self.lengths = np.array([len(s) for s in seqs], dtype=np.int64)
+        self.truncated = np.array(truncated, dtype=bool)
+
+    def __len__(self):
+        return len(self._seqs)
+
+    def __iter__(self):
+        return iter(self._seqs)
+
+    def __getitem__(self, i):
+        return self._seqs[i]
+
+
+class FakeTokenizer:
+    """Whitespace words → stable ids in [1000, 30000); [CLS] ... [SEP]; HF-style truncation."""
+
+    pad_id, unk_id, cls_id, sep_id, vocab_size = PAD, UNK, CLS, SEP, 30522
+
+    def encode(self, text: str, max_length: int | None = None) -> np.ndarray:
+        ids = [1000 + zlib.crc32(w.encode()) % 29000 for w in text.split()]
+        if max_length is not None and len(ids) + 2 > max_length:
+            ids = ids[: max_length - 2]
+        return np.array([CLS, *ids, SEP], dtype=np.int32)
+
+    def encode_batch(self, texts: list[str], max_length: int | None = None) -> FakeRagged:
+        seqs, truncated = [], []
+        for t in texts:
+            full = len(t.split()) + 2
+            seqs.append(self.encode(t, max_length))
+            truncated.append(max_length is not None and full > max_length)
+        return FakeRagged(seqs, truncated)
+
+
+class FakeBackend:
+    name = "fake"
+
+    def __init__(self, dim: int = 16, max_length: int = 64, fail_len: int | None = None):
+        self.dim, self.max_length = dim, max_length
+        self.table = np.random.default_rng(0).standard_normal((30522, dim)).astype(np.float32)
+        self.fail_len = fail_len  # a batch holding a sequence of this many tokens raises
+        self.calls: list[tuple[int, int]] = []  # (B, T) of each embed call
+        self.threads: set[str] = set()
+        self.gate = threading.Event()  # cleared → embed blocks (lets tests hold a batch in flight)
+        self.gate.set()
+
+    def embed(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+        self.gate.wait()
+        self.threads.add(threading.current_thread().name)
+        self.calls.append(input_ids.shape)
+        if self.fail_len is not None and (attention_mask.sum(1) == self.fail_len).any():
+            raise RuntimeError("fake engine failure")
+        vecs = self.table[input_ids] * attention_mask[..., None]  # (B, T, dim)
+        pooled = vecs.sum(1) / attention_mask.sum(1, keepdims=True)  # (B, dim)
+        return (pooled / np.linalg.norm(pooled, axis=1, keepdims=True)).astype(np.float32)
+
+    def health(self) -> dict:
+        out = self.embed(np.array([[CLS, SEP]]), np.ones((1, 2), dtype=np.int64))
+        return {"norm": float(np.linalg.norm(out))}
+
+
+def fake_engine(**backend_kwargs):
+    from openhood.server.app import Engine
+
+    backend = FakeBackend(**backend_kwargs)
+    return Engine(FakeTokenizer(), backend, "fake/fake-model", backend.max_length, backend.dim)
