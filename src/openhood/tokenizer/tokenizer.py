@@ -1,0 +1,198 @@
+"""``Tokenizer``: HF-exact BERT WordPiece encoding, batched through one compiled kernel call.
+
+Batch path (no Python loop per character or token): join the texts with U+0000 (which NFD and
+lowercasing leave alone, and which we check no text contains), run the C-speed string part of
+normalization once on the joined string, view it as a uint32 code point array, find the text
+boundaries with one vectorized comparison, and hand everything to ``encode_kernel``. Texts that
+contain an added token (e.g. ``[SEP]`` written in the text) or a U+0000 take a per-text path:
+split on the added tokens (matched on the raw text, leftmost-longest, as HF does), normalize
+each piece, and mark the tokens with code points above U+10FFFF; the kernel is the same.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+
+from openhood.tokenizer.batch import RaggedBatch
+from openhood.tokenizer.config import TokenizerSpec, load_spec
+from openhood.tokenizer.kernel import encode_kernel
+from openhood.tokenizer.normalizer import MAX_CODE_POINT
+from openhood.tokenizer.trie import VocabTrie
+
+_SEP = "\x00"
+_NO_LIMIT = np.iinfo(np.int64).max // 4
+
+# WordPiece decoder clean-up, in HF's order (applied to each token after its leading space).
+_CLEANUP = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"), (" 'm", "'m"),
+            (" do not", " don't"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"))
+
+
+def _utf32(text: str) -> np.ndarray:
+    return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+
+
+class Tokenizer:
+    """A BERT WordPiece tokenizer loaded from a Hugging Face folder; ids match HF ``tokenizers``."""
+
+    def __init__(self, spec: TokenizerSpec):
+        self.spec = spec
+        self.normalizer = spec.normalizer
+        self._trie = VocabTrie.build(spec.vocab, spec.continuing_subword_prefix)
+        self._char_class = self.normalizer.class_table
+        size = max([len(spec.vocab)] + [max(spec.vocab.values()) + 1] + [t.id + 1 for t in spec.added_tokens])
+        self._id_to_token = [""] * size
+        for token, tid in spec.vocab.items():
+            self._id_to_token[tid] = token
+        for tok in spec.added_tokens:
+            self._id_to_token[tok.id] = tok.content
+        self._vocab = dict(spec.vocab)
+        for tok in spec.added_tokens:
+            self._vocab.setdefault(tok.content, tok.id)
+        self._special_ids = frozenset(t.id for t in spec.added_tokens if t.special)
+        self._added = sorted(spec.added_tokens, key=lambda t: -len(t.content))  # longest first
+        self._added_contents = tuple(t.content for t in self._added)
+        self._added_ids = np.asarray([t.id for t in self._added] or [0], dtype=np.int32)
+        # Leftmost match, longest alternative first at that position = HF's LeftmostLongest.
+        self._added_re = (
+            re.compile("|".join(re.escape(c) for c in self._added_contents)) if self._added_contents else None
+        )
+        self._marker = {t.content: MAX_CODE_POINT + k for k, t in enumerate(self._added)}
+        self._prefix = np.asarray(spec.prefix_ids, dtype=np.int32)
+        self._suffix = np.asarray(spec.suffix_ids, dtype=np.int32)
+        self.unk_id = self._vocab[spec.unk_token]
+        self.pad_id = spec.pad_id
+        self.cls_id = spec.prefix_ids[0] if spec.prefix_ids else self._vocab.get("[CLS]", -1)
+        self.sep_id = spec.suffix_ids[-1] if spec.suffix_ids else self._vocab.get("[SEP]", -1)
+        self.vocab_size = size
+        # What the file declares (HF applies them by default); our API never truncates or pads
+        # implicitly: pass max_length=tok.declared_max_length or pad(tok.declared_padding_length).
+        self.declared_max_length = spec.truncation_max_length
+        self.declared_padding_length = spec.padding_length
+        t0 = time.perf_counter()
+        self.encode("warm up the kernel")  # compiles it on the first tokenizer of the process
+        self.warmup_seconds = time.perf_counter() - t0
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path) -> "Tokenizer":
+        """Load from a model folder, a ``tokenizer.json`` or a ``vocab.txt`` (+ ``tokenizer_config.json``)."""
+        return cls(load_spec(path))
+
+    # -- encoding -----------------------------------------------------------------------------
+
+    def _limit(self, max_length: int | None) -> int:
+        if max_length is None:
+            return _NO_LIMIT
+        n_special = self._prefix.size + self._suffix.size
+        if isinstance(max_length, bool) or not isinstance(max_length, (int, np.integer)):
+            raise TypeError(f"max_length must be an int or None, not {type(max_length).__name__}")
+        if max_length < n_special:
+            raise ValueError(f"max_length={max_length} is smaller than the {n_special} special tokens it must keep")
+        return int(max_length) - n_special
+
+    def _code_points(self, text: str) -> np.ndarray:
+        """One text → (n,) uint32 code points after normalization, added tokens as markers."""
+        if self._added_re is None or not any(c in text for c in self._added_contents):
+            return _utf32(self.normalizer.prepare(text))
+        parts, pos = [], 0
+        for match in self._added_re.finditer(text):
+            if match.start() > pos:
+                parts.append(_utf32(self.normalizer.prepare(text[pos : match.start()])))
+            parts.append(np.asarray([self._marker[match.group()]], dtype=np.uint32))
+            pos = match.end()
+        if pos < len(text):
+            parts.append(_utf32(self.normalizer.prepare(text[pos:])))
+        return np.concatenate(parts) if parts else np.empty(0, dtype=np.uint32)
+
+    def _run(self, cps, starts, ends, limit):
+        n = starts.size
+        out = np.empty(cps.size + n * (self._prefix.size + self._suffix.size), dtype=np.int32)
+        lengths = np.empty(n, dtype=np.int64)
+        truncated = np.empty(n, dtype=np.bool_)
+        tr = self._trie
+        used = encode_kernel(cps, starts, ends, self._char_class, tr.symbol, tr.token_id, tr.keys, tr.children,
+                             tr.mask, tr.n_symbols, tr.continuation_root, self.unk_id,
+                             self.spec.max_input_chars_per_word, self._prefix, self._suffix, limit,
+                             self._added_ids, out, lengths, truncated)
+        return out[:used], lengths, truncated
+
+    def encode(self, text: str, max_length: int | None = None) -> np.ndarray:
+        """Ids of one text, special tokens included; ``max_length`` counts them (HF semantics)."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, not {type(text).__name__}")
+        cps = self._code_points(text)
+        ids, _, _ = self._run(cps, np.zeros(1, np.int64), np.full(1, cps.size, np.int64), self._limit(max_length))
+        return ids
+
+    def encode_batch(self, texts: list[str], max_length: int | None = None) -> RaggedBatch:
+        """Ids of many texts as a ``RaggedBatch``; equal, text by text, to ``encode``."""
+        limit = self._limit(max_length)
+        texts = list(texts)
+        n = len(texts)
+        if not all(isinstance(t, str) for t in texts):
+            bad = next(type(t).__name__ for t in texts if not isinstance(t, str))
+            raise TypeError(f"texts must all be str, got a {bad}")
+        joined = _SEP.join(texts)
+        special = []  # indices of texts needing the per-text path
+        if joined.count(_SEP) != n - 1 or any(c in joined for c in self._added_contents):
+            contents = self._added_contents
+            special = [i for i, t in enumerate(texts) if _SEP in t or any(c in t for c in contents)]
+        if special:
+            fast = np.ones(n, dtype=bool)
+            fast[special] = False
+            fast_idx = np.flatnonzero(fast)
+            joined = _SEP.join(texts[i] for i in fast_idx)
+        cps = _utf32(self.normalizer.prepare(joined)) if (n - len(special)) else np.empty(0, np.uint32)
+        seps = np.flatnonzero(cps == 0)  # (n_fast - 1,) the joiners; no text holds a U+0000
+        starts = np.concatenate(([0], seps + 1)).astype(np.int64)
+        ends = np.concatenate((seps, [cps.size])).astype(np.int64)
+        if special:
+            extra = [self._code_points(texts[i]) for i in special]
+            sizes = np.fromiter((a.size for a in extra), np.int64, len(extra))
+            extra_starts = cps.size + np.concatenate(([0], np.cumsum(sizes)[:-1]))
+            all_starts = np.empty(n, np.int64)
+            all_ends = np.empty(n, np.int64)
+            if fast_idx.size:
+                all_starts[fast_idx], all_ends[fast_idx] = starts, ends
+            all_starts[special], all_ends[special] = extra_starts, extra_starts + sizes
+            cps = np.concatenate([cps] + extra)
+            starts, ends = all_starts, all_ends
+        ids, lengths, truncated = self._run(cps, starts, ends, limit)
+        return RaggedBatch(ids.copy(), lengths, truncated, pad_id=self.pad_id, pad_type_id=self.spec.pad_type_id,
+                           pad_left=self.spec.pad_left)
+
+    # -- decoding -----------------------------------------------------------------------------
+
+    def convert_ids_to_tokens(self, ids) -> list[str]:
+        table = self._id_to_token
+        out = []
+        for i in np.asarray(ids, dtype=np.int64).ravel().tolist():
+            if not 0 <= i < len(table) or (table[i] == "" and i not in self._special_ids):
+                raise ValueError(f"token id {i} is not in the vocabulary (size {len(table)})")
+            out.append(table[i])
+        return out
+
+    def convert_tokens_to_ids(self, tokens: list[str]) -> list[int]:
+        return [self._vocab.get(t, self.unk_id) for t in tokens]
+
+    def decode(self, ids, skip_special_tokens: bool = True) -> str:
+        """Tokens joined back to text with HF's WordPiece decoder (``##`` merged, punctuation clean-up)."""
+        tokens = self.convert_ids_to_tokens(ids)
+        if skip_special_tokens:
+            keep = [i not in self._special_ids for i in np.asarray(ids, dtype=np.int64).ravel().tolist()]
+            tokens = [t for t, k in zip(tokens, keep) if k]
+        prefix, pieces = self.spec.decoder_prefix, []
+        for i, token in enumerate(tokens):
+            if i:
+                token = token[len(prefix):] if token.startswith(prefix) else " " + token
+            if self.spec.decoder_cleanup:
+                for dirty, clean in _CLEANUP:
+                    token = token.replace(dirty, clean)
+            pieces.append(token)
+        return "".join(pieces)
+
+    def __repr__(self) -> str:
+        return f"Tokenizer(vocab_size={self.vocab_size}, source={self.spec.source!r})"
