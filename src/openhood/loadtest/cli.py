@@ -1,0 +1,147 @@
+"""``openhood loadtest URL`` and ``openhood profile --pid PID``.
+
+Argument parsing and printing only; the work lives in runner / stats / sweep / report /
+profiler, which import their heavy dependencies (httpx, numpy) when a command runs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "loadtest", help="open/closed-loop load test of an embeddings server, with an SLO verdict and report",
+        description="Load-test an OpenAI-compatible /v1/embeddings endpoint. Open loop (--rate, Poisson "
+                    "arrivals, latency timed from each request's scheduled arrival) or closed loop "
+                    "(--concurrency). Loopback targets only unless --allow-remote.")
+    p.add_argument("url", help="server base URL (POSTs to /v1/embeddings) or a full endpoint URL")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--rate", type=float, help="open loop: mean requests/s (Poisson arrivals)")
+    mode.add_argument("--concurrency", type=int, help="closed loop: number of clients")
+    p.add_argument("--duration", type=float, default=15.0, help="measured seconds per run (default 15)")
+    p.add_argument("--warmup", type=float, default=2.0, help="seconds sent before measuring (default 2)")
+    p.add_argument("--corpus", help="JSONL file with a 'text' field; default: a generated corpus")
+    p.add_argument("--max-chars", type=int, help="cut each text to this many characters")
+    p.add_argument("--corpus-limit", type=int, help="read only the first N corpus lines")
+    p.add_argument("--batch", type=int, default=1, help="texts per request (default 1)")
+    p.add_argument("--model", help="value of the request's 'model' field (omitted by default)")
+    p.add_argument("--seed", type=int, default=0, help="seed for arrivals and text draws (default 0)")
+    p.add_argument("--timeout", type=float, help="read timeout in s (default 3 x --p99-budget, per R13)")
+    p.add_argument("--pool", type=int, help="max connections (default: concurrency, or 2 x rate x P99 budget)")
+    p.add_argument("--max-requests", type=int, default=200_000, help="hard cap on requests per run")
+    p.add_argument("--p99-budget", type=float, default=500.0, help="SLO: overall P99 budget in ms (default 500)")
+    p.add_argument("--bucket-ratio", type=float, default=3.0, help="SLO: max P99/P50 per length bucket (default 3)")
+    p.add_argument("--min-bucket-samples", type=int, default=50, help="SLO: buckets with fewer samples are not checked")
+    p.add_argument("--sweep", action="store_true", help="step/bisect the open-loop rate to the highest passing the SLO")
+    p.add_argument("--sweep-start", type=float, default=10.0, help="first sweep rate (default 10 req/s)")
+    p.add_argument("--sweep-max", type=float, default=2000.0, help="highest sweep rate (default 2000 req/s)")
+    p.add_argument("--sweep-factor", type=float, default=2.0, help="step multiplier (default 2)")
+    p.add_argument("--sweep-bisect", type=int, default=3, help="bisection steps near the boundary (default 3)")
+    p.add_argument("--sweep-repeats", type=int, default=2, help="extra runs at the best rate, other seeds (default 2)")
+    p.add_argument("--wait-ready", type=float, default=30.0, help="wait up to N s for GET /health/ready (0: don't)")
+    p.add_argument("--allow-remote", action="store_true", help="allow a non-loopback target (you must own it)")
+    p.add_argument("--json", action="store_true", help="print the JSON summary on stdout instead of text")
+    p.add_argument("--report", metavar="DIR", help="write DIR/index.html with plots, summary.json, requests.csv")
+    p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
+    p.set_defaults(func=cmd_loadtest)
+
+    q = subparsers.add_parser("profile", help="record a py-spy flame graph of a running server",
+                              description="Attach py-spy to a running process and write a flame graph SVG.")
+    q.add_argument("--pid", type=int, required=True, help="process id (e.g. of `openhood serve`)")
+    q.add_argument("--duration", type=float, default=30.0, help="seconds to record (default 30)")
+    q.add_argument("--out", default="profile.svg", help="output SVG (default profile.svg)")
+    q.add_argument("--rate", type=int, default=100, help="samples per second (default 100)")
+    q.add_argument("--native", action="store_true", help="include native frames (BLAS, ONNX Runtime)")
+    q.add_argument("--subprocesses", action="store_true", help="also profile child processes")
+    q.add_argument("--idle", action="store_true", help="include idle (waiting) threads")
+    q.set_defaults(func=cmd_profile)
+
+
+def cmd_loadtest(args) -> int:
+    from openhood.loadtest.client import plan_client
+    from openhood.loadtest.corpus import CorpusError, TextCorpus, synthetic_corpus
+    from openhood.loadtest.runner import RunConfig, default_progress, run
+    from openhood.loadtest.stats import Slo, format_summary, summarize
+    from openhood.loadtest.target import RemoteTargetError, check_target, parse_target
+
+    def fail(msg: str) -> int:
+        print(f"openhood loadtest: error: {msg}", file=sys.stderr)
+        return 2
+
+    try:
+        target = parse_target(args.url)
+        check_target(target, allow_remote=args.allow_remote)
+    except (ValueError, RemoteTargetError) as exc:
+        return fail(str(exc))
+    if not args.sweep and args.rate is None and args.concurrency is None:
+        return fail("give --rate R (open loop), --concurrency N (closed loop), or --sweep")
+    if args.sweep and args.concurrency is not None:
+        return fail("--sweep steps the open-loop rate; it cannot be combined with --concurrency")
+    try:
+        corpus = (TextCorpus.from_jsonl(args.corpus, max_chars=args.max_chars, limit=args.corpus_limit)
+                  if args.corpus else synthetic_corpus())
+        if not args.corpus and args.max_chars:
+            corpus = TextCorpus(corpus.texts, max_chars=args.max_chars)
+    except (OSError, CorpusError, ValueError) as exc:
+        return fail(str(exc))
+    slo = Slo(p99_budget_ms=args.p99_budget, bucket_ratio=args.bucket_ratio, min_samples=args.min_bucket_samples)
+    log = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
+    ready_wait = [args.wait_ready]  # wait before the first run only
+
+    def one_run(rate, concurrency, seed):
+        cfg = RunConfig(url=target.url, rate=rate, concurrency=concurrency, duration=args.duration,
+                        warmup=args.warmup, batch=args.batch, seed=seed, max_requests=args.max_requests,
+                        model=args.model)
+        plan = plan_client(rate=rate, concurrency=concurrency, p99_budget_s=args.p99_budget / 1e3,
+                           timeout_s=args.timeout, max_connections=args.pool)
+        result = run(cfg, plan, corpus.sampler(seed + 1), progress=default_progress(not args.quiet),
+                     wait_ready_s=ready_wait[0], ready_url=target.ready_url)
+        ready_wait[0] = 0.0
+        return result, summarize(result, slo)
+
+    try:
+        if args.sweep:
+            from openhood.loadtest.sweep import format_sweep, rate_sweep
+
+            sweep = rate_sweep(lambda r, s: one_run(r, None, s), start=args.sweep_start, max_rate=args.sweep_max,
+                               seed=args.seed, factor=args.sweep_factor, bisect_steps=args.sweep_bisect,
+                               repeats=args.sweep_repeats, p99_budget_ms=args.p99_budget, log=log)
+            best = sweep.pop("best")
+            if args.json:
+                print(json.dumps({"sweep": sweep, "run": best[1] if best else None}, indent=2))
+            else:
+                print(format_sweep(sweep))
+            if args.report:
+                if best is None:
+                    log("no passing rate: the report shows the lowest rate tried")
+                    r0 = sweep["runs"][0]["rate"]
+                    best = one_run(r0, None, args.seed)
+                from openhood.loadtest.report import write_report
+
+                log(f"report: {write_report(args.report, best[0], best[1], sweep)}")
+            return 0 if sweep["best_rate"] is not None else 1
+        result, summary = one_run(args.rate, args.concurrency, args.seed)
+    except (ValueError, ConnectionError) as exc:
+        return fail(str(exc))
+    print(json.dumps(summary, indent=2) if args.json else format_summary(summary))
+    if args.report:
+        from openhood.loadtest.report import write_report
+
+        log(f"report: {write_report(args.report, result, summary)}")
+    return 0 if summary["ok"] > 0 else 1
+
+
+def cmd_profile(args) -> int:
+    from openhood.loadtest.profiler import ProfilerError, record
+
+    try:
+        out = record(args.pid, args.out, duration_s=args.duration, rate_hz=args.rate, native=args.native,
+                     subprocesses=args.subprocesses, idle=args.idle)
+    except ProfilerError as exc:
+        print(f"openhood profile: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"flame graph written to {out} (open it in a browser; see docs/loadtest.md)")
+    return 0
+
