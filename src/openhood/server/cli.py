@@ -109,19 +109,24 @@ def load_engine(config: ServerConfig):
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    from openhood.server.logs import configure_logging
+
+    config = config_from_args(args)
+    configure_logging(config.log_level)
+    return serve(config, load_engine(config))
+
+
+def serve(config: ServerConfig, engine) -> int:
+    """Run the server on ``engine`` until a signal drains it; 0 after a clean drain."""
     import logging
 
     import uvicorn
 
     from openhood.server.app import create_app
     from openhood.server.lifecycle import DrainingServer, Lifecycle
-    from openhood.server.logs import configure_logging
     from openhood.server.tracing import make_tracer
 
-    config = config_from_args(args)
-    configure_logging(config.log_level)
     log = logging.getLogger("openhood.server")
-    engine = load_engine(config)
     tracer, provider = make_tracer()
     lifecycle = Lifecycle()
     app = create_app(config, engine, tracer=tracer, lifecycle=lifecycle)

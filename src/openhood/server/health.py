@@ -21,6 +21,7 @@ from openhood.scheduler import DynamicBatcher
 
 PROBE_TEXT = "openhood readiness probe"
 NORM_TOLERANCE = 1e-3
+POLL_S = 0.05  # how often a waiting readiness check re-checks for a stalled worker
 
 
 class ReadinessProbe:
@@ -55,11 +56,19 @@ class ReadinessProbe:
             return False, {"reason": f"the inference worker has been inside one batch for {busy:.1f} s"}
         if self._pending is None or self._pending.done():
             self._pending = self.batcher.run_exclusive(self._probe)
-        try:
-            # shield: a timed-out waiter must not cancel the probe other waiters share.
-            details = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(self._pending)), self.timeout_s)
-        except TimeoutError:
-            return False, {"reason": f"the readiness probe did not finish within {self.timeout_s:g} s"}
-        except Exception as exc:  # the engine failed the probe: report its kind, never crash the route
-            return False, {"reason": f"readiness probe failed: {type(exc).__name__}: {exc}"}
-        return True, details
+        probe = asyncio.wrap_future(self._pending)
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                # shield: a waiter that gives up must not cancel the probe other waiters share.
+                details = await asyncio.wait_for(asyncio.shield(probe), min(POLL_S, max(0.0, deadline - time.monotonic())))
+                return True, details
+            except TimeoutError:
+                # The probe queues behind the running batch; a stuck batch must not hide behind it.
+                busy = self.batcher.busy_for_s()
+                if busy > self.stall_timeout_s:
+                    return False, {"reason": f"the inference worker has been inside one batch for {busy:.1f} s"}
+                if time.monotonic() >= deadline:
+                    return False, {"reason": f"the readiness probe did not finish within {self.timeout_s:g} s"}
+            except Exception as exc:  # the engine failed the probe: report its kind, never crash the route
+                return False, {"reason": f"readiness probe failed: {type(exc).__name__}: {exc}"}
