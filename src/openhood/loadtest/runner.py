@@ -22,6 +22,7 @@ import asyncio
 import random
 import re
 import sys
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -144,16 +145,18 @@ def _error_kind(exc: BaseException) -> str:
 
 async def _one_request(client, url: str, texts: list[str], model: str | None, scheduled: float,
                        t0: float, hard_timeout: float, rec: _Recorder) -> None:
-    loop = asyncio.get_running_loop()
+    # Timestamps use perf_counter, not loop.time(): uvloop's clock is cached per loop iteration
+    # at 1 ms resolution, which would round and under-state latencies.
+    clock = time.perf_counter
     body = _encode_body(texts, model)
     chars = sum(len(t) for t in texts)
     # "sent" starts as the dispatch time and moves to when the request's headers actually go out
     # on a connection (httpcore's trace hook), i.e. after any wait for a pooled connection.
-    sent = [loop.time()]
+    sent = [clock()]
 
     async def trace(event: str, info: dict) -> None:
         if event == "http11.send_request_headers.started":
-            sent[0] = loop.time()
+            sent[0] = clock()
 
     tokens = -1
     try:
@@ -170,7 +173,7 @@ async def _one_request(client, url: str, texts: list[str], model: str | None, sc
         raise
     except Exception as exc:  # every failure becomes a counted error kind, never a crash
         status = _error_kind(exc)
-    rec.add(scheduled, sent[0] - t0, loop.time() - t0, status, len(texts), chars, tokens)
+    rec.add(scheduled, sent[0] - t0, clock() - t0, status, len(texts), chars, tokens)
 
 
 def poisson_schedule(rate: float, horizon: float, seed: int, cap: int) -> np.ndarray:
@@ -196,12 +199,11 @@ def _hard_timeout(plan: ClientPlan) -> float:
 
 async def _open_loop(client, cfg: RunConfig, plan: ClientPlan, sampler: TextSampler,
                      rec: _Recorder, t0: float) -> int:
-    loop = asyncio.get_running_loop()
     schedule = poisson_schedule(cfg.rate, cfg.warmup + cfg.duration, cfg.seed, cfg.max_requests)
     hard = _hard_timeout(plan)
     tasks: set[asyncio.Task] = set()
     for due in schedule:
-        delay = t0 + due - loop.time()
+        delay = t0 + due - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
         # If we are late (a busy loop), we still start now and the lateness is counted in latency.
@@ -215,13 +217,12 @@ async def _open_loop(client, cfg: RunConfig, plan: ClientPlan, sampler: TextSamp
 
 async def _closed_loop(client, cfg: RunConfig, plan: ClientPlan, sampler: TextSampler,
                        rec: _Recorder, t0: float) -> int:
-    loop = asyncio.get_running_loop()
     end = cfg.warmup + cfg.duration
     hard = _hard_timeout(plan)
 
     async def one_client() -> None:
         while rec.sent < cfg.max_requests:
-            now = loop.time() - t0
+            now = time.perf_counter() - t0
             if now >= end:
                 return
             rec.sent += 1
@@ -268,14 +269,13 @@ async def wait_ready(ready_url: str, timeout_s: float) -> None:
 
 async def run_async(cfg: RunConfig, plan: ClientPlan, sampler: TextSampler,
                     progress: ProgressLine | None = None, client=None) -> RunResult:
-    loop = asyncio.get_running_loop()
     rec = _Recorder(cfg.warmup, progress)
     own_client = client is None
     client = client or make_client(plan)
-    t0 = loop.time()
+    t0 = time.perf_counter()
     ticker = None
     if progress is not None:
-        progress.start(cfg, lambda: (rec.sent, loop.time() - t0))
+        progress.start(cfg, lambda: (rec.sent, time.perf_counter() - t0))
         ticker = asyncio.create_task(progress.run())
     try:
         if cfg.mode == "open":
@@ -288,7 +288,7 @@ async def run_async(cfg: RunConfig, plan: ClientPlan, sampler: TextSampler,
             progress.finish()
         if own_client:
             await client.aclose()
-    wall = loop.time() - t0
+    wall = time.perf_counter() - t0
     rows = rec.rows
     cols = list(zip(*rows)) if rows else [()] * 7
     return RunResult(
