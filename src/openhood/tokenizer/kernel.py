@@ -4,7 +4,8 @@ Input is the batch *after* ``BertNormalizer.prepare`` as one uint32 code point a
 per-text ``[starts, ends)``; code points ≥ 0x110000 are added-token markers (``0x110000 + k`` →
 ``added_ids[k]``), which can never collide with text. For each text the kernel
 
-1. compacts the text into ``scratch``, dropping the DROP class (controls, marks);
+1. compacts the text into ``scratch``, dropping the DROP class (controls, marks) and rewriting
+   the REMAP class (the few lowercase mappings Python lacks) by binary search in ``remap_src``;
 2. pre-tokenizes: whitespace separates words, punctuation and CJK ideographs are one-char words;
 3. runs greedy longest-match WordPiece on each word by walking the ``VocabTrie`` (O(n·k)), a
    word longer than ``max_chars`` or with an unmatched remainder becoming one ``unk_id``;
@@ -21,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from openhood.tokenizer.normalizer import DROP, MAX_CODE_POINT, SPACE, WORD
+from openhood.tokenizer.normalizer import DROP, MAX_CODE_POINT, REMAP, SPACE, WORD
 from openhood.tokenizer.trie import child
 
 
@@ -61,7 +62,8 @@ def _wordpiece(buf, ws, we, out, p, symbol, token_id, keys, children, mask, n_sy
 
 @njit(nogil=True)
 def encode_kernel(cps, starts, ends, char_class, symbol, token_id, keys, children, mask, n_symbols, cont_root,
-                  unk_id, max_chars, prefix_ids, suffix_ids, limit, added_ids, out, lengths, truncated):
+                  unk_id, max_chars, prefix_ids, suffix_ids, limit, added_ids, remap_src, remap_dst,
+                  out, lengths, truncated):
     """Encode texts t = 0..len(starts)-1 from cps[starts[t]:ends[t]]; returns the number of ids written.
 
     out must hold len(cps) + n_texts * (len(prefix_ids) + len(suffix_ids)) ids: every token
@@ -77,8 +79,12 @@ def encode_kernel(cps, starts, ends, char_class, symbol, token_id, keys, childre
         m = 0
         for i in range(starts[t], ends[t]):
             c = cps[i]
-            if c < MAX_CODE_POINT and char_class[c] == DROP:
-                continue
+            if c < MAX_CODE_POINT:
+                k = char_class[c]
+                if k == DROP:
+                    continue
+                if k == REMAP:
+                    c = remap_dst[np.searchsorted(remap_src, c)]
             scratch[m] = c
             m += 1
         text_start = p

@@ -11,6 +11,9 @@ whitespace and isolates punctuation. We get the same result cheaper:
 - every *per-character* decision (drop, whitespace, punctuation, CJK, word) is one lookup in a
   ``(0x110000,)`` uint8 class table that the numba kernel reads (``class_table``), so dropping
   controls and marks, padding CJK and pre-tokenizing all happen in a single pass over code points.
+  The 55 code points that Rust lowercases and Python 3.11 does not (Unicode 15/16 additions, all
+  one-to-one) are the REMAP class, rewritten by the kernel (``lowercase_remap``): scanning for
+  them with a regex cost 0.7 s on the dev corpus, the kernel check is free.
 
 Why that order is still exact: lowercasing never creates a control, whitespace, punctuation or
 CJK character, and with strip_accents on, lowercasing after NFD creates no new Mn character (the
@@ -33,7 +36,7 @@ from openhood.tokenizer import unicode_tables as ut
 MAX_CODE_POINT = 0x110000
 
 # Code point classes read by the kernel (uint8).
-WORD, DROP, SPACE, PUNCT, CJK = 0, 1, 2, 3, 4
+WORD, DROP, SPACE, PUNCT, CJK, REMAP = 0, 1, 2, 3, 4, 5
 
 # HF's is_chinese_char: the CJK Unified Ideographs blocks and compatibility ideographs.
 CJK_RANGES = (
@@ -55,8 +58,6 @@ def _char_class_re(code_points) -> re.Pattern | None:
 
 
 _NFD_FIX_RE = _char_class_re(ut.NFD_FIXES)
-_LOWER_FIX_RE = _char_class_re(ut.LOWERCASE_FIXES)
-_LOWER_FIX_TABLE = {cp: s for cp, s in ut.LOWERCASE_FIXES.items()}
 
 
 def _fill(table: np.ndarray, ranges, value: int, only_where=None) -> None:
@@ -88,8 +89,6 @@ class BertNormalizer:
         if self.strip_accents:
             text = self._nfd(text)
         if self.lowercase:
-            if _LOWER_FIX_RE is not None and _LOWER_FIX_RE.search(text):
-                text = text.translate(_LOWER_FIX_TABLE)
             # Rust lowercases char by char: no Final_Sigma rule, so Σ is always σ.
             if _CAPITAL_SIGMA in text:
                 text = text.replace(_CAPITAL_SIGMA, _SMALL_SIGMA)
@@ -123,4 +122,14 @@ class BertNormalizer:
             _fill(table, ut.CONTROL, DROP)
             table[0] = DROP
             table[0xFFFD] = DROP
+        if self.lowercase:
+            table[self.lowercase_remap[0]] = REMAP
         return table
+
+    @cached_property
+    def lowercase_remap(self) -> tuple[np.ndarray, np.ndarray]:
+        """(sorted source code points, their Rust lowercase), both (k,) uint32; empty if not lowercasing."""
+        fixes = sorted(ut.LOWERCASE_FIXES.items()) if self.lowercase else []
+        src = np.asarray([cp for cp, _ in fixes], dtype=np.uint32)
+        dst = np.asarray([ord(low) for _, low in fixes], dtype=np.uint32)  # one-to-one: checked by the tests
+        return src, dst

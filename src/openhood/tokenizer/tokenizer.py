@@ -43,6 +43,7 @@ class Tokenizer:
         self.normalizer = spec.normalizer
         self._trie = VocabTrie.build(spec.vocab, spec.continuing_subword_prefix)
         self._char_class = self.normalizer.class_table
+        self._remap_src, self._remap_dst = self.normalizer.lowercase_remap
         size = max([len(spec.vocab)] + [max(spec.vocab.values()) + 1] + [t.id + 1 for t in spec.added_tokens])
         self._id_to_token = [""] * size
         for token, tid in spec.vocab.items():
@@ -116,7 +117,7 @@ class Tokenizer:
         used = encode_kernel(cps, starts, ends, self._char_class, tr.symbol, tr.token_id, tr.keys, tr.children,
                              tr.mask, tr.n_symbols, tr.continuation_root, self.unk_id,
                              self.spec.max_input_chars_per_word, self._prefix, self._suffix, limit,
-                             self._added_ids, out, lengths, truncated)
+                             self._added_ids, self._remap_src, self._remap_dst, out, lengths, truncated)
         return out[:used], lengths, truncated
 
     def encode(self, text: str, max_length: int | None = None) -> np.ndarray:
@@ -135,6 +136,9 @@ class Tokenizer:
         if not all(isinstance(t, str) for t in texts):
             bad = next(type(t).__name__ for t in texts if not isinstance(t, str))
             raise TypeError(f"texts must all be str, got a {bad}")
+        if n == 0:
+            empty = np.empty(0, np.int64)
+            return RaggedBatch(np.empty(0, np.int32), empty, np.empty(0, np.bool_), pad_id=self.pad_id)
         joined = _SEP.join(texts)
         special = []  # indices of texts needing the per-text path
         if joined.count(_SEP) != n - 1 or any(c in joined for c in self._added_contents):

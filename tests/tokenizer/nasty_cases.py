@@ -1,0 +1,42 @@
+"""Hand-written texts that break naive BERT tokenizers (imported by the parity tests)."""
+
+NASTY = [
+    "",
+    " ",
+    "\t\n\r  \u3000\u00a0",
+    "Hello, world!",
+    "naïve café résumé Ångström Øresund façade",
+    "ÉCOLE ÉLÉMENTAIRE ß ẞ ǅ ǈ ﬁ ﬀ",
+    "ΟΔΟΣ Ὀδυσσεύς ΣΊΣΥΦΟΣ σίσυφος ς",  # Greek: final sigma is not context-sensitive in HF
+    "İstanbul ISPARTA ıi İ i̇ DİYARBAKIR",  # Turkish dotted/dotless I
+    "中文分词测试，北京大学。㐀𠀀𪜀 豈",  # CJK incl. extension blocks and compatibility ideographs
+    "日本語のテキスト、カタカナ ひらがな ｶﾀｶﾅ",
+    "한국어 텍스트 안녕하세요",
+    "ภาษาไทยไม่มีการเว้นวรรค",
+    "हिन्दी भाषा देवनागरी",
+    "العربية مع التشكيل: مَرْحَبًا",
+    "עברית עם ניקוד: שָׁלוֹם",
+    "emoji 😀👍🏽 🤷‍♀️ 👨‍👩‍👧‍👦 🇫🇷 ❤️ ©®™",
+    "zero\u200bwidth\u200cjoiner\u200dmarks\ufeffbom\u2060wj",
+    "controls\x00\x01\x07\x08\x0b\x0c\x1b\x1f\x7f\x85\x9f end",
+    "replacement \ufffd char \ufffd\ufffd",
+    "private \ue000\uf8ff \U000f0000 unassigned \u0378 \U0001fbff",
+    "a" * 101,
+    "a" * 100,
+    "supercalifragilisticexpialidocious" * 4,
+    "x" + "\u0301" * 150,
+    "!!!???...,,,;;;:::---___***",
+    "«quotes» „German“ ‘single’ “double” — – … ¿¡ ¡Hola!",
+    "$100 50% #hashtag @user a+b=c <tag> [brackets] {braces} |pipe| ~tilde` ^caret",
+    "[CLS] [SEP] [PAD] [MASK] [UNK]",
+    "text[SEP]glued[CLS]together[MASK]",
+    "[cls] [Sep] [ SEP ] [[SEP]] [SEP[SEP]]",
+    "mixed 123 4.56 7,890 1e10 0x1F ½ ² ①",
+    "URL https://example.com/path?q=1&b=2#frag mail@example.org",
+    "line1\nline2\r\nline3\ttabbed",
+    "combining: e\u0301 a\u0308 o\u0302\u0323 \u0345 \u1dc0",
+    "Ꭰ Ᏸ ꭰ ᏸ Ⓐ ⓐ Ｆｕｌｌｗｉｄｔｈ",
+    "math 𝐀𝐁𝐂 𝔸𝔹 ∀x∈ℝ: x²≥0 ∑∫√",
+    "\U00011938 dives akuru, ꟋꟌ Unicode 16 case pairs \U00010d50",
+    "𝕳𝖊𝖑𝖑𝖔 ᴴᵉˡˡᵒ",
+]
