@@ -1,0 +1,144 @@
+"""Fusion passes: rewrite an op graph into fewer, fatter nodes with identical output.
+
+Each pass takes a graph and returns a new one (the input is left untouched), so fused and
+unfused graphs can run side by side in tests and benchmarks:
+
+- ``merge_qkv``: three Linear projections of one input feeding an Attention become one
+  (C, 3C) Linear, one GEMM with a 3x wider N instead of three; the 1/sqrt(d) score scale is
+  folded into the query columns so attention skips a pass over its (B, H, T, T) scores.
+- ``fuse_linear_activation``: Linear → Gelu | Relu | Softmax becomes one node whose bias and
+  activation run in the matmul's output buffer, chunk by chunk while it is in cache.
+- ``fuse_linear_add_layernorm``: Linear → Add(residual) → LayerNorm becomes one node: bias,
+  residual and normalization in one cache-resident epilogue, no (N, C) temporaries.
+
+A pattern is only rewritten when the intermediate values have no other reader. Fused nodes
+keep the name of their Linear (``layer.0.ffn.up``), so ``Graph.replace_linear`` still finds it.
+The trade-off: patterns are matched structurally on op names, not via a general rewriter.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from openhood.engine.graph import Graph, Node
+from openhood.engine.linear import Linear
+
+ACTIVATIONS = {"Gelu": "gelu", "Relu": "relu", "Softmax": "softmax"}
+
+
+def _single_reader(graph: Graph, value: str) -> Node | None:
+    readers = graph.consumers().get(value, [])
+    if len(readers) != 1 or value in graph.outputs:
+        return None
+    return readers[0]
+
+
+def merge_qkv(graph: Graph) -> Graph:
+    g = graph.clone()
+    producer = g.producer()
+    drop: set[str] = set()
+    replace: dict[str, Node] = {}
+    for att in g.nodes:
+        if att.op != "Attention" or len(att.inputs) != 4:
+            continue
+        lins = [producer.get(v) for v in att.inputs[:3]]
+        if any(n is None or n.op != "Linear" or n.attrs.get("activation") for n in lins):
+            continue
+        if len({n.inputs[0] for n in lins}) != 1 or any(_single_reader(g, n.outputs[0]) is not att for n in lins):
+            continue
+        if any(type(n.linear) is not Linear for n in lins):
+            continue  # merging needs the float weights; replaced (e.g. quantized) layers are kept as is
+        q, k, v = (n.linear for n in lins)
+        scale = np.float32(att.attrs["scale"])
+        weight = np.concatenate([q.weight * scale, k.weight, v.weight], axis=1)  # (C, 3C)
+        bias = np.concatenate([q.bias * scale, k.bias, v.bias])
+        base = lins[0].name.rsplit(".", 1)[0]  # "layer.0.attention"
+        packed = f"{base}.qkv_packed"
+        replace[lins[0].name] = Node(f"{base}.qkv", "Linear", lins[0].inputs, (packed,), linear=Linear(weight, bias))
+        drop.update(n.name for n in lins[1:])
+        att.inputs = (packed, att.inputs[3])
+        att.attrs["scale"] = 1.0
+    g.nodes = [replace.get(n.name, n) for n in g.nodes if n.name not in drop]
+    g.meta["fusions"] = g.meta.get("fusions", []) + ["merge_qkv"]
+    return g
+
+
+def fuse_linear_activation(graph: Graph) -> Graph:
+    g = graph.clone()
+    producer = g.producer()
+    drop: set[str] = set()
+    for act in g.nodes:
+        if act.op not in ACTIVATIONS:
+            continue
+        lin = producer.get(act.inputs[0])
+        if lin is None or lin.op != "Linear" or lin.attrs.get("activation") or _single_reader(g, lin.outputs[0]) is not act:
+            continue
+        lin.attrs["activation"] = ACTIVATIONS[act.op]
+        lin.outputs = act.outputs
+        drop.add(act.name)
+    g.nodes = [n for n in g.nodes if n.name not in drop]
+    g.meta["fusions"] = g.meta.get("fusions", []) + ["linear_activation"]
+    return g
+
+
+def fuse_linear_add_layernorm(graph: Graph) -> Graph:
+    g = graph.clone()
+    producer = g.producer()
+    drop: set[str] = set()
+    replace: dict[str, Node] = {}
+    for ln in g.nodes:
+        if ln.op != "LayerNorm":
+            continue
+        add = producer.get(ln.inputs[0])
+        if add is None or add.op != "Add" or _single_reader(g, add.outputs[0]) is not ln:
+            continue
+        lin, residual = None, None
+        for i, v in enumerate(add.inputs):
+            cand = producer.get(v)
+            if cand is not None and cand.op == "Linear" and not cand.attrs.get("activation") and _single_reader(g, v) is add:
+                lin, residual = cand, add.inputs[1 - i]
+                break
+        if lin is None:
+            continue
+        replace[lin.name] = Node(
+            lin.name,
+            "LinearAddLayerNorm",
+            (lin.inputs[0], residual),
+            ln.outputs,
+            {"eps": ln.attrs["eps"]},
+            dict(ln.params),
+            linear=lin.linear,
+        )
+        drop.update((add.name, ln.name))
+    # The fused node runs where the LayerNorm ran: its residual input is ready by then.
+    by_output = {f.outputs[0]: f for f in replace.values()}
+    out: list[Node] = []
+    for n in g.nodes:
+        if n.name in replace:
+            continue
+        if n.name in drop:
+            if n.op == "LayerNorm":
+                out.append(by_output[n.outputs[0]])
+            continue
+        out.append(n)
+    g.nodes = out
+    g.meta["fusions"] = g.meta.get("fusions", []) + ["linear_add_layernorm"]
+    return g
+
+
+PASSES = {
+    "merge_qkv": merge_qkv,
+    "linear_activation": fuse_linear_activation,
+    "linear_add_layernorm": fuse_linear_add_layernorm,
+}
+
+
+def fuse(graph: Graph, passes: list[str] | tuple[str, ...] | None = None) -> Graph:
+    """Apply the named passes (all, in a fixed order, by default)."""
+    names = list(PASSES) if passes is None else list(passes)
+    unknown = [n for n in names if n not in PASSES]
+    if unknown:
+        raise ValueError(f"unknown fusion passes {unknown}; known: {list(PASSES)}")
+    for name in names:
+        graph = PASSES[name](graph)
+    return graph

@@ -1,0 +1,94 @@
+"""Run row-wise elementwise work on every core: NumPy ufuncs release the GIL.
+
+BLAS already threads the matrix products; everything between them (bias, GELU, LayerNorm,
+softmax) is a chain of ufunc passes that NumPy runs on one core. ``RowSplitter`` cuts the rows
+of an array into one contiguous range per thread, and each thread walks its range in
+cache-sized chunks, so a chain of ~20 passes reads DRAM once instead of 20 times. The trade-off:
+a thread hand-off costs tens of microseconds, so small arrays (batch 1, short text) stay on the
+calling thread.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
+
+from openhood.engine.blas import blas
+
+# ~64 KiB of float32 per operand: a chunk and its 2-3 scratch buffers stay in a 512 KiB L2.
+CHUNK_ELEMENTS = 16384
+# Below this many elements one thread is faster than waking the pool.
+MIN_PARALLEL_ELEMENTS = 65536
+
+
+def available_cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class RowSplitter:
+    """Apply ``fn(start, stop)`` to disjoint row ranges of an (N, C) problem on ``threads`` threads."""
+
+    def __init__(self, threads: int | None = None):
+        self.threads = max(1, threads if threads is not None else available_cores())
+        # Workers call BLAS only on small blocks (attention, LayerNorm GEMVs): keep them
+        # single-threaded inside BLAS, the parallelism is ours.
+        self._pool = (
+            ThreadPoolExecutor(self.threads - 1, thread_name_prefix="openhood-rows", initializer=blas().set_threads_local, initargs=(1,))
+            if self.threads > 1
+            else None
+        )
+        self._scratch = threading.local()
+
+    def chunk_rows(self, row_width: int) -> int:
+        """Rows per cache-sized chunk for rows of ``row_width`` elements."""
+        return max(1, CHUNK_ELEMENTS // max(1, row_width))
+
+    def scratch(self, key: str, shape: tuple[int, ...], dtype="float32"):
+        """A per-thread reusable buffer (no allocation in the hot loop)."""
+        import numpy as np
+
+        store = self._scratch.__dict__
+        size = 1
+        for s in shape:
+            size *= s
+        buf = store.get(key)
+        if buf is None or buf.size < size or buf.dtype != np.dtype(dtype):
+            buf = np.empty(max(size, CHUNK_ELEMENTS), dtype=dtype)
+            store[key] = buf
+        return buf[:size].reshape(shape)
+
+    def run(self, fn: Callable[[int, int], None], n_rows: int, row_width: int) -> None:
+        """Split ``range(n_rows)`` across the threads; ``fn`` walks its range in chunks itself."""
+        threads = self.threads
+        if self._pool is None or n_rows * row_width < MIN_PARALLEL_ELEMENTS or n_rows < threads:
+            fn(0, n_rows)
+            return
+        bounds = [n_rows * i // threads for i in range(threads + 1)]
+        futures = [self._pool.submit(fn, bounds[i], bounds[i + 1]) for i in range(1, threads)]
+        previous = blas().set_threads_local(1)
+        try:
+            fn(bounds[0], bounds[1])
+        finally:
+            if previous:
+                blas().set_threads_local(previous)
+        for f in futures:
+            f.result()
+
+    def for_chunks(self, fn: Callable[[int, int], None], n_rows: int, row_width: int) -> None:
+        """Like ``run`` but ``fn`` receives cache-sized chunks (start, stop) one at a time."""
+        step = self.chunk_rows(row_width)
+
+        def walk(start: int, stop: int) -> None:
+            for s in range(start, stop, step):
+                fn(s, min(s + step, stop))
+
+        self.run(walk, n_rows, row_width)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)

@@ -1,0 +1,180 @@
+"""Execute a ``Graph``: one kernel per op type, values freed after their last use.
+
+Hidden states travel as 2-D (N, C) arrays with N = B*T rows (padding rows included), the layout
+BLAS wants for ``x @ W``; ops that need (B, T, C) reshape views, never copies. Unfused ops
+allocate their output (that extra memory round trip is exactly what fusion removes); fused ops
+write into the matmul's own output. Each kernel also reports its arithmetic (``flops``) so the
+profiler can put achieved GFLOP/s beside time. The trade-off: a Python call per node (~60
+nodes per forward), negligible beside the GEMMs at any useful batch size.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+import numpy as np
+
+from openhood.engine import ops
+from openhood.engine.graph import Graph, Node
+from openhood.engine.parallel import RowSplitter
+
+# Arithmetic per element of our elementwise kernels (counted from the ufunc passes in ops.py).
+_ELEMENTWISE_FLOPS = {"Gelu": 19, "Relu": 1, "Softmax": 4, "Add": 1, "LayerNorm": 8}
+
+
+@dataclass
+class RunContext:
+    batch: int
+    seq: int
+    splitter: RowSplitter
+
+
+class OpProfiler(Protocol):
+    def record(self, node: Node, seconds: float, flops: int) -> None: ...
+
+
+def _linear_epilogue(node: Node, y: np.ndarray, ctx: RunContext) -> tuple[np.ndarray, int]:
+    """Bias + optional activation on the matmul output, one chunked pass."""
+    bias = node.linear.bias
+    act = node.attrs.get("activation")
+    n, f = y.shape
+    if act is None:
+        if bias is not None:
+            ops.add_(y, bias, ctx.splitter)
+        return y, n * f
+    kernel = {"gelu": ops.gelu_, "relu": ops.relu_, "softmax": ops.softmax_}[act]
+    kernel(y, ctx.splitter, bias=bias)
+    return y, n * f * (1 + _ELEMENTWISE_FLOPS[act.capitalize()])
+
+
+def k_linear(node: Node, ctx: RunContext, x: np.ndarray):
+    y = node.linear.matmul(x)  # (N, out)
+    y, epi = _linear_epilogue(node, y, ctx)
+    return y, node.linear.flops(x.shape[0]) + epi
+
+
+def k_linear_add_layernorm(node: Node, ctx: RunContext, x: np.ndarray, residual: np.ndarray):
+    y = node.linear.matmul(x)  # (N, C)
+    p = node.params
+    ops.layernorm_(y, p["gamma"], p["beta"], node.attrs["eps"], ctx.splitter, residual=residual, bias=node.linear.bias)
+    return y, node.linear.flops(x.shape[0]) + y.size * (2 + _ELEMENTWISE_FLOPS["LayerNorm"])
+
+
+def k_embeddings(node: Node, ctx: RunContext, input_ids: np.ndarray):
+    p = node.params
+    b, t = ctx.batch, ctx.seq
+    c = p["word"].shape[1]
+    if t > p["position"].shape[0]:
+        raise ValueError(f"sequence length {t} exceeds the model's {p['position'].shape[0]} positions")
+    out = np.empty((b, t, c), dtype=np.float32)
+    np.take(p["word"], input_ids, axis=0, out=out)  # (B, T, C) gather
+    out += p["position"][:t] + p["token_type"][0]  # single-segment input: token type 0
+    return out.reshape(b * t, c), 2 * out.size
+
+
+def k_layernorm(node: Node, ctx: RunContext, x: np.ndarray):
+    y = x.copy()
+    ops.layernorm_(y, node.params["gamma"], node.params["beta"], node.attrs["eps"], ctx.splitter)
+    return y, y.size * _ELEMENTWISE_FLOPS["LayerNorm"]
+
+
+def k_add(node: Node, ctx: RunContext, a: np.ndarray, b: np.ndarray):
+    return np.add(a, b), a.size
+
+
+def _unary(kernel: Callable, label: str):
+    def run(node: Node, ctx: RunContext, x: np.ndarray):
+        y = x.copy()
+        kernel(y, ctx.splitter)
+        return y, y.size * _ELEMENTWISE_FLOPS[label]
+
+    return run
+
+
+def k_attention_mask(node: Node, ctx: RunContext, attention_mask: np.ndarray):
+    return ops.attention_mask_bias(attention_mask), attention_mask.size
+
+
+def k_attention(node: Node, ctx: RunContext, *args: np.ndarray):
+    b, t = ctx.batch, ctx.seq
+    heads = node.attrs["heads"]
+    if len(args) == 2:  # packed (N, 3C) from a merged QKV projection
+        qkv, bias = args
+        c = qkv.shape[1] // 3
+        qkv3 = qkv.reshape(b, t, 3 * c)
+        q, k, v = qkv3[:, :, :c], qkv3[:, :, c : 2 * c], qkv3[:, :, 2 * c :]
+    else:
+        q, k, v, bias = args
+        c = q.shape[1]
+        q, k, v = (a.reshape(b, t, c) for a in (q, k, v))
+    out = np.empty((b, t, c), dtype=np.float32)
+    ops.attention_(q, k, v, bias, heads, node.attrs["scale"], out, ctx.splitter)
+    scores = b * heads * t * t
+    return out.reshape(b * t, c), 4 * scores * (c // heads) + 6 * scores
+
+
+def k_mean_pool(node: Node, ctx: RunContext, hidden: np.ndarray, attention_mask: np.ndarray):
+    b, t = ctx.batch, ctx.seq
+    return ops.mean_pool(hidden.reshape(b, t, -1), attention_mask), 2 * hidden.size
+
+
+def k_l2_normalize(node: Node, ctx: RunContext, x: np.ndarray):
+    return ops.l2_normalize(x), 3 * x.size
+
+
+KERNELS: dict[str, Callable] = {
+    "Embeddings": k_embeddings,
+    "LayerNorm": k_layernorm,
+    "AttentionMask": k_attention_mask,
+    "Linear": k_linear,
+    "LinearAddLayerNorm": k_linear_add_layernorm,
+    "Add": k_add,
+    "Gelu": _unary(ops.gelu_, "Gelu"),
+    "Relu": _unary(ops.relu_, "Relu"),
+    "Softmax": _unary(ops.softmax_, "Softmax"),
+    "Attention": k_attention,
+    "MeanPool": k_mean_pool,
+    "L2Normalize": k_l2_normalize,
+}
+
+
+class Executor:
+    """Runs a graph; reusable across calls (holds the thread pool)."""
+
+    def __init__(self, graph: Graph, threads: int | None = None):
+        unknown = sorted({n.op for n in graph.nodes} - KERNELS.keys())
+        if unknown:
+            raise ValueError(f"graph has ops with no kernel: {unknown}")
+        self.graph = graph
+        self.splitter = RowSplitter(threads)
+        # value → index of the last node reading it; freed after that node (bounded memory).
+        last_use: dict[str, int] = {}
+        for i, n in enumerate(graph.nodes):
+            for v in n.inputs:
+                last_use[v] = i
+        self._free_after = [[v for v in set(n.inputs) if last_use[v] == i and v not in graph.outputs] for i, n in enumerate(graph.nodes)]
+
+    def run(self, feeds: dict[str, np.ndarray], profiler: OpProfiler | None = None) -> dict[str, np.ndarray]:
+        ids = feeds[self.graph.inputs[0]]
+        if ids.ndim != 2:
+            raise ValueError(f"{self.graph.inputs[0]} must be 2-D (batch, seq), got shape {ids.shape}")
+        ctx = RunContext(batch=ids.shape[0], seq=ids.shape[1], splitter=self.splitter)
+        env = dict(feeds)
+        for i, node in enumerate(self.graph.nodes):
+            kernel = KERNELS[node.op]
+            args = [env[v] for v in node.inputs]
+            if profiler is None:
+                result, _ = kernel(node, ctx, *args)
+            else:
+                t0 = time.perf_counter()
+                result, flops = kernel(node, ctx, *args)
+                profiler.record(node, time.perf_counter() - t0, flops)
+            env[node.outputs[0]] = result
+            for v in self._free_after[i]:
+                env.pop(v, None)
+        return {name: env[name] for name in self.graph.outputs}
+
+    def close(self) -> None:
+        self.splitter.close()
