@@ -33,13 +33,23 @@ def hash_slot(key, mask):
 
 
 @njit
-def _insert_all(edge_keys, edge_children, keys, children, mask):
-    for e in range(edge_keys.size):
-        h = hash_slot(edge_keys[e], mask)
-        while keys[h] != -1:
-            h = (h + 1) & mask
-        keys[h] = edge_keys[e]
-        children[h] = edge_children[e]
+def _insert_tokens(cps, offsets, ids, symbol, n_symbols, keys, children, mask, token_id):
+    """Insert token t = cps[offsets[t]:offsets[t+1]] with id ids[t]; returns the node count."""
+    n_nodes = 1
+    for t in range(offsets.size - 1):
+        node = 0
+        for i in range(offsets[t], offsets[t + 1]):
+            key = np.int64(node) * n_symbols + symbol[cps[i]]
+            h = hash_slot(key, mask)
+            while keys[h] != -1 and keys[h] != key:
+                h = (h + 1) & mask
+            if keys[h] == -1:
+                keys[h] = key
+                children[h] = n_nodes
+                n_nodes += 1
+            node = children[h]
+        token_id[node] = ids[t]
+    return n_nodes
 
 
 @njit(inline="always")
@@ -67,32 +77,25 @@ class VocabTrie:
 
     @classmethod
     def build(cls, vocab: dict[str, int], continuing_prefix: str) -> "VocabTrie":
-        alphabet = sorted({ord(ch) for token in vocab for ch in token})
+        tokens = list(vocab)
+        # All tokens back to back as code points; numba inserts them (a Python loop took 0.45 s).
+        cps = np.frombuffer("".join(tokens).encode("utf-32-le"), dtype=np.uint32)  # (total_chars,)
+        offsets = np.zeros(len(tokens) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, tokens), np.int64, len(tokens)), out=offsets[1:])
+        alphabet = np.unique(cps)
         symbol = np.full(MAX_CODE_POINT, -1, dtype=np.int32)
-        symbol[np.asarray(alphabet, dtype=np.int64)] = np.arange(len(alphabet), dtype=np.int32)
-        n_symbols = max(len(alphabet), 1)
-        # Python dicts while building (vocab-sized, once per load), flat arrays afterwards.
-        edges: dict[int, int] = {}
-        token_of_node = [-1]
-        for token, tid in vocab.items():
-            node = 0
-            for ch in token:
-                key = node * n_symbols + int(symbol[ord(ch)])
-                nxt = edges.get(key)
-                if nxt is None:
-                    nxt = len(token_of_node)
-                    edges[key] = nxt
-                    token_of_node.append(-1)
-                node = nxt
-            token_of_node[node] = tid
-        size = 1 << max(4, (2 * len(edges)).bit_length())
+        symbol[alphabet] = np.arange(alphabet.size, dtype=np.int32)
+        n_symbols = max(int(alphabet.size), 1)
+        size = 1 << max(4, (2 * cps.size).bit_length())  # ≥ 2 × the most edges there can be
         keys = np.full(size, -1, dtype=np.int64)
         children = np.full(size, -1, dtype=np.int32)
-        _insert_all(np.fromiter(edges.keys(), np.int64, len(edges)), np.fromiter(edges.values(), np.int32, len(edges)),
-                    keys, children, size - 1)
+        token_id = np.full(cps.size + 1, -1, dtype=np.int32)
+        ids = np.fromiter(vocab.values(), np.int32, len(tokens))
+        n_nodes = _insert_tokens(cps, offsets, ids, symbol, n_symbols, keys, children, size - 1, token_id)
         cont = 0
         for ch in continuing_prefix:
-            cont = edges.get(cont * n_symbols + int(symbol[ord(ch)]), -1) if symbol[ord(ch)] >= 0 else -1
+            sym = int(symbol[ord(ch)])
+            cont = child(cont, sym, n_symbols, keys, children, size - 1) if sym >= 0 else -1
             if cont < 0:
                 break
-        return cls(symbol, keys, children, np.asarray(token_of_node, dtype=np.int32), n_symbols, size - 1, cont)
+        return cls(symbol, keys, children, token_id[:n_nodes].copy(), n_symbols, size - 1, cont)
