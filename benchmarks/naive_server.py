@@ -1,0 +1,83 @@
+"""The naive baseline: the same model served the way most hand-written services do it.
+
+Plain FastAPI + uvicorn, one ``Embedder.embed`` (one forward pass) per request, no
+cross-request batching, no length buckets, no queue bound. The handler is a plain ``def``, so
+FastAPI runs it in its thread pool: concurrent requests run concurrent forward passes that fight
+for the same cores (``--serial`` makes it an ``async def`` that blocks the event loop instead,
+i.e. one request at a time). Responses are serialized with orjson, like openhood's, so the
+comparison isolates batching and scheduling rather than JSON speed.
+
+It answers in the OpenAI shape with ``usage.prompt_tokens`` (counted by the same tokenizer) so
+the load generator buckets its requests exactly as it buckets openhood's.
+
+    python benchmarks/naive_server.py --backend onnxruntime --port 8101
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def build_app(backend: str, precision: str, serial: bool):
+    import orjson
+    from fastapi import FastAPI, Request, Response
+
+    from openhood import Embedder
+
+    emb = Embedder.from_pretrained(backend=backend, precision=precision)
+    emb.embed(["warm up"])  # load and compile before the first request, as any service would
+    app = FastAPI()
+
+    def handle(raw: bytes) -> Response:
+        body = orjson.loads(raw)
+        texts = body["input"]
+        texts = [texts] if isinstance(texts, str) else texts
+        vectors = emb.embed(texts)  # (n, dim): one forward pass for this request's texts only
+        tokens = int(emb.tokenizer.encode_batch(texts, max_length=emb.max_length).lengths.sum())
+        payload = {"object": "list", "model": emb.model_name,
+                   "data": [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)],
+                   "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+        return Response(orjson.dumps(payload), media_type="application/json")
+
+    if serial:
+        @app.post("/v1/embeddings")
+        async def embeddings_serial(request: Request):
+            return handle(await request.body())
+    else:
+        @app.post("/v1/embeddings")
+        def embeddings(raw: bytes = _body_dependency()):
+            return handle(raw)
+
+    @app.get("/health/ready")
+    def ready():
+        return {"status": "ready"}
+
+    return app
+
+
+def _body_dependency():
+    """A sync handler cannot await the body; a tiny async dependency reads it first."""
+    from fastapi import Depends, Request
+
+    async def read(request: Request) -> bytes:
+        return await request.body()
+
+    return Depends(read)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--backend", default="numpy", choices=("numpy", "onnxruntime"))
+    p.add_argument("--precision", default="fp32")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8100)
+    p.add_argument("--serial", action="store_true", help="async handler: one request at a time")
+    args = p.parse_args()
+    import uvicorn
+
+    uvicorn.run(build_app(args.backend, args.precision, args.serial), host=args.host, port=args.port,
+                log_level="warning", access_log=False)
+
+
+if __name__ == "__main__":
+    main()
