@@ -13,15 +13,13 @@ the load generator buckets its requests exactly as it buckets openhood's.
     python benchmarks/naive_server.py --backend onnxruntime --port 8101
 """
 
-from __future__ import annotations
-
 import argparse
+
+import orjson
+from fastapi import Depends, FastAPI, Request, Response
 
 
 def build_app(backend: str, precision: str, serial: bool):
-    import orjson
-    from fastapi import FastAPI, Request, Response
-
     from openhood import Embedder
 
     emb = Embedder.from_pretrained(backend=backend, precision=precision)
@@ -45,7 +43,7 @@ def build_app(backend: str, precision: str, serial: bool):
             return handle(await request.body())
     else:
         @app.post("/v1/embeddings")
-        def embeddings(raw: bytes = _body_dependency()):
+        def embeddings(raw: bytes = Depends(read_body)):
             return handle(raw)
 
     @app.get("/health/ready")
@@ -55,14 +53,9 @@ def build_app(backend: str, precision: str, serial: bool):
     return app
 
 
-def _body_dependency():
-    """A sync handler cannot await the body; a tiny async dependency reads it first."""
-    from fastapi import Depends, Request
-
-    async def read(request: Request) -> bytes:
-        return await request.body()
-
-    return Depends(read)
+async def read_body(request: Request) -> bytes:
+    """A sync handler cannot await the body; this async dependency reads it first."""
+    return await request.body()
 
 
 def main() -> None:
