@@ -9,7 +9,7 @@ from openhood.backends import load_backend
 from openhood.backends.base import Backend
 from openhood.models import UnsafeModelFormatError, default_model_dir
 
-BACKENDS = ["numpy"]  # onnxruntime joins when its backend lands
+BACKENDS = ["numpy", "onnxruntime"]
 
 
 @pytest.mark.parametrize("name", BACKENDS)

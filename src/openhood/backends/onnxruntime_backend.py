@@ -1,0 +1,73 @@
+"""The ONNX Runtime backend: OUR exported graph run by ONNX Runtime, the speed anchor.
+
+At load the engine's graph (fused, precision applied) is exported in memory with
+``openhood.export.onnx_export`` and handed to ``onnxruntime.InferenceSession`` as bytes:
+nothing is written to disk, so there is no cache to invalidate and site-packages stays
+read-only; the price is the export time at every load (~1 s for MiniLM, reported as
+``export_seconds``). Sessions get explicit ``SessionOptions``: ``threads`` intra-op threads
+(default: the cores available), one inter-op thread, sequential execution, all graph
+optimizations (ORT fuses our erf-GELU, LayerNorm and attention patterns itself).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from openhood.backends import apply_precision
+from openhood.backends.checks import check_inputs, probe
+from openhood.engine.bert import load_bert
+from openhood.engine.fusion import fuse
+from openhood.engine.parallel import available_cores
+
+
+def session_options(threads: int | None = None):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads or available_cores()
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return so
+
+
+class OnnxRuntimeBackend:
+    name = "onnxruntime"
+
+    def __init__(self, model_dir: str | Path | None = None, precision: str = "fp32", threads: int | None = None, fusion: bool = True):
+        import onnxruntime as ort
+
+        from openhood.export.onnx_export import graph_to_onnx
+
+        model = load_bert(model_dir)
+        graph = apply_precision(fuse(model.graph) if fusion else model.graph, precision, model.folder)
+        t0 = time.perf_counter()
+        onnx_bytes = graph_to_onnx(graph).SerializeToString()
+        self.export_seconds = time.perf_counter() - t0
+        self.session = ort.InferenceSession(onnx_bytes, sess_options=session_options(threads), providers=["CPUExecutionProvider"])
+        self.config = model.config
+        self.model_dir = model.folder
+        self.precision = precision
+        self.dim = model.config.hidden
+        self.max_length = model.config.max_length
+        self.normalized = model.config.normalize
+        self.threads = threads or available_cores()
+
+    def embed(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+        ids, mask = check_inputs(input_ids, attention_mask, self.config.max_positions)
+        if ids.shape[0] == 0:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        feeds = {"input_ids": ids.astype(np.int64, copy=False), "attention_mask": mask.astype(np.int64, copy=False)}
+        return self.session.run(["embedding"], feeds)[0]
+
+    def health(self) -> dict:
+        return probe(self)
+
+    def close(self) -> None:
+        self.session = None
+
+    def __repr__(self) -> str:
+        return f"OnnxRuntimeBackend({self.model_dir.name}, {self.precision}, threads={self.threads})"
