@@ -36,15 +36,16 @@ def _py_lower(text: str) -> str:
     return text.replace("\u03a3", "\u03c3").lower()
 
 
-def probe() -> dict:
-    """Ask HF how it treats every code point; returns sets and fix-up maps."""
+def probe(cps=None) -> dict:
+    """Ask HF how it treats each code point (default: all); returns sets and fix-up maps."""
+    cps = list(code_points() if cps is None else cps)
     clean = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=False, strip_accents=False, lowercase=False)
     strip = normalizers.BertNormalizer(clean_text=False, handle_chinese_chars=False, strip_accents=True, lowercase=False)
     lower = normalizers.BertNormalizer(clean_text=False, handle_chinese_chars=False, strip_accents=False, lowercase=True)
     pre = pre_tokenizers.BertPreTokenizer()
     control, clean_space, space, punct, marks = set(), set(), set(), set(), set()
     stripped, lowered = {}, {}
-    for cp in code_points():
+    for cp in cps:
         ch = chr(cp)
         out = clean.normalize_str("a" + ch + "a")
         if out == "aa":
@@ -66,7 +67,7 @@ def probe() -> dict:
     # Fix-ups: where Python's NFD / str.lower (char by char) disagree with HF's.
     nfd_fix = {cp: s for cp, s in stripped.items() if s != "" and _py_nfd_strip(chr(cp), marks) != s}
     lower_fix = {cp: low for cp, low in lowered.items() if _py_lower(chr(cp)) != low}
-    for cp in code_points():
+    for cp in cps:
         ch = chr(cp)
         if _py_lower(ch) != ch and cp not in lowered:
             lower_fix[cp] = ch  # Python lowercases it, Rust does not
