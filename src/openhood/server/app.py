@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from fastapi import FastAPI, Request
 from opentelemetry import trace
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import PlainTextResponse, Response
 
 from openhood.scheduler import (
@@ -130,7 +131,7 @@ class ObservabilityMiddleware:
             if record.status == 0:
                 record.status = 500  # an exception escaped before a response started
             st.metrics.http_requests.labels(route, str(record.status)).inc()
-            if route == "/v1/embeddings":
+            if is_api:  # health probes and scrapes would drown the request lines
                 log_access(
                     {
                         "request_id": request_id,
@@ -174,6 +175,12 @@ class ServerState:
         # Accepted values of the request's "model" field: the full id and its last path part.
         self.model_aliases = {engine.model_name, engine.model_name.rsplit("/", 1)[-1]}
 
+    def warm_up(self) -> None:
+        for length in self.buckets.bounds:
+            ids = np.full((1, length), self.engine.tokenizer.pad_id, dtype=np.int64)  # (1, T)
+            ids[0, 0], ids[0, -1] = self.engine.tokenizer.cls_id, self.engine.tokenizer.sep_id
+            self.engine.backend.embed(ids, np.ones_like(ids))
+
 
 def create_app(config: ServerConfig, engine: Engine, *, tracer=None, lifecycle: Lifecycle | None = None) -> FastAPI:
     state = ServerState(config, engine, tracer, lifecycle)
@@ -181,6 +188,11 @@ def create_app(config: ServerConfig, engine: Engine, *, tracer=None, lifecycle: 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         state.batcher.start()
+        # Warm the engine once per bucket length before the port opens, so the first real
+        # requests do not pay for first-call allocations (runs on the worker, like all inference).
+        t0 = time.perf_counter()
+        await asyncio.wrap_future(state.batcher.run_exclusive(state.warm_up))
+        log.info("engine warmed up for buckets %s in %.2f s", state.buckets, time.perf_counter() - t0)
         yield
         # Normally DrainingServer already stopped the worker; this covers in-process use.
         await asyncio.to_thread(state.batcher.stop, config.grace_period_s)
@@ -192,6 +204,11 @@ def create_app(config: ServerConfig, engine: Engine, *, tracer=None, lifecycle: 
     @app.exception_handler(APIError)
     async def api_error_handler(request: Request, exc: APIError):
         return error_response(exc)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error_handler(request: Request, exc: StarletteHTTPException):
+        # Unknown routes and wrong methods: keep OpenAI's error shape there too.
+        return error_response(APIError(exc.status_code, str(exc.detail), code="not_found" if exc.status_code == 404 else "method_not_allowed" if exc.status_code == 405 else None, param=None))
 
     @app.exception_handler(Exception)
     async def unexpected_error_handler(request: Request, exc: Exception):

@@ -150,6 +150,9 @@ def serve(config: ServerConfig, engine) -> int:
     )
     server = DrainingServer(uv_config, lifecycle, config.grace_period_s, state.batcher.stop)
     server.run()
+    close = getattr(engine.backend, "close", None)
+    if close is not None:
+        close()  # release the engine's thread pool and weights only after the worker stopped
     if provider is not None:
         provider.shutdown()  # flush spans still buffered for the OTLP exporter
     if not server.started:

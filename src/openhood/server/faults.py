@@ -54,6 +54,11 @@ class FaultInjectingBackend:
             raise InjectedFault("injected engine failure (embed_len)")
         return self.inner.embed(input_ids, attention_mask)
 
+    def close(self) -> None:
+        close = getattr(self.inner, "close", None)
+        if close is not None:
+            close()
+
     def health(self) -> dict:
         if self.faults.get("health"):
             raise InjectedFault("injected health failure")

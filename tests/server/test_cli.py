@@ -1,0 +1,50 @@
+"""`openhood serve` argument handling and `openhood buckets` on a generated corpus."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from openhood.cli import build_parser, main
+from openhood.server.cli import config_from_args
+from openhood.server.config import DEFAULT_BUCKETS, ServerConfig
+
+
+def test_serve_defaults_match_server_config(monkeypatch):
+    monkeypatch.delenv("OPENHOOD_API_KEY", raising=False)
+    cfg = config_from_args(build_parser().parse_args(["serve"]))
+    assert cfg == ServerConfig() and cfg.buckets == DEFAULT_BUCKETS
+    assert (cfg.host, cfg.port, cfg.grace_period_s, cfg.truncate, cfg.api_key) == ("127.0.0.1", 8000, 30.0, True, None)
+
+
+def test_serve_flags_and_env_key(monkeypatch):
+    monkeypatch.setenv("OPENHOOD_API_KEY", "from-env")
+    args = build_parser().parse_args(
+        ["serve", "--no-truncate", "--buckets", "32,64", "--max-wait-ms", "2.5", "--pad-to", "bucket", "--max-queue", "7"]
+    )
+    cfg = config_from_args(args)
+    assert cfg.api_key == "from-env" and cfg.truncate is False and cfg.buckets == (32, 64)
+    assert cfg.max_wait_ms == 2.5 and cfg.pad_to == "bucket" and cfg.max_queue == 7
+    with pytest.raises(SystemExit):
+        config_from_args(build_parser().parse_args(["serve", "--buckets", "32,big"]))
+    with pytest.raises(ValueError, match="max_queue"):
+        ServerConfig(max_queue=0)
+
+
+def test_buckets_command_derives_r2_buckets(tmp_path, capsys):
+    # 50% ~6 words, 30% ~25 words, 15% ~60 words, 5% long: like short-query traffic.
+    texts = ["alpha beta gamma delta epsilon zeta"] * 50 + ["word " * 25] * 30 + ["token " * 60] * 15 + ["long " * 400] * 5
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("\n".join(json.dumps({"text": t}) for t in texts))
+    assert main(["buckets", "--corpus", str(corpus)]) == 0
+    out = capsys.readouterr().out
+    from openhood.models import default_model_dir
+    from openhood.scheduler import LengthBuckets
+    from openhood.tokenizer import Tokenizer
+
+    lengths = Tokenizer.from_pretrained(default_model_dir()).encode_batch(texts).lengths
+    expected = LengthBuckets.from_lengths(lengths, 256)
+    assert f"--buckets {expected}\n" in out and expected.bounds[-1] == 256
+    share = float(out.split("first two buckets hold ")[1].split("%")[0])
+    assert share >= 75.0
