@@ -53,9 +53,11 @@ def record(pid: int, out: str | Path, duration_s: float = 30.0, rate_hz: int = 1
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     cmd = [exe, "record", "--pid", str(pid), "--output", str(out), "--duration", str(max(1, round(duration_s))),
-           "--rate", str(rate_hz), "--format", "flamegraph", "--nonblocking"]
+           "--rate", str(rate_hz), "--format", "flamegraph"]
     if native:
-        cmd.append("--native")
+        cmd.append("--native")  # py-spy must pause the process to unwind native stacks
+    else:
+        cmd.append("--nonblocking")  # do not pause the server for each sample
     if subprocesses:
         cmd.append("--subprocesses")
     if idle:
