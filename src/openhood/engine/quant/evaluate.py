@@ -1,0 +1,128 @@
+"""Run ONNX graphs on token batches and score quantized embeddings against fp32 ones.
+
+Quality is measured on the model's *output* — the pooled, normalized sentence embedding — not
+per-layer tensors, because that is what users see: per-text cosine vs fp32 (mean and worst
+case) and top-k nearest-neighbour agreement on a retrieval task built from the same texts
+(each text queries the others; agreement = |top-k under fp32 ∩ top-k under int8| / k).
+
+Calibration uses the same session machinery with the Linear layers' inputs exposed as extra
+graph outputs, so ranges are observed on exactly the graph that will run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+import onnx
+
+Batch = tuple[np.ndarray, np.ndarray]  # (input_ids (B, T) int64, attention_mask (B, T) int64)
+
+
+def make_session(model: onnx.ModelProto | bytes | str, threads: int = 0):
+    """An ONNX Runtime CPU session with full graph optimizations (the int8 fusions need them)."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.log_severity_level = 3  # shape-merge warnings on dynamic dims are noise here
+    if threads:
+        opts.intra_op_num_threads = threads
+    data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else model
+    return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+
+
+def feeds(session, input_ids: np.ndarray, attention_mask: np.ndarray) -> dict[str, np.ndarray]:
+    """Map a batch onto the session's inputs by name (token_type_ids → zeros when asked for)."""
+    out = {}
+    for inp in session.get_inputs():
+        dtype = np.int32 if inp.type == "tensor(int32)" else np.int64
+        if inp.name == "input_ids":
+            out[inp.name] = input_ids.astype(dtype)
+        elif inp.name == "attention_mask":
+            out[inp.name] = attention_mask.astype(dtype)
+        elif inp.name == "token_type_ids":
+            out[inp.name] = np.zeros_like(input_ids, dtype=dtype)
+        else:
+            raise ValueError(f"model input {inp.name!r} is not one of input_ids, attention_mask, token_type_ids")
+    return out
+
+
+def embed_batches(session, batches: Iterable[Batch], output: str | None = None) -> np.ndarray:
+    """Run every batch; concatenate the first (or named) output → (N, dim) float32."""
+    name = output or session.get_outputs()[0].name
+    parts = [session.run([name], feeds(session, ids, mask))[0] for ids, mask in batches]
+    return np.concatenate(parts).astype(np.float32)
+
+
+def with_outputs(model: onnx.ModelProto, names: Sequence[str]) -> onnx.ModelProto:
+    """A copy of ``model`` that also returns the named intermediate tensors."""
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    existing = {o.name for o in model.graph.output}
+    for n in names:
+        if n not in existing:
+            model.graph.output.append(onnx.helper.make_empty_tensor_value_info(n))
+            existing.add(n)
+    return model
+
+
+def observe_activations(
+    model: onnx.ModelProto,
+    batches: Sequence[Batch],
+    observers: dict[str, object],
+    progress: Callable[[int, int], None] | None = None,
+) -> None:
+    """Feed each named tensor's values at real (non-padding) tokens to its observer.
+
+    Padding positions are excluded: their values never reach the pooled output, and they
+    would otherwise widen the ranges for nothing.
+    """
+    names = list(observers)
+    session = make_session(with_outputs(model, names))
+    for i, (ids, mask) in enumerate(batches):
+        values = session.run(names, feeds(session, ids, mask))
+        keep = mask.astype(bool)  # (B, T)
+        for name, v in zip(names, values, strict=True):
+            rows = v[keep] if v.ndim >= 3 and v.shape[:2] == keep.shape else v  # (tokens, C)
+            observers[name].update(rows)
+        if progress:
+            progress(i + 1, len(batches))
+
+
+def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise cosine similarity of (N, D) arrays → (N,)."""
+    num = np.sum(a * b, axis=1)
+    den = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+    return num / np.maximum(den, 1e-12)
+
+
+def topk_neighbours(x: np.ndarray, k: int) -> np.ndarray:
+    """Indices (N, k) of each row's k most similar other rows (cosine; self excluded)."""
+    xn = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    sims = xn @ xn.T  # (N, N)
+    np.fill_diagonal(sims, -np.inf)
+    k = min(k, len(x) - 1)
+    part = np.argpartition(-sims, k - 1, axis=1)[:, :k]  # unordered top k: only set overlap matters
+    return part
+
+
+def topk_agreement(ref: np.ndarray, test: np.ndarray, k: int = 10) -> float:
+    """Mean fraction of each row's top-k neighbours under ``ref`` also found under ``test``."""
+    a, b = topk_neighbours(ref, k), topk_neighbours(test, k)
+    hits = [len(np.intersect1d(ra, rb, assume_unique=True)) for ra, rb in zip(a, b, strict=True)]
+    return float(np.mean(hits) / a.shape[1])
+
+
+def topk_agreement_naive(ref: np.ndarray, test: np.ndarray, k: int = 10) -> float:
+    """Reference for ``topk_agreement``: full sort per row in plain Python."""
+    def top(x, i):
+        sims = [(float(np.dot(x[i], x[j]) / (np.linalg.norm(x[i]) * np.linalg.norm(x[j]))), j) for j in range(len(x)) if j != i]
+        return {j for _, j in sorted(sims, reverse=True)[:k]}
+
+    return float(np.mean([len(top(ref, i) & top(test, i)) / min(k, len(ref) - 1) for i in range(len(ref))]))
+
+
+def quality(ref: np.ndarray, test: np.ndarray, k: int = 10) -> dict[str, float]:
+    """``{"cos_mean", "cos_min", "top10"}`` of ``test`` embeddings against ``ref``."""
+    cos = cosine_rows(ref, test)
+    return {"cos_mean": float(cos.mean()), "cos_min": float(cos.min()), f"top{k}": topk_agreement(ref, test, k)}
