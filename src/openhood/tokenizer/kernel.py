@@ -60,67 +60,94 @@ def _wordpiece(buf, ws, we, out, p, symbol, token_id, keys, children, mask, n_sy
     return p
 
 
+# Layout of the int64 ``params`` array (one array instead of eight scalars: every argument of a
+# numba call costs unboxing time, which dominates single short-text latency).
+P_MASK, P_N_SYMBOLS, P_CONT_ROOT, P_UNK, P_MAX_CHARS, P_N_PREFIX, P_N_SUFFIX = range(7)
+N_PARAMS = 7
+
+
+@njit(inline="always")
+def _encode_text(cps, a, b, scratch, out, p, limit, char_class, symbol, token_id, keys, children, params,
+                 specials, remap_src, remap_dst):
+    """Encode cps[a:b] into out[p:] with the template specials; returns (new p, truncated)."""
+    mask, n_symbols, cont_root = params[P_MASK], params[P_N_SYMBOLS], params[P_CONT_ROOT]
+    unk_id, max_chars = params[P_UNK], params[P_MAX_CHARS]
+    n_prefix, n_suffix = params[P_N_PREFIX], params[P_N_SUFFIX]
+    m = 0
+    for i in range(a, b):
+        c = cps[i]
+        if c < MAX_CODE_POINT:
+            k = char_class[c]
+            if k == DROP:
+                continue
+            if k == REMAP:
+                c = remap_dst[np.searchsorted(remap_src, c)]
+        scratch[m] = c
+        m += 1
+    for k in range(n_prefix):
+        out[p] = specials[k]
+        p += 1
+    body = p
+    cut = False
+    i = 0
+    while i < m:
+        c = scratch[i]
+        if c >= MAX_CODE_POINT:
+            # specials = prefix ids, suffix ids, then one id per added token marker.
+            out[p] = specials[n_prefix + n_suffix + c - MAX_CODE_POINT]
+            p += 1
+            i += 1
+        else:
+            k = char_class[c]
+            if k == SPACE:
+                i += 1
+                continue
+            j = i + 1
+            if k == WORD:
+                while j < m and scratch[j] < MAX_CODE_POINT and char_class[scratch[j]] == WORD:
+                    j += 1
+            # PUNCT and CJK characters are one-character words (j == i + 1).
+            p = _wordpiece(scratch, i, j, out, p, symbol, token_id, keys, children, mask, n_symbols, cont_root,
+                           unk_id, max_chars)
+            i = j
+        if p - body > limit:
+            p = body + limit
+            cut = True
+            break
+    for k in range(n_suffix):
+        out[p] = specials[n_prefix + k]
+        p += 1
+    return p, cut
+
+
 @njit(nogil=True)
-def encode_kernel(cps, starts, ends, char_class, symbol, token_id, keys, children, mask, n_symbols, cont_root,
-                  unk_id, max_chars, prefix_ids, suffix_ids, limit, added_ids, remap_src, remap_dst,
-                  out, lengths, truncated):
+def encode_batch_kernel(cps, starts, ends, limit, char_class, symbol, token_id, keys, children, params, specials,
+                        remap_src, remap_dst, out, lengths, truncated):
     """Encode texts t = 0..len(starts)-1 from cps[starts[t]:ends[t]]; returns the number of ids written.
 
-    out must hold len(cps) + n_texts * (len(prefix_ids) + len(suffix_ids)) ids: every token
-    consumes at least one code point, so that bound can never overflow.
+    out must hold len(cps) + n_texts * (n_prefix + n_suffix) ids: every token consumes at least
+    one code point, so that bound can never overflow.
     """
-    n_texts = starts.size
     longest = 0
-    for t in range(n_texts):
+    for t in range(starts.size):
         longest = max(longest, ends[t] - starts[t])
     scratch = np.empty(longest, dtype=np.uint32)
     p = 0
-    for t in range(n_texts):
-        m = 0
-        for i in range(starts[t], ends[t]):
-            c = cps[i]
-            if c < MAX_CODE_POINT:
-                k = char_class[c]
-                if k == DROP:
-                    continue
-                if k == REMAP:
-                    c = remap_dst[np.searchsorted(remap_src, c)]
-            scratch[m] = c
-            m += 1
-        text_start = p
-        for k in range(prefix_ids.size):
-            out[p] = prefix_ids[k]
-            p += 1
-        body = p
-        cut = False
-        i = 0
-        while i < m:
-            c = scratch[i]
-            if c >= MAX_CODE_POINT:
-                out[p] = added_ids[c - MAX_CODE_POINT]
-                p += 1
-                i += 1
-            else:
-                k = char_class[c]
-                if k == SPACE:
-                    i += 1
-                    continue
-                j = i + 1
-                if k == WORD:
-                    while j < m and scratch[j] < MAX_CODE_POINT and char_class[scratch[j]] == WORD:
-                        j += 1
-                # PUNCT and CJK characters are one-character words (j == i + 1).
-                p = _wordpiece(scratch, i, j, out, p, symbol, token_id, keys, children, mask, n_symbols,
-                               cont_root, unk_id, max_chars)
-                i = j
-            if p - body > limit:
-                p = body + limit
-                cut = True
-                break
-        for k in range(suffix_ids.size):
-            out[p] = suffix_ids[k]
-            p += 1
-        lengths[t] = p - text_start
+    for t in range(starts.size):
+        q, cut = _encode_text(cps, starts[t], ends[t], scratch, out, p, limit, char_class, symbol, token_id, keys,
+                              children, params, specials, remap_src, remap_dst)
+        lengths[t] = q - p
         truncated[t] = cut
+        p = q
     return p
 
+
+@njit(nogil=True)
+def encode_one_kernel(cps, limit, char_class, symbol, token_id, keys, children, params, specials, remap_src,
+                      remap_dst):
+    """One text → its ids (int32), allocating inside numba to keep the Python side to one call."""
+    scratch = np.empty(cps.size, dtype=np.uint32)
+    out = np.empty(cps.size + params[P_N_PREFIX] + params[P_N_SUFFIX], dtype=np.int32)
+    p, _ = _encode_text(cps, 0, cps.size, scratch, out, 0, limit, char_class, symbol, token_id, keys, children,
+                        params, specials, remap_src, remap_dst)
+    return out[:p]

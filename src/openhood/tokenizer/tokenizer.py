@@ -19,7 +19,7 @@ import numpy as np
 
 from openhood.tokenizer.batch import RaggedBatch
 from openhood.tokenizer.config import TokenizerSpec, load_spec
-from openhood.tokenizer.kernel import encode_kernel
+from openhood.tokenizer import kernel
 from openhood.tokenizer.normalizer import MAX_CODE_POINT
 from openhood.tokenizer.trie import VocabTrie
 
@@ -42,8 +42,6 @@ class Tokenizer:
         self.spec = spec
         self.normalizer = spec.normalizer
         self._trie = VocabTrie.build(spec.vocab, spec.continuing_subword_prefix)
-        self._char_class = self.normalizer.class_table
-        self._remap_src, self._remap_dst = self.normalizer.lowercase_remap
         size = max([len(spec.vocab)] + [max(spec.vocab.values()) + 1] + [t.id + 1 for t in spec.added_tokens])
         self._id_to_token = [""] * size
         for token, tid in spec.vocab.items():
@@ -56,25 +54,36 @@ class Tokenizer:
         self._special_ids = frozenset(t.id for t in spec.added_tokens if t.special)
         self._added = sorted(spec.added_tokens, key=lambda t: -len(t.content))  # longest first
         self._added_contents = tuple(t.content for t in self._added)
-        self._added_ids = np.asarray([t.id for t in self._added] or [0], dtype=np.int32)
         # Leftmost match, longest alternative first at that position = HF's LeftmostLongest.
         self._added_re = (
             re.compile("|".join(re.escape(c) for c in self._added_contents)) if self._added_contents else None
         )
         self._marker = {t.content: MAX_CODE_POINT + k for k, t in enumerate(self._added)}
-        self._prefix = np.asarray(spec.prefix_ids, dtype=np.int32)
-        self._suffix = np.asarray(spec.suffix_ids, dtype=np.int32)
+        self._n_special = len(spec.prefix_ids) + len(spec.suffix_ids)
         self.unk_id = self._vocab[spec.unk_token]
         self.pad_id = spec.pad_id
         self.cls_id = spec.prefix_ids[0] if spec.prefix_ids else self._vocab.get("[CLS]", -1)
         self.sep_id = spec.suffix_ids[-1] if spec.suffix_ids else self._vocab.get("[SEP]", -1)
         self.vocab_size = size
+        params = np.zeros(kernel.N_PARAMS, dtype=np.int64)
+        tr = self._trie
+        params[[kernel.P_MASK, kernel.P_N_SYMBOLS, kernel.P_CONT_ROOT, kernel.P_UNK, kernel.P_MAX_CHARS,
+                kernel.P_N_PREFIX, kernel.P_N_SUFFIX]] = (
+            tr.mask, tr.n_symbols, tr.continuation_root, self.unk_id, spec.max_input_chars_per_word,
+            len(spec.prefix_ids), len(spec.suffix_ids))
+        specials = np.asarray([*spec.prefix_ids, *spec.suffix_ids, *(t.id for t in self._added)], dtype=np.int32)
+        remap_src, remap_dst = self.normalizer.lowercase_remap
+        # Everything the kernels read besides the text, in their argument order.
+        self._tables = (self.normalizer.class_table, tr.symbol, tr.token_id, tr.keys, tr.children, params,
+                        specials, remap_src, remap_dst)
         # What the file declares (HF applies them by default); our API never truncates or pads
         # implicitly: pass max_length=tok.declared_max_length or pad(tok.declared_padding_length).
         self.declared_max_length = spec.truncation_max_length
         self.declared_padding_length = spec.padding_length
         t0 = time.perf_counter()
-        self.encode("warm up the kernel")  # compiles it on the first tokenizer of the process
+        # Compiles both kernels on the first tokenizer of the process (numba, no on-disk cache).
+        self.encode("warm up")
+        self.encode_batch(["warm", "up"])
         self.warmup_seconds = time.perf_counter() - t0
 
     @classmethod
@@ -87,7 +96,7 @@ class Tokenizer:
     def _limit(self, max_length: int | None) -> int:
         if max_length is None:
             return _NO_LIMIT
-        n_special = self._prefix.size + self._suffix.size
+        n_special = self._n_special
         if isinstance(max_length, bool) or not isinstance(max_length, (int, np.integer)):
             raise TypeError(f"max_length must be an int or None, not {type(max_length).__name__}")
         if max_length < n_special:
@@ -96,7 +105,7 @@ class Tokenizer:
 
     def _code_points(self, text: str) -> np.ndarray:
         """One text → (n,) uint32 code points after normalization, added tokens as markers."""
-        if self._added_re is None or not any(c in text for c in self._added_contents):
+        if self._added_re is None or self._added_re.search(text) is None:
             return _utf32(self.normalizer.prepare(text))
         parts, pos = [], 0
         for match in self._added_re.finditer(text):
@@ -108,25 +117,12 @@ class Tokenizer:
             parts.append(_utf32(self.normalizer.prepare(text[pos:])))
         return np.concatenate(parts) if parts else np.empty(0, dtype=np.uint32)
 
-    def _run(self, cps, starts, ends, limit):
-        n = starts.size
-        out = np.empty(cps.size + n * (self._prefix.size + self._suffix.size), dtype=np.int32)
-        lengths = np.empty(n, dtype=np.int64)
-        truncated = np.empty(n, dtype=np.bool_)
-        tr = self._trie
-        used = encode_kernel(cps, starts, ends, self._char_class, tr.symbol, tr.token_id, tr.keys, tr.children,
-                             tr.mask, tr.n_symbols, tr.continuation_root, self.unk_id,
-                             self.spec.max_input_chars_per_word, self._prefix, self._suffix, limit,
-                             self._added_ids, self._remap_src, self._remap_dst, out, lengths, truncated)
-        return out[:used], lengths, truncated
-
     def encode(self, text: str, max_length: int | None = None) -> np.ndarray:
         """Ids of one text, special tokens included; ``max_length`` counts them (HF semantics)."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, not {type(text).__name__}")
-        cps = self._code_points(text)
-        ids, _, _ = self._run(cps, np.zeros(1, np.int64), np.full(1, cps.size, np.int64), self._limit(max_length))
-        return ids
+        limit = _NO_LIMIT if max_length is None else self._limit(max_length)
+        return kernel.encode_one_kernel(self._code_points(text), limit, *self._tables)
 
     def encode_batch(self, texts: list[str], max_length: int | None = None) -> RaggedBatch:
         """Ids of many texts as a ``RaggedBatch``; equal, text by text, to ``encode``."""
@@ -164,8 +160,11 @@ class Tokenizer:
             all_starts[special], all_ends[special] = extra_starts, extra_starts + sizes
             cps = np.concatenate([cps] + extra)
             starts, ends = all_starts, all_ends
-        ids, lengths, truncated = self._run(cps, starts, ends, limit)
-        return RaggedBatch(ids.copy(), lengths, truncated, pad_id=self.pad_id, pad_type_id=self.spec.pad_type_id,
+        out = np.empty(cps.size + n * self._n_special, dtype=np.int32)
+        lengths = np.empty(n, dtype=np.int64)
+        truncated = np.empty(n, dtype=np.bool_)
+        used = kernel.encode_batch_kernel(cps, starts, ends, limit, *self._tables, out, lengths, truncated)
+        return RaggedBatch(out[:used].copy(), lengths, truncated, pad_id=self.pad_id, pad_type_id=self.spec.pad_type_id,
                            pad_left=self.spec.pad_left)
 
     # -- decoding -----------------------------------------------------------------------------
