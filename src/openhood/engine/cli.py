@@ -1,0 +1,125 @@
+"""Engine sub-commands: ``embed``, ``profile-ops``, ``export``.
+
+- ``openhood embed "text" …`` prints one JSON vector per line; ``--input file.jsonl`` (one
+  ``{"text": …}`` per line) writes an (n, dim) float32 ``.npy`` (``--output``) instead.
+- ``openhood profile-ops --batch 32 --seq 128`` prints the per-op cost map, fusion on and off.
+- ``openhood export --output model.onnx`` writes our graph as ONNX.
+
+Heavy imports happen inside the command functions, so ``openhood --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("embed", help="embed texts with the NumPy engine (or ONNX Runtime)")
+    p.add_argument("texts", nargs="*", help="texts to embed (or use --input)")
+    p.add_argument("--input", help="JSONL file with one {\"text\": ...} per line")
+    p.add_argument("--output", help="where to write the .npy for --input (default: <input>.npy)")
+    p.add_argument("--model", help="model folder (default: the bundled all-MiniLM-L6-v2)")
+    p.add_argument("--backend", default="numpy", choices=["numpy", "onnxruntime"])
+    p.add_argument("--precision", default="fp32")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.set_defaults(func=cmd_embed)
+
+    p = subparsers.add_parser("profile-ops", help="per-op time / FLOPs / %% of GEMM peak of one forward pass")
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--runs", type=int, default=3, help="profiled forward passes (after one warm-up)")
+    p.add_argument("--model", help="model folder (default: the bundled all-MiniLM-L6-v2)")
+    p.add_argument("--threads", type=int, default=None, help="engine threads (default: available cores)")
+    p.add_argument("--fusion", choices=["on", "off", "both"], default="both")
+    p.add_argument("--padded-fraction", type=float, default=0.0, help="fraction of rows padded to half length")
+    p.set_defaults(func=cmd_profile_ops)
+
+    p = subparsers.add_parser("export", help="export the engine's graph to ONNX")
+    p.add_argument("--output", required=True, help="path of the .onnx file to write")
+    p.add_argument("--model", help="model folder (default: the bundled all-MiniLM-L6-v2)")
+    p.add_argument("--no-fusion", action="store_true", help="export the unfused textbook graph")
+    p.add_argument("--precision", default="fp32")
+    p.set_defaults(func=cmd_export)
+
+
+def _read_jsonl(path: str) -> list[str]:
+    texts = []
+    with open(path, encoding="utf-8") as f:
+        for i, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                texts.append(json.loads(line)["text"])
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise SystemExit(f"{path}:{i}: expected a JSON object with a \"text\" field ({exc})") from None
+    return texts
+
+
+def cmd_embed(args: argparse.Namespace) -> int:
+    import time
+
+    import numpy as np
+
+    from openhood.embedder import Embedder
+
+    if bool(args.texts) == bool(args.input):
+        raise SystemExit("give texts as arguments or --input FILE.jsonl (not both, not neither)")
+    emb = Embedder.from_pretrained(args.model, backend=args.backend, precision=args.precision)
+    if args.texts:
+        for row in emb.embed(args.texts, batch_size=args.batch_size):
+            print(json.dumps([round(float(v), 7) for v in row]))
+        return 0
+    texts = _read_jsonl(args.input)
+    output = args.output or (args.input.rsplit(".", 1)[0] + ".npy")
+    out = np.empty((len(texts), emb.dim), dtype=np.float32)
+    step = max(args.batch_size * 16, 512)  # progress line every chunk; sorting happens per chunk
+    t0 = time.perf_counter()
+    for start in range(0, len(texts), step):
+        out[start : start + step] = emb.embed(texts[start : start + step], batch_size=args.batch_size)
+        done = min(start + step, len(texts))
+        rate = done / max(time.perf_counter() - t0, 1e-9)
+        print(f"\rembedded {done}/{len(texts)} texts ({rate:.0f}/s)", end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+    np.save(output, out, allow_pickle=False)
+    print(f"wrote {out.shape} float32 to {output}", file=sys.stderr)
+    return 0
+
+
+def cmd_profile_ops(args: argparse.Namespace) -> int:
+    from openhood.engine.bert import load_bert
+    from openhood.engine.blas import blas
+    from openhood.engine.fusion import fuse
+    from openhood.engine.profiler import measure_gemm_peak, profile_graph, random_batch
+
+    model = load_bert(args.model)
+    peak = measure_gemm_peak()
+    print(f"model {model.config.model_name}  batch {args.batch}  seq {args.seq}  runs {args.runs}")
+    print(f"BLAS {blas().describe()}  measured sgemm peak (1536^3): {peak:.1f} GFLOP/s")
+    feeds = random_batch(args.batch, args.seq, padded_fraction=args.padded_fraction)
+    variants = {"on": [True], "off": [False], "both": [True, False]}[args.fusion]
+    totals = {}
+    for fused in variants:
+        graph = fuse(model.graph) if fused else model.graph
+        prof = profile_graph(graph, feeds, runs=args.runs, threads=args.threads)
+        totals[fused] = prof.total_seconds / prof.forwards
+        print()
+        print(prof.table(peak, f"fusion {'on' if fused else 'off'}: ms per forward pass"))
+    if len(totals) == 2:
+        print(f"\nfusion on / off time: {totals[True] / totals[False]:.3f}  (speed-up {totals[False] / totals[True]:.2f}x)")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from openhood.backends import apply_precision
+    from openhood.engine.bert import load_bert
+    from openhood.engine.fusion import fuse
+    from openhood.export.onnx_export import export_onnx
+
+    model = load_bert(args.model)
+    graph = model.graph if args.no_fusion else fuse(model.graph)
+    graph = apply_precision(graph, args.precision, model.folder)
+    path = export_onnx(graph, args.output)
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, {len(graph.nodes)} engine nodes)")
+    return 0
