@@ -203,6 +203,9 @@ def create_app(config: ServerConfig, engine: Engine, *, tracer=None, lifecycle: 
 
     @app.exception_handler(APIError)
     async def api_error_handler(request: Request, exc: APIError):
+        record = getattr(request.state, "record", None)
+        if record is not None:
+            record.fields["error"] = exc.code  # the code only: messages may name limits, never text
         return error_response(exc)
 
     @app.exception_handler(StarletteHTTPException)

@@ -6,7 +6,8 @@ backend's own ``health()`` plus our check of a real 1-sequence embedding (finite
 right width) — ran on the worker thread and came back within ``health_timeout_s``. Running the
 probe on the worker (between batches) means the engine is never called from two threads, and a
 wedged worker cannot answer: readiness then fails by timeout instead of hanging. Concurrent
-probes share one in-flight probe, so a wedged worker never accumulates probe jobs.
+probes share one in-flight probe, so a wedged worker never accumulates probe jobs, and a probe
+that passed less than a second ago is reused (the stall check still runs every time).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from openhood.scheduler import DynamicBatcher
 PROBE_TEXT = "openhood readiness probe"
 NORM_TOLERANCE = 1e-3
 POLL_S = 0.05  # how often a waiting readiness check re-checks for a stalled worker
+PROBE_REUSE_S = 1.0  # a passing probe younger than this answers readiness without a new inference
 
 
 class ReadinessProbe:
@@ -32,6 +34,7 @@ class ReadinessProbe:
         self.stall_timeout_s = stall_timeout_s
         self._probe_ids = np.asarray(tokenizer.encode(PROBE_TEXT), dtype=np.int64)[None, :]  # (1, T)
         self._pending: Future | None = None
+        self._last_ok: tuple[float, dict] | None = None  # (monotonic time, details) of the last passing probe
 
     def _probe(self) -> dict:
         """Runs on the worker thread. Raises on any sign of a broken engine."""
@@ -54,6 +57,8 @@ class ReadinessProbe:
         busy = self.batcher.busy_for_s()
         if busy > self.stall_timeout_s:
             return False, {"reason": f"the inference worker has been inside one batch for {busy:.1f} s"}
+        if self._last_ok is not None and time.monotonic() - self._last_ok[0] < PROBE_REUSE_S:
+            return True, {**self._last_ok[1], "cached": True}  # many probers must not tax the worker
         if self._pending is None or self._pending.done():
             self._pending = self.batcher.run_exclusive(self._probe)
         probe = asyncio.wrap_future(self._pending)
@@ -62,6 +67,7 @@ class ReadinessProbe:
             try:
                 # shield: a waiter that gives up must not cancel the probe other waiters share.
                 details = await asyncio.wait_for(asyncio.shield(probe), min(POLL_S, max(0.0, deadline - time.monotonic())))
+                self._last_ok = (time.monotonic(), details)
                 return True, details
             except TimeoutError:
                 # The probe queues behind the running batch; a stuck batch must not hide behind it.
