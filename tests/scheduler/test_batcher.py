@@ -170,3 +170,14 @@ def test_stop_refuses_new_work_and_flushes_queued():
 def test_token_budget_must_hold_the_largest_bucket():
     with pytest.raises(ValueError, match="max_batch_tokens"):
         DynamicBatcher(FakeBackend().embed, BUCKETS, max_batch_tokens=32)
+
+
+def test_a_failing_observer_neither_kills_the_worker_nor_fails_callers():
+    def broken_metrics(info, ok):
+        raise ValueError("metrics bug")
+
+    batcher, _ = make(on_batch=broken_metrics)
+    assert batcher.submit([TOK.encode("a b c")])[0].result(timeout=10).vector.shape == (16,)
+    assert batcher.worker_alive
+    assert batcher.run_exclusive(lambda: 42).result(timeout=10) == 42
+    batcher.stop(5)

@@ -268,6 +268,13 @@ class DynamicBatcher:
                             job_future.set_exception(exc)
                 else:
                     self._run_batch(items)
+            except Exception:
+                # A bug outside the engine call (e.g. in a metrics callback) must neither kill the
+                # worker nor leave callers waiting forever.
+                log.exception("the inference worker hit an unexpected error; it keeps running")
+                for item in items or ():
+                    if not item.future.done():
+                        item.future.set_exception(BatchFailedError("internal error while running the batch"))
             finally:
                 self._busy_since_ns = None
 
@@ -295,8 +302,7 @@ class DynamicBatcher:
             t1 = time.monotonic_ns()
             log.exception("batch of %d sequences (T=%d) failed in the engine", len(live), padded_len)
             info = BatchInfo(next(self._batch_ids), bucket_upper, len(live), padded_len, sum(lengths), started, t0, t1)
-            if self._on_batch:
-                self._on_batch(info, False)
+            self._notify(info, False)
             error = BatchFailedError(f"inference failed for a batch of {len(live)}: {type(exc).__name__}")
             for item in live:
                 item.future.set_exception(error)
@@ -305,7 +311,15 @@ class DynamicBatcher:
         info = BatchInfo(next(self._batch_ids), bucket_upper, len(live), padded_len, sum(lengths), started, t0, t1)
         rate = len(live) / max((t1 - started) / 1e9, 1e-6)
         self._items_per_s = rate if self._items_per_s == 0 else 0.8 * self._items_per_s + 0.2 * rate
-        if self._on_batch:
-            self._on_batch(info, True)
         for row, item in enumerate(live):
             item.future.set_result(ItemResult(vectors[row], info))
+        self._notify(info, True)
+
+    def _notify(self, info: BatchInfo, ok: bool) -> None:
+        """Observers (metrics) are told after callers got their results; their bugs stay theirs."""
+        if self._on_batch is None:
+            return
+        try:
+            self._on_batch(info, ok)
+        except Exception:
+            log.exception("on_batch observer failed")
