@@ -124,17 +124,12 @@ class Tokenizer:
         limit = _NO_LIMIT if max_length is None else self._limit(max_length)
         return kernel.encode_one_kernel(self._code_points(text), limit, *self._tables)
 
-    def encode_batch(self, texts: list[str], max_length: int | None = None) -> RaggedBatch:
-        """Ids of many texts as a ``RaggedBatch``; equal, text by text, to ``encode``."""
-        limit = self._limit(max_length)
-        texts = list(texts)
+    def batch_code_points(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The string half of batch encoding: (N,) uint32 code points, (n,) starts, (n,) ends.
+
+        Public so benchmarks can time the two halves (C-speed string work vs the kernel) apart.
+        """
         n = len(texts)
-        if not all(isinstance(t, str) for t in texts):
-            bad = next(type(t).__name__ for t in texts if not isinstance(t, str))
-            raise TypeError(f"texts must all be str, got a {bad}")
-        if n == 0:
-            empty = np.empty(0, np.int64)
-            return RaggedBatch(np.empty(0, np.int32), empty, np.empty(0, np.bool_), pad_id=self.pad_id)
         joined = _SEP.join(texts)
         special = []  # indices of texts needing the per-text path
         if joined.count(_SEP) != n - 1 or any(c in joined for c in self._added_contents):
@@ -160,6 +155,20 @@ class Tokenizer:
             all_starts[special], all_ends[special] = extra_starts, extra_starts + sizes
             cps = np.concatenate([cps] + extra)
             starts, ends = all_starts, all_ends
+        return cps, starts, ends
+
+    def encode_batch(self, texts: list[str], max_length: int | None = None) -> RaggedBatch:
+        """Ids of many texts as a ``RaggedBatch``; equal, text by text, to ``encode``."""
+        limit = self._limit(max_length)
+        texts = list(texts)
+        n = len(texts)
+        if not all(isinstance(t, str) for t in texts):
+            bad = next(type(t).__name__ for t in texts if not isinstance(t, str))
+            raise TypeError(f"texts must all be str, got a {bad}")
+        if n == 0:
+            empty = np.empty(0, np.int64)
+            return RaggedBatch(np.empty(0, np.int32), empty, np.empty(0, np.bool_), pad_id=self.pad_id)
+        cps, starts, ends = self.batch_code_points(texts)
         out = np.empty(cps.size + n * self._n_special, dtype=np.int32)
         lengths = np.empty(n, dtype=np.int64)
         truncated = np.empty(n, dtype=np.bool_)
