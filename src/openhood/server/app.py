@@ -342,16 +342,22 @@ async def _embeddings(request: Request, st: ServerState) -> Response:
 
     results_task = asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
     disconnect_task = asyncio.ensure_future(_wait_disconnect(request.receive))
-    await asyncio.wait({results_task, disconnect_task}, return_when=asyncio.FIRST_COMPLETED)
-    if not results_task.done():
-        # The client went away: cancelling the futures makes the worker skip these sequences.
-        results_task.cancel()
+    try:
+        await asyncio.wait({results_task, disconnect_task}, return_when=asyncio.FIRST_COMPLETED)
+    finally:  # also when this handler itself is cancelled (grace period over)
+        disconnect_task.cancel()
+        client_gone = not results_task.done()
+        if client_gone:
+            # Cancelling the futures makes the worker skip sequences it has not started.
+            results_task.cancel()
+    if client_gone:
         record.fields["disconnected"] = True
         return Response(status_code=499)  # nginx's "client closed request"; nobody reads it
-    disconnect_task.cancel()
     try:
         results: list[ItemResult] = results_task.result()
     except BatchFailedError as exc:
+        for f in futures:  # sequences of this request still queued in other batches are moot now
+            f.cancel()
         raise APIError(500, f"{exc}; the server keeps serving, retry the request", type="server_error", code="inference_failed", param=None)
 
     t_post0 = time.monotonic_ns()
