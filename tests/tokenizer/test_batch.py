@@ -50,3 +50,10 @@ def test_bad_inputs(tok):
         tok.encode(b"bytes")
     with pytest.raises(TypeError):
         tok.encode_batch(["ok", None])
+
+
+def test_lone_surrogate_is_a_value_error(tok):
+    with pytest.raises(ValueError, match="lone surrogate"):
+        tok.encode("ab\ud800c")
+    with pytest.raises(ValueError, match="lone surrogate"):
+        tok.encode_batch(["fine", "ab\udfffc"])

@@ -32,7 +32,10 @@ _CLEANUP = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), ("
 
 
 def _utf32(text: str) -> np.ndarray:
-    return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    try:
+        return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    except UnicodeEncodeError:  # a lone surrogate: Python allows it in str, Unicode does not
+        raise ValueError("text is not valid Unicode: it contains a lone surrogate (U+D800..U+DFFF)") from None
 
 
 class Tokenizer:
