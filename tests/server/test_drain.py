@@ -16,14 +16,18 @@ def test_sigterm_drains_in_flight_work_and_exits_zero(tmp_path):
     srv = ServerProcess(
         tmp_path / "server.log",
         "--max-batch-size", "2", "--grace-period", str(GRACE_S),
-        env={"OPENHOOD_FAULT_INJECT": "embed_sleep=0.25"},  # keeps work in flight at the signal
+        env={"OPENHOOD_FAULT_INJECT": "embed_sleep=0.5"},  # keeps work in flight at the signal
     )
     try:
         results: list[int] = []
         lock = threading.Lock()
 
+        start = threading.Barrier(8)
+
         def client(i):
             with srv.client() as c:
+                c.get("/health/live")  # connected before the race starts
+                start.wait(30)
                 r = c.post("/v1/embeddings", json={"input": [f"drain test {i} a", f"drain test {i} b"]})
                 with lock:
                     results.append(r.status_code)
