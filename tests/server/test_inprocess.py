@@ -72,3 +72,12 @@ def test_tracing_is_off_without_endpoint_and_otlp_with_it(monkeypatch):
     tracer, provider = make_tracer()
     assert provider is not None and not isinstance(tracer, trace.NoOpTracer)
     provider.shutdown()  # no span was made: nothing is sent
+
+
+def test_untokenizable_text_is_a_400_not_a_500():
+    from .fakes import fake_engine
+
+    with TestClient(create_app(ServerConfig(), fake_engine())) as c:
+        r = c.post("/v1/embeddings", json={"input": ["fine", "bad\u0000text"]})
+        assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_text"
+        assert c.post("/v1/embeddings", json={"input": "fine"}).status_code == 200

@@ -311,10 +311,13 @@ async def _embeddings(request: Request, st: ServerState) -> Response:
     record.fields.update(inputs=len(req.texts), chars=chars, encoding_format=req.encoding_format)
 
     t_tok0 = time.monotonic_ns()
-    if chars <= INLINE_TOKENIZE_CHARS:
-        sequences, truncated = _tokenize(engine.tokenizer, req.texts, engine.max_length)
-    else:
-        sequences, truncated = await asyncio.to_thread(_tokenize, engine.tokenizer, req.texts, engine.max_length)
+    try:
+        if chars <= INLINE_TOKENIZE_CHARS:
+            sequences, truncated = _tokenize(engine.tokenizer, req.texts, engine.max_length)
+        else:
+            sequences, truncated = await asyncio.to_thread(_tokenize, engine.tokenizer, req.texts, engine.max_length)
+    except ValueError as exc:  # the tokenizer refuses text it cannot encode exactly (e.g. lone surrogates)
+        raise APIError(400, f"input could not be tokenized: {exc}", code="invalid_text", param="input")
     t_tok1 = time.monotonic_ns()
     lengths = [len(s) for s in sequences]
     bucket = length_label(max(lengths))
