@@ -32,9 +32,25 @@ def hash_slot(key, mask):
     return np.int64((np.uint64(key) * _GOLDEN) >> np.uint64(29)) & mask
 
 
+@njit(inline="always")
+def child(node, sym, n_symbols, keys, children, mask):
+    key = np.int64(node) * n_symbols + sym
+    h = hash_slot(key, mask)
+    while True:
+        k = keys[h]
+        if k == key:
+            return children[h]
+        if k == -1:
+            return -1
+        h = (h + 1) & mask
+
+
 @njit
-def _insert_tokens(cps, offsets, ids, symbol, n_symbols, keys, children, mask, token_id):
-    """Insert token t = cps[offsets[t]:offsets[t+1]] with id ids[t]; returns the node count."""
+def _insert_tokens(cps, offsets, ids, symbol, n_symbols, keys, children, mask, token_id, prefix):
+    """Insert token t = cps[offsets[t]:offsets[t+1]] with id ids[t].
+
+    Returns (node count, node reached by walking ``prefix`` or -1): the continuation root.
+    """
     n_nodes = 1
     for t in range(offsets.size - 1):
         node = 0
@@ -49,20 +65,13 @@ def _insert_tokens(cps, offsets, ids, symbol, n_symbols, keys, children, mask, t
                 n_nodes += 1
             node = children[h]
         token_id[node] = ids[t]
-    return n_nodes
-
-
-@njit(inline="always")
-def child(node, sym, n_symbols, keys, children, mask):
-    key = np.int64(node) * n_symbols + sym
-    h = hash_slot(key, mask)
-    while True:
-        k = keys[h]
-        if k == key:
-            return children[h]
-        if k == -1:
-            return -1
-        h = (h + 1) & mask
+    node = 0
+    for i in range(prefix.size):
+        s = symbol[prefix[i]]
+        node = child(node, s, n_symbols, keys, children, mask) if s >= 0 else -1
+        if node < 0:
+            break
+    return n_nodes, node
 
 
 @dataclass(frozen=True)
@@ -91,11 +100,6 @@ class VocabTrie:
         children = np.full(size, -1, dtype=np.int32)
         token_id = np.full(cps.size + 1, -1, dtype=np.int32)
         ids = np.fromiter(vocab.values(), np.int32, len(tokens))
-        n_nodes = _insert_tokens(cps, offsets, ids, symbol, n_symbols, keys, children, size - 1, token_id)
-        cont = 0
-        for ch in continuing_prefix:
-            sym = int(symbol[ord(ch)])
-            cont = child(cont, sym, n_symbols, keys, children, size - 1) if sym >= 0 else -1
-            if cont < 0:
-                break
+        prefix = np.frombuffer(continuing_prefix.encode("utf-32-le"), dtype=np.uint32)
+        n_nodes, cont = _insert_tokens(cps, offsets, ids, symbol, n_symbols, keys, children, size - 1, token_id, prefix)
         return cls(symbol, keys, children, token_id[:n_nodes].copy(), n_symbols, size - 1, cont)
