@@ -11,7 +11,7 @@ def make_result(lat_s, tokens, status=None, chars=None, warmup=0.0, duration=10.
     n = len(lat_s)
     scheduled = np.linspace(warmup, warmup + duration, n, endpoint=False)
     done = scheduled + np.asarray(lat_s, dtype=float)
-    cfg = RunConfig(url="http://127.0.0.1:1/v1/embeddings", rate=n / duration, duration=duration, warmup=warmup)
+    cfg = RunConfig(url="http://127.0.0.1:1/v1/embeddings", rate=max(n, 1) / duration, duration=duration, warmup=warmup)
     return RunResult(config=cfg, plan=plan_client(rate=cfg.rate, concurrency=None, p99_budget_s=0.5),
                      scheduled=scheduled, sent=scheduled.copy(), done=done,
                      status=list(status) if status is not None else [200] * n,
@@ -87,3 +87,14 @@ def test_lengths_fall_back_to_characters_without_usage():
     per_text, source = tokens_per_text(r)
     assert source.startswith("estimated")
     assert bucket_index(per_text).tolist() == [0, 3, 4]
+
+
+def test_an_empty_window_is_explained_not_silent():
+    r = make_result([], [])
+    r.warmup_requests = 4
+    s = summarize(r)
+    assert s["requests"] == 0 and not s["slo"]["pass"]
+    assert "no request started inside the measured window" in format_summary(s)
+    from openhood.loadtest.report import render_html
+
+    assert render_html(r, s).count("no data") == 4  # the report still renders, with empty plots

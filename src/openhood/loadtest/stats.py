@@ -155,6 +155,9 @@ def format_summary(s: dict) -> str:
     for b in s["buckets"]:
         lines.append(f"  {b['bucket']:>8} {b['count']:>6} {_fmt(b['p50']):>8} {_fmt(b['p90']):>8} "
                      f"{_fmt(b['p99']):>8} {_fmt(b['max']):>8} {_fmt(b['ratio'], '.2f'):>8}")
+    if s["requests"] == 0:
+        lines.append(f"note: no request started inside the measured window ({s['warmup_requests']} started during "
+                     "warm-up and were still running at its end): the server is far slower than --duration allows")
     slo = s["slo"]
     verdict = "PASS" if slo["pass"] else "FAIL: " + "; ".join(slo["reasons"])
     lines.append(f"SLO (no errors, P99 <= {slo['p99_budget_ms']:g} ms, per-bucket P99/P50 <= "
