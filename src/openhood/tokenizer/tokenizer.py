@@ -3,7 +3,7 @@
 Batch path (no Python loop per character or token): join the texts with U+0000 (which NFD and
 lowercasing leave alone, and which we check no text contains), run the C-speed string part of
 normalization once on the joined string, view it as a uint32 code point array, find the text
-boundaries with one vectorized comparison, and hand everything to ``encode_kernel``. Texts that
+boundaries with one vectorized comparison, and hand everything to ``encode_batch_kernel``. Texts that
 contain an added token (e.g. ``[SEP]`` written in the text) or a U+0000 take a per-text path:
 split on the added tokens (matched on the raw text, leftmost-longest, as HF does), normalize
 each piece, and mark the tokens with code points above U+10FFFF; the kernel is the same.
@@ -17,14 +17,14 @@ from pathlib import Path
 
 import numpy as np
 
+from openhood.tokenizer import kernel
 from openhood.tokenizer.batch import RaggedBatch
 from openhood.tokenizer.config import TokenizerSpec, load_spec
-from openhood.tokenizer import kernel
 from openhood.tokenizer.normalizer import MAX_CODE_POINT
 from openhood.tokenizer.trie import VocabTrie
 
 _SEP = "\x00"
-_NO_LIMIT = np.iinfo(np.int64).max // 4
+_NO_LIMIT = 1 << 60  # "no truncation": more ids than any text can have
 
 # WordPiece decoder clean-up, in HF's order (applied to each token after its leading space).
 _CLEANUP = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"), (" 'm", "'m"),
@@ -124,8 +124,7 @@ class Tokenizer:
         """Ids of one text, special tokens included; ``max_length`` counts them (HF semantics)."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, not {type(text).__name__}")
-        limit = _NO_LIMIT if max_length is None else self._limit(max_length)
-        return kernel.encode_one_kernel(self._code_points(text), limit, *self._tables)
+        return kernel.encode_one_kernel(self._code_points(text), self._limit(max_length), *self._tables)
 
     def batch_code_points(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The string half of batch encoding: (N,) uint32 code points, (n,) starts, (n,) ends.
