@@ -79,15 +79,19 @@ class RowSplitter:
         for f in futures:
             f.result()
 
-    def for_chunks(self, fn: Callable[[int, int], None], n_rows: int, row_width: int) -> None:
-        """Like ``run`` but ``fn`` receives cache-sized chunks (start, stop) one at a time."""
+    def for_chunks(self, fn: Callable[[int, int], None], n_rows: int, row_width: int, parallel: bool = True) -> None:
+        """Like ``run`` but ``fn`` receives cache-sized chunks (start, stop) one at a time;
+        ``parallel=False`` walks them all on the calling thread."""
         step = self.chunk_rows(row_width)
 
         def walk(start: int, stop: int) -> None:
             for s in range(start, stop, step):
                 fn(s, min(s + step, stop))
 
-        self.run(walk, n_rows, row_width)
+        if parallel:
+            self.run(walk, n_rows, row_width)
+        else:
+            walk(0, n_rows)
 
     def close(self) -> None:
         if self._pool is not None:

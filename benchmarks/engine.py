@@ -1,0 +1,138 @@
+"""Engine benchmark: the NumPy engine against ONNX Runtime on the same batches, same run.
+
+    flock /tmp/openhood-bench.lock .venv/bin/python benchmarks/engine.py \
+        --corpus /work/shared/data/dev_corpus.jsonl --limit 2000
+
+Texts are tokenized once with openhood's tokenizer (max_length 256); tokenization is not
+timed. For each backend it measures sentences/s and tokens/s (real tokens, padding excluded)
+at batch 32 and batch 1, in corpus order ("unsorted") and length-sorted, plus the NumPy engine
+with fusion off. Rounds alternate between backends so both see the same machine load; each
+cell is the best of ``--rounds`` rounds. "model GFLOP/s" counts the arithmetic of the padded
+batches actually computed; "% peak" divides it by a large sgemm measured at start. Absolute
+numbers move with the machine's load; the ratios are the result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+
+
+def model_flops(cfg, b: int, t: int) -> float:
+    """Arithmetic of one (B, T) forward: the GEMMs and attention's two batched matmuls."""
+    c, i = cfg.hidden, cfg.intermediate
+    per_layer = 2 * b * t * (4 * c * c + 2 * c * i) + 4 * b * t * t * c
+    return cfg.layers * per_layer
+
+
+def make_batches(rb, order, batch_size):
+    from openhood.embedder import _subset
+
+    return [_subset(rb, order[s : s + batch_size]).pad() for s in range(0, len(order), batch_size)]
+
+
+def time_batches(backend, batches) -> float:
+    t0 = time.perf_counter()
+    for pb in batches:
+        backend.embed(pb.input_ids, pb.attention_mask)
+    return time.perf_counter() - t0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--corpus", required=True, help="JSONL with one {\"text\": ...} per line")
+    ap.add_argument("--limit", type=int, default=2000, help="texts used at batch 32")
+    ap.add_argument("--limit-single", type=int, default=200, help="texts used at batch 1 (slow)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=None, help="threads for both backends (default: all cores)")
+    ap.add_argument("--json", help="also write the results as JSON here")
+    args = ap.parse_args()
+
+    from openhood.backends import load_backend
+    from openhood.engine.blas import blas
+    from openhood.engine.profiler import measure_gemm_peak
+    from openhood.models import default_model_dir
+    from openhood.tokenizer import Tokenizer
+
+    texts = []
+    with open(args.corpus, encoding="utf-8") as f:
+        for line in f:
+            if len(texts) >= args.limit:
+                break
+            if line.strip():
+                texts.append(json.loads(line)["text"])
+    folder = default_model_dir()
+    tok = Tokenizer.from_pretrained(folder)
+    backends = {
+        "numpy": load_backend("numpy", folder, threads=args.threads),
+        "numpy (fusion off)": load_backend("numpy", folder, fusion=False, threads=args.threads),
+        "onnxruntime": load_backend("onnxruntime", folder, threads=args.threads),
+    }
+    cfg = backends["numpy"].config
+    rb = tok.encode_batch(texts, max_length=cfg.max_length)
+    lengths = rb.lengths
+    print(f"{len(texts)} texts, tokens/text mean {lengths.mean():.1f} p50 {np.median(lengths):.0f} "
+          f"p90 {np.percentile(lengths, 90):.0f} max {lengths.max()}; BLAS {blas().describe()}", file=sys.stderr)
+
+    n1 = min(args.limit_single, len(texts))
+    corpus_order = np.arange(len(texts))
+    sorted_order = np.argsort(lengths, kind="stable")
+    single_order = np.arange(n1)
+    configs = {  # name → (batches, number of texts, real tokens)
+        "batch 32, sorted": (make_batches(rb, sorted_order, 32), len(texts), int(lengths.sum())),
+        "batch 32, unsorted": (make_batches(rb, corpus_order, 32), len(texts), int(lengths.sum())),
+        "batch 1": (make_batches(rb, single_order, 1), n1, int(lengths[:n1].sum())),
+    }
+    plan = [  # (backend, config): fusion off only where the ratio matters
+        (be, cfg_name) for cfg_name in configs for be in backends if be != "numpy (fusion off)" or cfg_name != "batch 32, unsorted"
+    ]
+    peak = measure_gemm_peak()
+    for be in backends.values():  # warm-up: threads started, kernels compiled, pages touched
+        time_batches(be, configs["batch 32, sorted"][0][:2])
+    best: dict[tuple[str, str], float] = {}
+    for r in range(args.rounds):
+        for be_name, cfg_name in plan:
+            dt = time_batches(backends[be_name], configs[cfg_name][0])
+            key = (be_name, cfg_name)
+            best[key] = min(best.get(key, float("inf")), dt)
+            print(f"\rround {r + 1}/{args.rounds}: {be_name:<20} {cfg_name:<20} {dt:7.2f}s   ", end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+    peak_after = measure_gemm_peak()
+
+    rows = []
+    for (be_name, cfg_name), dt in best.items():
+        batches, n, tokens = configs[cfg_name]
+        flops = sum(model_flops(cfg, *pb.input_ids.shape) for pb in batches)
+        rows.append({"backend": be_name, "config": cfg_name, "texts": n, "seconds": dt, "sentences_per_s": n / dt,
+                     "tokens_per_s": tokens / dt, "model_gflops": flops / dt / 1e9, "pct_peak": 100 * flops / dt / 1e9 / peak})
+    print(f"\nsgemm peak (1536^3, best of ~0.6 s): {peak:.1f} GFLOP/s at start, {peak_after:.1f} at end; "
+          f"best of {args.rounds} rounds\n")
+    print("| backend | batches | texts | sentences/s | tokens/s | model GFLOP/s | % of sgemm peak |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for row in sorted(rows, key=lambda r: (list(configs).index(r["config"]), r["backend"])):
+        print(f"| {row['backend']} | {row['config']} | {row['texts']} | {row['sentences_per_s']:.1f} | "
+              f"{row['tokens_per_s']:.0f} | {row['model_gflops']:.1f} | {row['pct_peak']:.1f} |")
+    get = {(r["backend"], r["config"]): r["sentences_per_s"] for r in rows}
+    ratios = {
+        "numpy / onnxruntime, batch 32 sorted": get[("numpy", "batch 32, sorted")] / get[("onnxruntime", "batch 32, sorted")],
+        "numpy / onnxruntime, batch 32 unsorted": get[("numpy", "batch 32, unsorted")] / get[("onnxruntime", "batch 32, unsorted")],
+        "numpy / onnxruntime, batch 1": get[("numpy", "batch 1")] / get[("onnxruntime", "batch 1")],
+        "numpy fusion on / off, batch 32 sorted": get[("numpy", "batch 32, sorted")] / get[("numpy (fusion off)", "batch 32, sorted")],
+        "numpy fusion on / off, batch 1": get[("numpy", "batch 1")] / get[("numpy (fusion off)", "batch 1")],
+        "numpy sorted / unsorted, batch 32": get[("numpy", "batch 32, sorted")] / get[("numpy", "batch 32, unsorted")],
+    }
+    print()
+    for name, value in ratios.items():
+        print(f"- {name}: **{value:.2f}x**")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({"peak_gflops": [peak, peak_after], "rows": rows, "ratios": ratios}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
