@@ -5,13 +5,13 @@ per-layer tensors, because that is what users see: per-text cosine vs fp32 (mean
 case) and top-k nearest-neighbour agreement on a retrieval task built from the same texts
 (each text queries the others; agreement = |top-k under fp32 ∩ top-k under int8| / k).
 
-Calibration uses the same session machinery with the Linear layers' inputs exposed as extra
-graph outputs, so ranges are observed on exactly the graph that will run.
+ONNX Runtime sessions are built here with all graph optimizations on: the int8 fusions
+(``MatMulIntegerToFloat``, ``DynamicQuantizeMatMul``) only happen at that level.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import onnx
@@ -64,29 +64,6 @@ def with_outputs(model: onnx.ModelProto, names: Sequence[str]) -> onnx.ModelProt
             model.graph.output.append(onnx.helper.make_empty_tensor_value_info(n))
             existing.add(n)
     return model
-
-
-def observe_activations(
-    model: onnx.ModelProto,
-    batches: Sequence[Batch],
-    observers: dict[str, object],
-    progress: Callable[[int, int], None] | None = None,
-) -> None:
-    """Feed each named tensor's values at real (non-padding) tokens to its observer.
-
-    Padding positions are excluded: their values never reach the pooled output, and they
-    would otherwise widen the ranges for nothing.
-    """
-    names = list(observers)
-    session = make_session(with_outputs(model, names))
-    for i, (ids, mask) in enumerate(batches):
-        values = session.run(names, feeds(session, ids, mask))
-        keep = mask.astype(bool)  # (B, T)
-        for name, v in zip(names, values, strict=True):
-            rows = v[keep] if v.ndim >= 3 and v.shape[:2] == keep.shape else v  # (tokens, C)
-            observers[name].update(rows)
-        if progress:
-            progress(i + 1, len(batches))
 
 
 def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:

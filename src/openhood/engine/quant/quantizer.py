@@ -1,20 +1,22 @@
-"""Post-training quantization of an fp32 ONNX graph: calibrate, measure sensitivity, plan.
+"""Post-training quantization of the engine's graph: calibrate, measure sensitivity, plan.
 
-The pipeline (``quantize``):
+The pipeline (``quantize``), on the fused fp32 graph the backends run:
 
 1. **Weights**: every Linear weight → int8 codes per output channel (symmetric), and the
    vocabulary embedding table → int8 per row. Deterministic, no data needed.
-2. **Calibration**: run the fp32 graph on the calibration texts with each Linear layer's input
-   exposed, feed real-token values to one observer per tensor (min/max, percentile or MSE),
-   turn each range into a uint8 (scale, zero point).
+2. **Calibration**: wrap each Linear in an ``ObservingLinear`` and run the calibration texts,
+   grouped by exact length so no padding row reaches an observer (padding never reaches the
+   pooled output, it would only widen ranges); each observer (min/max, percentile or MSE)
+   proposes a range → a uint8 (scale, zero point).
 3. **Sensitivity**: on *held-out* texts, quantize one layer at a time (static, then dynamic)
    with everything else fp32 and measure ``1 − cos`` of the output embedding against fp32.
-   This runs on ONNX Runtime itself, so kernel effects (saturation, rounding) are included.
+   Layers run as ``Int8Linear(emulate=True)``, which reproduces ONNX Runtime's exact u8×u8
+   integer arithmetic up to float rounding, so no ONNX session is built per trial.
 4. **Plan**: start from the fastest plan (every layer static) and, while the held-out mean
-   cosine is below the target, upgrade the layer that currently costs the most error one step
-   (static → dynamic when dynamic removes most of its error, else → fp32). Greedy, not optimal:
-   it evaluates the *combined* model after each step, so interactions are measured, and it
-   stops at the first plan meeting the target, which is the fastest one it has seen.
+   cosine is below the target, upgrade the layer that currently costs the most error by one
+   step (static → dynamic when the run-time range removes most of its error, else → fp32).
+   Greedy, not optimal: it evaluates the *combined* model after each step, so interactions
+   are measured, and it stops at the first plan meeting the target — the fastest it has seen.
 """
 
 from __future__ import annotations
@@ -24,26 +26,26 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
-import onnx
-from onnx import numpy_helper
 
+from openhood.engine.graph import Graph
 from openhood.engine.quant.calibration import check_calibration_size
-from openhood.engine.quant.evaluate import Batch, cosine_rows, embed_batches, make_session, observe_activations
+from openhood.engine.quant.linear import Int8Linear, ObservingLinear
 from openhood.engine.quant.observers import make_observer
 from openhood.engine.quant.ops import activation_qparams, quantize_weight
-from openhood.export.qdq import LayerQuant, embedding_sites, linear_sites, quantize_graph
+from openhood.engine.runtime import Executor
 
-# Static beats dynamic by a small margin (no run-time min/max pass); take dynamic only when
-# it removes at least this share of the layer's static error.
+# Static saves the run-time min/max pass over the activation; prefer dynamic only when it
+# removes at least this share of the layer's static error.
 DYNAMIC_GAIN = 0.5
+EMBEDDING_NODE = "embeddings"
 
 
 @dataclass
-class LayerDecision:
-    """One Linear layer's chosen mode and the measurements behind it."""
+class LayerPlan:
+    """One Linear layer's chosen mode, its int8 data, and the measurements behind it."""
 
     layer: str
-    mode: str
+    mode: str  # "static" | "dynamic" | "fp32"
     reason: str
     static_error: float  # mean 1 − cos on held-out texts, this layer alone static
     dynamic_error: float  # same, this layer alone dynamic
@@ -54,139 +56,181 @@ class LayerDecision:
 
 @dataclass
 class QuantResult:
-    """Everything ``quantize`` produced: the int8 ONNX graph and what it was built from."""
-
-    model: onnx.ModelProto
-    layers: dict[str, LayerQuant]
-    embeddings: dict[str, tuple[np.ndarray, np.ndarray]]
-    decisions: list[LayerDecision]
+    decisions: list[LayerPlan]
+    codes: dict[str, tuple[np.ndarray, np.ndarray]]  # layer → (int8 (out, in), scale (out,)), every Linear
+    embedding: tuple[np.ndarray, np.ndarray] | None  # (int8 (V, D), row scale (V,))
     holdout_quality: dict[str, float]
     steps: list[str] = field(default_factory=list)
 
     def plan_json(self) -> dict:
-        """The per-layer plan as plain JSON types (stored in safetensors metadata)."""
+        """The plan as plain JSON types (stored in the safetensors metadata)."""
         return {
             "layers": {d.layer: {k: v for k, v in asdict(d).items() if k != "layer"} for d in self.decisions},
-            "embeddings": sorted(self.embeddings),
+            "embedding_int8": self.embedding is not None,
             "holdout_quality": self.holdout_quality,
             "steps": self.steps,
         }
 
 
-def quantize_weights(model: onnx.ModelProto) -> tuple[dict[str, LayerQuant], dict[str, tuple[np.ndarray, np.ndarray]]]:
-    """Int8 codes for every Linear weight (out, in) and vocabulary table (V, D), per row."""
-    inits = {t.name: t for t in model.graph.initializer}
-    layers = {}
-    for site in linear_sites(model):
-        w = numpy_helper.to_array(inits[site.weight])  # (in, out)
-        codes, scale = quantize_weight(w.T, axis=0)  # (out, in), (out,)
-        layers[site.layer] = LayerQuant("fp32", codes, scale)
-    embeddings = {}
-    for site in embedding_sites(model):
-        table = numpy_helper.to_array(inits[site.table])  # (V, D)
-        embeddings[site.layer] = quantize_weight(table, axis=0)
-    return layers, embeddings
+def length_groups(seqs: Sequence[np.ndarray], batch: int = 32) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Token id arrays → unpadded batches: each batch holds texts of exactly one length."""
+    by_len: dict[int, list[np.ndarray]] = {}
+    for s in seqs:
+        by_len.setdefault(len(s), []).append(np.asarray(s, dtype=np.int64))
+    out = []
+    for n in sorted(by_len):
+        group = by_len[n]
+        for i in range(0, len(group), batch):
+            ids = np.stack(group[i : i + batch])  # (B, n)
+            out.append((ids, np.ones_like(ids)))
+    return out
 
 
-def _with_modes(base: dict[str, LayerQuant], modes: dict[str, str]) -> dict[str, LayerQuant]:
-    return {name: LayerQuant(modes.get(name, "fp32"), lq.codes, lq.scale, lq.input_scale, lq.input_zero_point) for name, lq in base.items()}
+def padded_batches(seqs: Sequence[np.ndarray], batch: int = 32) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Token id arrays → batches padded to their longest (input order kept)."""
+    out = []
+    for i in range(0, len(seqs), batch):
+        chunk = seqs[i : i + batch]
+        t = max(len(s) for s in chunk)
+        ids = np.zeros((len(chunk), t), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        for r, s in enumerate(chunk):
+            ids[r, : len(s)], mask[r, : len(s)] = s, 1
+        out.append((ids, mask))
+    return out
+
+
+def run_graph(graph: Graph, batches: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """Embeddings (N, dim) of every batch through the NumPy engine."""
+    ex = Executor(graph)
+    try:
+        out_name = graph.outputs[0]
+        return np.concatenate([ex.run({"input_ids": ids, "attention_mask": mask})[out_name] for ids, mask in batches])
+    finally:
+        ex.close()
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.sum(a * b, 1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-12)
+
+
+def apply_plan(graph: Graph, decisions: Sequence[LayerPlan], codes: dict, embedding=None, emulate: bool = False,
+               weight_encoding: str = "u8") -> Graph:
+    """A copy of ``graph`` with each non-fp32 layer swapped for an ``Int8Linear`` (and the
+    embedding table replaced by its dequantized int8 version when given)."""
+    g = graph.clone()
+    for d in decisions:
+        if d.mode == "fp32":
+            continue
+        q, s = codes[d.layer]
+        bias = g.node(d.layer).linear.bias
+        g.replace_linear(d.layer, Int8Linear(q, s, bias, d.mode, d.input_scale, d.input_zero_point, emulate, weight_encoding))
+    if embedding is not None:
+        node = g.node(EMBEDDING_NODE)
+        node.params = dict(node.params, word=(embedding[0].astype(np.float32) * embedding[1][:, None]))
+    return g
 
 
 def quantize(
-    model: onnx.ModelProto,
-    calibration: Sequence[Batch],
-    holdout: Sequence[Batch],
+    graph: Graph,
+    calibration: Sequence[np.ndarray],
+    holdout: Sequence[np.ndarray],
     method: str = "percentile",
     target_cosine: float = 0.99,
-    weight_encoding: str = "u8",
-    quantize_embeddings: bool = True,
+    quantize_embedding: bool = True,
     min_samples: int = 1,
     log: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
-    progress: Callable[[str, int], Callable[[int, int], None]] | None = None,
+    progress: Callable[[str, int], Callable[[int, int], None] | None] = lambda label, total: None,
 ) -> QuantResult:
-    """Quantize ``model`` (fp32 ONNX) to meet ``target_cosine`` (held-out mean) at best speed.
+    """Quantize the fused fp32 ``graph`` to meet ``target_cosine`` (held-out mean) at best speed.
 
-    ``calibration`` / ``holdout``: padded token batches. ``min_samples`` counts texts.
+    ``calibration`` / ``holdout``: token id arrays (one per text, [CLS] … [SEP]).
     """
-    n_cal = sum(len(ids) for ids, _ in calibration)
-    n_hold = sum(len(ids) for ids, _ in holdout)
-    check_calibration_size(n_cal, min_samples)
-    check_calibration_size(n_hold, 1)
-    bar = progress or (lambda label, total: None)
+    check_calibration_size(len(calibration), min_samples)
+    check_calibration_size(len(holdout), 1)
+    names = list(graph.linears())
 
-    layers, embeddings = quantize_weights(model)
-    if not quantize_embeddings:
-        embeddings = {}
-    sites = linear_sites(model)
+    # 1. Weights.
+    codes = {n: quantize_weight(lin.weight.T, axis=0) for n, lin in graph.linears().items()}  # (out, in), (out,)
+    embedding = None
+    if quantize_embedding and EMBEDDING_NODE in {n.name for n in graph.nodes}:
+        embedding = quantize_weight(graph.node(EMBEDDING_NODE).params["word"], axis=0)  # per row
 
-    # 2. Calibration: one observer per distinct activation tensor.
-    observers = {s.activation: make_observer(method) for s in sites}
-    observe_activations(model, calibration, observers, bar("calibrate", len(calibration)))
-    ranges = {}
-    for s in sites:
-        lo, hi = observers[s.activation].range()
-        scale, zp = activation_qparams(lo, hi)
-        layers[s.layer].input_scale, layers[s.layer].input_zero_point = float(scale), int(zp)
-        ranges[s.layer] = (lo, hi)
+    # 2. Calibration.
+    observers = {n: make_observer(method) for n in names}
+    g_obs = graph.clone()
+    for n in names:
+        g_obs.replace_linear(n, ObservingLinear(graph.node(n).linear, observers[n]))
+    cal_batches = length_groups(calibration)
+    tick = progress("calibrate", len(cal_batches))
+    ex = Executor(g_obs)
+    try:
+        for i, (ids, mask) in enumerate(cal_batches):
+            ex.run({"input_ids": ids, "attention_mask": mask})
+            if tick:
+                tick(i + 1, len(cal_batches))
+    finally:
+        ex.close()
+    plans = {}
+    for n in names:
+        lo, hi = observers[n].range()
+        s, z = activation_qparams(lo, hi)
+        plans[n] = LayerPlan(n, "static", "", 0.0, 0.0, (lo, hi), float(s), int(z))
 
-    # 3. Sensitivity, on held-out texts.
-    reference = embed_batches(make_session(model), holdout)  # (n_hold, dim)
+    # 3. Sensitivity on held-out texts.
+    hold_batches = padded_batches(sorted(holdout, key=len))
+    reference = run_graph(graph, hold_batches)  # (n_hold, dim)
 
     def error(modes: dict[str, str], emb: bool) -> np.ndarray:
-        q = quantize_graph(model, _with_modes(layers, modes), embeddings if emb else None, weight_encoding)
-        return 1.0 - cosine_rows(reference, embed_batches(make_session(q), holdout))
+        ds = [LayerPlan(**{**asdict(plans[n]), "mode": modes.get(n, "fp32")}) for n in names]
+        return 1.0 - _cosine(reference, run_graph(apply_plan(graph, ds, codes, embedding if emb else None, emulate=True), hold_batches))
 
-    names = [s.layer for s in sites]
-    sens: dict[str, dict[str, float]] = {}
-    tick = bar("sensitivity", 2 * len(names))
-    for i, name in enumerate(names):
-        sens[name] = {m: float(error({name: m}, False).mean()) for m in ("static", "dynamic")}
+    tick = progress("sensitivity", 2 * len(names))
+    for i, n in enumerate(names):
+        plans[n].static_error = float(error({n: "static"}, False).mean())
+        plans[n].dynamic_error = float(error({n: "dynamic"}, False).mean())
         if tick:
-            tick(i * 2 + 2, 2 * len(names))
-    if embeddings:
+            tick(2 * i + 2, 2 * len(names))
+    if embedding is not None:
         log(f"sensitivity: int8 embedding table alone → mean 1-cos {error({}, True).mean():.2e}")
 
     # 4. Greedy plan.
     modes = {n: "static" for n in names}
-    reasons = {n: "static: within target with calibrated range" for n in names}
-    steps = []
+    for n in names:
+        plans[n].reason = "static: calibrated range, plan met the target without changing it"
+    steps: list[str] = []
     while True:
-        err = error(modes, True)
+        err = error(modes, embedding is not None)
         cos_mean, cos_min = 1.0 - float(err.mean()), 1.0 - float(err.max())
-        n_by = {m: sum(v == m for v in modes.values()) for m in ("static", "dynamic", "fp32")}
-        steps.append(f"{n_by['static']} static / {n_by['dynamic']} dynamic / {n_by['fp32']} fp32 → held-out cos mean {cos_mean:.5f} min {cos_min:.5f}")
+        count = {m: sum(v == m for v in modes.values()) for m in ("static", "dynamic", "fp32")}
+        steps.append(f"{count['static']} static / {count['dynamic']} dynamic / {count['fp32']} fp32 → "
+                     f"held-out cos mean {cos_mean:.5f} min {cos_min:.5f}")
         log("plan: " + steps[-1])
-        if cos_mean >= target_cosine:
-            break
         candidates = [n for n in names if modes[n] != "fp32"]
-        if not candidates:
+        if cos_mean >= target_cosine or not candidates:
             break
-        worst = max(candidates, key=lambda n: sens[n][modes[n]])
-        if modes[worst] == "static" and sens[worst]["dynamic"] <= DYNAMIC_GAIN * sens[worst]["static"]:
+        cost = {n: plans[n].static_error if modes[n] == "static" else plans[n].dynamic_error for n in candidates}
+        worst = max(candidates, key=cost.get)
+        p = plans[worst]
+        if modes[worst] == "static" and p.dynamic_error <= DYNAMIC_GAIN * p.static_error:
             modes[worst] = "dynamic"
-            reasons[worst] = (
-                f"dynamic: static range costs {sens[worst]['static']:.1e} (largest remaining), "
-                f"run-time range cuts it to {sens[worst]['dynamic']:.1e}"
-            )
+            p.reason = (f"dynamic: largest remaining error with a static range ({p.static_error:.1e}); "
+                        f"a run-time range cuts it to {p.dynamic_error:.1e}")
         else:
+            was = modes[worst]
             modes[worst] = "fp32"
-            reasons[worst] = (
-                f"fp32: largest remaining error (static {sens[worst]['static']:.1e} / dynamic "
-                f"{sens[worst]['dynamic']:.1e}) while the plan was below target {target_cosine}"
-            )
-    final = _with_modes(layers, modes)
-    decisions = [
-        LayerDecision(n, modes[n], reasons[n], sens[n]["static"], sens[n]["dynamic"], ranges[n], final[n].input_scale, final[n].input_zero_point)
-        for n in names
-    ]
-    q = quantize_graph(model, final, embeddings, weight_encoding)
-    return QuantResult(q, final, embeddings, decisions, {"cos_mean": cos_mean, "cos_min": cos_min, "texts": n_hold}, steps)
+            p.reason = (f"fp32: largest remaining error as {was} ({cost[worst]:.1e}; static {p.static_error:.1e}, "
+                        f"dynamic {p.dynamic_error:.1e}) while the plan was below target {target_cosine}")
+    for n in names:
+        plans[n].mode = modes[n]
+    quality = {"cos_mean": cos_mean, "cos_min": cos_min, "texts": float(len(holdout))}
+    return QuantResult([plans[n] for n in names], codes, embedding, quality, steps)
 
 
-def format_decisions(decisions: Sequence[LayerDecision]) -> str:
+def format_decisions(decisions: Sequence[LayerPlan]) -> str:
     """The per-layer plan as a table: layer, mode, both sensitivities, calibrated range, why."""
-    lines = [f"{'layer':<28}{'mode':<9}{'err static':>11}{'err dyn':>10}{'range':>22}  why"]
+    lines = [f"{'layer':<26}{'mode':<9}{'err static':>11}{'err dyn':>10}{'input range':>20}  why"]
     for d in decisions:
-        rng = f"[{d.input_range[0]:.2f}, {d.input_range[1]:.2f}]"
-        lines.append(f"{d.layer:<28}{d.mode:<9}{d.static_error:>11.1e}{d.dynamic_error:>10.1e}{rng:>22}  {d.reason}")
+        rng = f"[{d.input_range[0]:.1f}, {d.input_range[1]:.1f}]"
+        lines.append(f"{d.layer:<26}{d.mode:<9}{d.static_error:>11.1e}{d.dynamic_error:>10.1e}{rng:>20}  {d.reason}")
     return "\n".join(lines)

@@ -1,20 +1,22 @@
-"""Quantized weights on disk: one safetensors file, keyed by the source model's tensor names.
+"""Quantized models on disk (safetensors, never pickle) and applying them to the engine graph.
 
-Layout of ``model.int8.safetensors`` (no pickle anywhere; safetensors metadata is str → str):
+``model.int8.safetensors`` holds every parameter of the *fused* engine graph, named by graph
+node (``layer.0.attention.qkv``, ``layer.0.ffn.down``, …), so the file alone describes the
+model:
 
-- ``<name>.int8`` int8 (out, in) and ``<name>.scale`` float32 (out,) for every quantized
-  Linear weight and for the vocabulary table (per row), where ``<name>`` is the tensor's name
-  in the source ``model.safetensors`` (e.g. ``encoder.layer.0.output.dense.weight``);
-- ``<name>.input_scale`` float32 (1,) and ``<name>.input_zero_point`` uint8 (1,) for layers
-  whose activations are quantized statically;
-- every other tensor (biases, LayerNorm, fp32-kept layers) unchanged;
-- metadata: ``format`` = ``openhood-int8``, ``plan`` (JSON: per-layer mode, reason, errors,
-  ranges), ``layer_tensors`` (JSON: ONNX layer → source tensor names), ``quantization`` (JSON).
+- ``<layer>.weight.int8`` int8 (out, in) + ``<layer>.weight.scale`` float32 (out,) for each
+  quantized Linear; ``<layer>.input_scale`` float32 (1,) + ``<layer>.input_zero_point`` uint8
+  (1,) when its activations are static; ``<layer>.weight`` float32 (out, in) for layers the plan
+  keeps in fp32; ``<layer>.bias`` always;
+- ``embeddings.word.int8`` + ``embeddings.word.scale`` (per row), the other embedding tables
+  and every LayerNorm's ``<node>.gamma`` / ``<node>.beta`` in float32;
+- metadata (str → str): ``format`` = ``openhood-int8``, ``plan`` (JSON: per layer mode, reason,
+  sensitivities, calibrated range and qparams), ``quantization`` (JSON: method, samples,
+  target, source model, length distributions).
 
-Keying by the *source* names means any loader that reads the original checkpoint reads this
-one after ``load_quantized`` dequantizes it. The ONNX graph may fuse layers (one q|k|v MatMul),
-so layers are matched to source tensors by value: per-output-channel codes of a row-wise
-concatenation are the concatenation of the codes, so a fused layer splits back exactly.
+Loading (``apply_int8``) swaps the graph's Linears for ``Int8Linear`` objects built from the
+file; the graph itself still comes from the model folder (config and fp32 structure), and a
+mismatch between file and graph (another model, other shapes) is refused by name and shape.
 """
 
 from __future__ import annotations
@@ -23,108 +25,116 @@ import json
 from pathlib import Path
 
 import numpy as np
-import onnx
-from onnx import numpy_helper
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
-from openhood.export.qdq import embedding_sites, linear_sites
+from openhood.engine.graph import Graph
+from openhood.engine.quant.linear import Fp16Linear, Int8Linear
 
 INT8_FORMAT = "openhood-int8"
 FP16_FORMAT = "openhood-fp16"
+INT8_FILE = "model.int8.safetensors"
+FP16_FILE = "model.fp16.safetensors"
+EMBEDDING_NODE = "embeddings"
 
 
-def match_layers(model: onnx.ModelProto, source: dict[str, np.ndarray]) -> dict[str, list[tuple[str, int]]]:
-    """ONNX layer → [(source tensor name, first output row)], matched by exact values.
-
-    A Linear weight (in, out) in the graph is the transpose of one source tensor (out, in) or of
-    several stacked along out (fused q|k|v); an embedding table is a source tensor as is.
-    """
-    by_first_row: dict[bytes, list[str]] = {}
-    for name, t in source.items():
-        if t.ndim == 2 and t.dtype == np.float32 and len(t):
-            by_first_row.setdefault(t[0].tobytes(), []).append(name)
-    inits = {t.name: t for t in model.graph.initializer}
-    tables = [(s.layer, numpy_helper.to_array(inits[s.weight]).T) for s in linear_sites(model)]
-    tables += [(s.layer, numpy_helper.to_array(inits[s.table])) for s in embedding_sites(model)]
-    out: dict[str, list[tuple[str, int]]] = {}
-    for layer, rows in tables:  # rows: (out, in)
-        parts, offset = [], 0
-        while offset < len(rows):
-            found = next(
-                (n for n in by_first_row.get(rows[offset].tobytes(), [])
-                 if source[n].shape[1] == rows.shape[1] and np.array_equal(source[n], rows[offset : offset + len(source[n])])),
-                None,
-            )
-            if found is None:
-                raise ValueError(f"layer {layer}: rows {offset}.. match no tensor of the source checkpoint")
-            parts.append((found, offset))
-            offset += len(source[found])
-        out[layer] = parts
+def _non_linear_params(graph: Graph, dtype=np.float32) -> dict[str, np.ndarray]:
+    out = {}
+    for node in graph.nodes:
+        for k, v in node.params.items():
+            if node.name == EMBEDDING_NODE and k == "word":
+                continue
+            out[f"{node.name}.{k}"] = np.ascontiguousarray(v, dtype=dtype)
     return out
 
 
-def save_int8(path: str | Path, source: dict[str, np.ndarray], model: onnx.ModelProto, result, info: dict) -> Path:
-    """Write ``result`` (a ``QuantResult``) over the ``source`` checkpoint's names to ``path``."""
-    mapping = match_layers(model, source)
+def save_int8(path: str | Path, graph: Graph, result, info: dict) -> Path:
+    """Write ``result`` (a ``QuantResult`` for the fused fp32 ``graph``) to ``path``."""
     tensors: dict[str, np.ndarray] = {}
-    replaced: set[str] = set()
-    quantized = {name: (lq.codes, lq.scale, lq) for name, lq in result.layers.items() if lq.mode != "fp32"}
-    quantized.update({name: (codes, scale, None) for name, (codes, scale) in result.embeddings.items()})
-    for layer, (codes, scale, lq) in quantized.items():
-        for tensor, offset in mapping[layer]:
-            rows = len(source[tensor])
-            tensors[f"{tensor}.int8"] = np.ascontiguousarray(codes[offset : offset + rows])
-            tensors[f"{tensor}.scale"] = np.ascontiguousarray(scale[offset : offset + rows])
-            if lq is not None and lq.mode == "static":
-                tensors[f"{tensor}.input_scale"] = np.array([lq.input_scale], dtype=np.float32)
-                tensors[f"{tensor}.input_zero_point"] = np.array([lq.input_zero_point], dtype=np.uint8)
-            replaced.add(tensor)
-    for name, t in source.items():
-        if name not in replaced:
-            tensors[name] = np.ascontiguousarray(t)
-    metadata = {
-        "format": INT8_FORMAT,
-        "plan": json.dumps(result.plan_json()),
-        "layer_tensors": json.dumps({k: [n for n, _ in v] for k, v in mapping.items()}),
-        "quantization": json.dumps(info),
-    }
+    for d in result.decisions:
+        lin = graph.node(d.layer).linear
+        if d.mode == "fp32":
+            tensors[f"{d.layer}.weight"] = np.ascontiguousarray(lin.weight.T)  # (out, in)
+        else:
+            codes, scale = result.codes[d.layer]
+            tensors[f"{d.layer}.weight.int8"] = np.ascontiguousarray(codes)
+            tensors[f"{d.layer}.weight.scale"] = np.ascontiguousarray(scale)
+            if d.mode == "static":
+                tensors[f"{d.layer}.input_scale"] = np.array([d.input_scale], dtype=np.float32)
+                tensors[f"{d.layer}.input_zero_point"] = np.array([d.input_zero_point], dtype=np.uint8)
+        if lin.bias is not None:
+            tensors[f"{d.layer}.bias"] = lin.bias
+    if result.embedding is not None:
+        tensors[f"{EMBEDDING_NODE}.word.int8"], tensors[f"{EMBEDDING_NODE}.word.scale"] = result.embedding
+    else:
+        tensors[f"{EMBEDDING_NODE}.word"] = graph.node(EMBEDDING_NODE).params["word"]
+    tensors.update(_non_linear_params(graph))
+    meta = {"format": INT8_FORMAT, "plan": json.dumps(result.plan_json()), "quantization": json.dumps(info)}
     path = Path(path)
-    save_file(tensors, str(path), metadata=metadata)
+    save_file(tensors, str(path), metadata=meta)
     return path
 
 
-def save_fp16(path: str | Path, source: dict[str, np.ndarray]) -> Path:
-    """Every float32 tensor stored as float16 (others unchanged): half the size, ~3 significant digits."""
-    tensors = {n: (t.astype(np.float16) if t.dtype == np.float32 else t) for n, t in source.items()}
+def save_fp16(path: str | Path, graph: Graph) -> Path:
+    """Every graph parameter as float16 (Linear weights (out, in)): the fp16 model's size on disk."""
+    tensors = {f"{n}.weight": np.ascontiguousarray(lin.weight.T, dtype=np.float16) for n, lin in graph.linears().items()}
+    tensors.update({f"{n}.bias": lin.bias.astype(np.float16) for n, lin in graph.linears().items() if lin.bias is not None})
+    tensors[f"{EMBEDDING_NODE}.word"] = graph.node(EMBEDDING_NODE).params["word"].astype(np.float16)
+    tensors.update(_non_linear_params(graph, np.float16))
     save_file(tensors, str(path), metadata={"format": FP16_FORMAT})
     return Path(path)
 
 
-def read_metadata(path: str | Path) -> dict[str, str]:
-    with safe_open(str(path), framework="numpy") as f:
-        return dict(f.metadata() or {})
-
-
-def load_quantized(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """An int8 or fp16 file → (float32 tensors under the source names, metadata).
-
-    int8 weights are dequantized here (``codes × scale`` per row): the NumPy engine runs
-    float32 GEMMs on them (weight-only quantization, see docs/design.md).
-    """
+def read_int8(path: str | Path) -> tuple[dict[str, np.ndarray], dict, dict]:
+    """(tensors, plan, quantization info) of an ``openhood-int8`` file."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(path)
     with safe_open(str(path), framework="numpy") as f:
         meta = dict(f.metadata() or {})
-        fmt = meta.get("format")
-        if fmt not in (INT8_FORMAT, FP16_FORMAT):
-            raise ValueError(f"{path} is not an openhood int8/fp16 file (metadata format={fmt!r})")
-        raw = {k: f.get_tensor(k) for k in f.keys()}
-    out: dict[str, np.ndarray] = {}
-    for name, t in raw.items():
-        if name.endswith(".int8"):
-            base = name[: -len(".int8")]
-            out[base] = t.astype(np.float32) * raw[f"{base}.scale"].astype(np.float32)[:, None]
-        elif name.endswith((".scale", ".input_scale", ".input_zero_point")) and f"{name.rsplit('.', 1)[0]}.int8" in raw:
+        if meta.get("format") != INT8_FORMAT:
+            raise ValueError(f"{path} is not an openhood int8 file (metadata format={meta.get('format')!r})")
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    return tensors, json.loads(meta["plan"]), json.loads(meta.get("quantization", "{}"))
+
+
+def apply_int8(graph: Graph, path: str | Path, emulate: bool = False, weight_encoding: str = "u8") -> Graph:
+    """A copy of the fused fp32 ``graph`` running the int8 plan stored at ``path``.
+
+    NumPy execution is weight-only (dequantized int8 weights, fp32 activations) unless
+    ``emulate``; exported to ONNX the layers become integer sub-graphs (``Int8Linear``).
+    """
+    tensors, plan, _ = read_int8(path)
+    g = graph.clone()
+    linears = g.linears()
+    unknown = sorted(set(plan["layers"]) - set(linears))
+    if unknown:
+        raise ValueError(f"{path} was made for another graph: it quantizes layers {unknown[:3]} this model does not have")
+    for name, d in plan["layers"].items():
+        if d["mode"] == "fp32":
             continue
-        else:
-            out[name] = t.astype(np.float32) if t.dtype == np.float16 else t
-    return out, meta
+        codes, scale = tensors[f"{name}.weight.int8"], tensors[f"{name}.weight.scale"]
+        if codes.shape != (linears[name].out_features, linears[name].in_features):
+            raise ValueError(f"{path}: layer {name} is {codes.shape}, the model's is "
+                             f"{(linears[name].out_features, linears[name].in_features)}")
+        g.replace_linear(name, Int8Linear(codes, scale, linears[name].bias, d["mode"], d["input_scale"],
+                                          d["input_zero_point"], emulate, weight_encoding))
+    if f"{EMBEDDING_NODE}.word.int8" in tensors:
+        node = g.node(EMBEDDING_NODE)
+        q, s = tensors[f"{EMBEDDING_NODE}.word.int8"], tensors[f"{EMBEDDING_NODE}.word.scale"]
+        if q.shape != node.params["word"].shape:
+            raise ValueError(f"{path}: embedding table {q.shape} does not match the model's {node.params['word'].shape}")
+        node.params = dict(node.params, word=q.astype(np.float32) * s[:, None])
+    g.meta["precision"] = "int8"
+    return g
+
+
+def apply_fp16(graph: Graph) -> Graph:
+    """A copy of ``graph`` with float16-stored Linear weights and embedding table."""
+    g = graph.clone()
+    for name, lin in g.linears().items():
+        g.replace_linear(name, Fp16Linear(lin.weight.astype(np.float16), lin.bias))
+    node = g.node(EMBEDDING_NODE)
+    node.params = dict(node.params, word=node.params["word"].astype(np.float16).astype(np.float32))
+    g.meta["precision"] = "fp16"
+    return g

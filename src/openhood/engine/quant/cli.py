@@ -1,0 +1,130 @@
+"""``openhood quantize``: post-training int8 quantization of a model folder.
+
+    openhood quantize --model DIR --calibration corpus.jsonl --samples 800 --out OUT \
+        [--method minmax|percentile|mse] [--target-cosine 0.99] [--limit 20000]
+
+Prints the corpus's token-length distribution next to the calibration set's, a progress line
+per phase, the per-layer plan with the reason for each decision, and the held-out quality of
+the ONNX Runtime int8 model. ``OUT`` becomes a model folder: the small config / tokenizer files
+copied, ``model.safetensors`` linked to the fp32 source (the engine builds its graph from it),
+plus ``model.int8.safetensors``, ``model.int8.onnx`` and ``model.fp16.safetensors``. Serve it
+with ``openhood serve --model OUT --precision int8``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+COPIED = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
+          "modules.json", "sentence_bert_config.json", "config_sentence_transformers.json")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("quantize", help="int8 post-training quantization with calibration and a sensitivity pass")
+    p.add_argument("--model", help="model folder (default: the bundled all-MiniLM-L6-v2)")
+    p.add_argument("--calibration", required=True, help='JSONL corpus, one {"text": ...} per line')
+    p.add_argument("--samples", type=int, default=800, help="calibration texts drawn, length-matched (default 800)")
+    p.add_argument("--out", required=True, help="output model folder")
+    p.add_argument("--method", choices=["minmax", "percentile", "mse"], default="percentile",
+                   help="activation range estimator (default percentile 99.99)")
+    p.add_argument("--target-cosine", type=float, default=0.99,
+                   help="held-out mean cosine vs fp32 the plan must reach (default 0.99)")
+    p.add_argument("--limit", type=int, default=20000, help="read at most this many corpus lines (default 20000)")
+    p.add_argument("--holdout-fraction", type=float, default=0.2, help="share of the samples kept for the sensitivity pass")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_quantize)
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def cmd_quantize(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from openhood.engine.bert import load_bert
+    from openhood.engine.fusion import fuse
+    from openhood.engine.quant.calibration import (
+        MIN_CALIBRATION_SAMPLES, format_length_table, length_summary, read_corpus, split_calibration,
+    )
+    from openhood.engine.quant.progress import Progress
+    from openhood.engine.quant.quantizer import format_decisions, quantize
+    from openhood.tokenizer import Tokenizer
+
+    t0 = time.perf_counter()
+    model = load_bert(args.model)
+    graph = fuse(model.graph)
+    texts = read_corpus(args.calibration, limit=args.limit)
+    tok = Tokenizer.from_pretrained(model.folder)
+    rb = tok.encode_batch(texts, max_length=model.config.max_length)
+    lengths = np.asarray(rb.lengths)
+    split = split_calibration(lengths, min(args.samples, len(texts)) if texts else 0, args.holdout_fraction,
+                              MIN_CALIBRATION_SAMPLES, args.seed)
+    lengths_table = {"corpus": length_summary(lengths), "calibration": length_summary(lengths[split.calibrate]),
+                     "held-out": length_summary(lengths[split.holdout])}
+    _log(f"token lengths ({len(texts)} corpus texts read, {args.samples} drawn stratified on length):")
+    _log(format_length_table(lengths_table))
+
+    result = quantize(
+        graph, [rb[int(i)] for i in split.calibrate], [rb[int(i)] for i in split.holdout],
+        method=args.method, target_cosine=args.target_cosine, min_samples=MIN_CALIBRATION_SAMPLES, log=_log,
+        progress=lambda label, total: Progress(f"{label:<11}", total, always=True),
+    )
+    print(format_decisions(result.decisions))
+    out = write_folder(Path(args.out), model, graph, result, {
+        "source_model": model.config.model_name, "method": args.method, "samples": int(args.samples),
+        "calibration_texts": int(len(split.calibrate)), "holdout_texts": int(len(split.holdout)),
+        "target_cosine": args.target_cosine, "seed": args.seed, "token_lengths": lengths_table,
+        "weights": "int8 symmetric per output channel [-127, 127]", "activations": "uint8 asymmetric per tensor",
+        "onnx_weight_encoding": "u8 codes, zero point 128 (exact u8xu8 kernels without VNNI)",
+    }, [rb[int(i)] for i in split.holdout])
+    _log(f"wrote {out} in {time.perf_counter() - t0:.0f} s")
+    return 0
+
+
+def write_folder(out: Path, model, graph, result, info: dict, holdout) -> Path:
+    """Write the output model folder and check the ONNX int8 model on the held-out texts."""
+    import onnx
+
+    from openhood.engine.quant.evaluate import embed_batches, make_session, quality
+    from openhood.engine.quant.quantizer import padded_batches
+    from openhood.engine.quant.storage import FP16_FILE, INT8_FILE, apply_int8, save_fp16, save_int8
+    from openhood.export.onnx_export import graph_to_onnx
+    from openhood.export.qdq import quantize_embedding_tables
+
+    out.mkdir(parents=True, exist_ok=True)
+    src = model.folder
+    if out.resolve() == src.resolve():
+        raise ValueError("--out must differ from the model folder (the fp32 weights stay where they are)")
+    for name in COPIED:
+        if (src / name).is_file():
+            shutil.copy2(src / name, out / name)
+    if (src / "1_Pooling").is_dir():
+        shutil.copytree(src / "1_Pooling", out / "1_Pooling", dirs_exist_ok=True)
+    link = out / "model.safetensors"
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to((src / "model.safetensors").resolve())
+
+    int8_path = save_int8(out / INT8_FILE, graph, result, info)
+    save_fp16(out / FP16_FILE, graph)
+    int8_graph = apply_int8(graph, int8_path)
+    onnx_model = graph_to_onnx(int8_graph)
+    if result.embedding is not None:
+        onnx_model = quantize_embedding_tables(onnx_model, {"embeddings.word": result.embedding})
+    onnx.save(onnx_model, str(out / "model.int8.onnx"))
+
+    batches = padded_batches(sorted(holdout, key=len))
+    ref = embed_batches(make_session(graph_to_onnx(graph)), batches)
+    got = embed_batches(make_session(onnx_model), batches)
+    q = quality(ref, got)
+    _log(f"ONNX Runtime int8 vs fp32 on {len(ref)} held-out texts: cos mean {q['cos_mean']:.5f} "
+         f"min {q['cos_min']:.5f}, top-10 agreement {q['top10']:.3f}")
+    sizes = {p.name: p.stat().st_size for p in (src / "model.safetensors", int8_path, out / FP16_FILE, out / "model.int8.onnx")}
+    _log("sizes: " + json.dumps({k: f"{v / 1e6:.1f} MB" for k, v in sizes.items()}))
+    return out

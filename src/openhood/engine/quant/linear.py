@@ -1,0 +1,142 @@
+"""Drop-in replacements for the engine's ``Linear``: int8, fp16, and a calibration observer.
+
+They implement ``openhood.engine.linear.Linear``'s contract (``in_features``, ``out_features``,
+``bias``, ``matmul``, ``forward``, ``flops``, ``nbytes``, ``onnx_matmul``) so
+``Graph.replace_linear`` swaps them in by name and every fused epilogue keeps working.
+
+``Int8Linear`` holds int8 codes (out, in) with per-output-channel scales and, for static
+layers, the calibrated uint8 activation (scale, zero point). It runs two ways:
+
+- **NumPy engine: weight-only dequantization.** The codes are dequantized once at load to an
+  (in, out) float32 matrix and ``matmul`` is a plain sgemm. NumPy has no int8 GEMM: an int32
+  ``np.matmul`` is a non-BLAS loop ~10-50x slower than sgemm, so emulating the integer product
+  would make int8 *slower*. The accuracy is that of int8 weights with fp32 activations; the
+  speed is fp32's; the gain is 4x smaller files.
+- **Emulation** (``emulate=True``, used by the sensitivity pass): also quantize→dequantize the
+  activation (calibrated range, or the tensor's own range for ``dynamic``), which reproduces
+  ONNX Runtime's exact u8×u8 integer arithmetic up to float rounding — so layer errors can be
+  measured in NumPy, with no ONNX session per trial.
+- **ONNX export** (``onnx_matmul``): the integer sub-graph from ``openhood.export.qdq``, which
+  ONNX Runtime runs with its int8 kernels.
+
+``Fp16Linear`` stores float16 weights. Neither runtime computes faster in fp16 on this CPU
+(AVX2 has no fp16 arithmetic; ORT's fp16 MatMul measured 2x slower than fp32 here), so it is a
+*storage* precision: weights are widened to fp32 once at load (NumPy) or by a ``Cast`` that ONNX
+Runtime constant-folds at session start.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto, helper
+
+from openhood.engine.quant.ops import dequantize_weight, dynamic_qparams, fake_quantize_activation
+from openhood.export.qdq import emit_int8_matmul
+
+
+class _LinearBase:
+    bias: np.ndarray | None
+    weight: np.ndarray  # (in, out) float32 used for the NumPy matmul
+
+    @property
+    def in_features(self) -> int:
+        return self.weight.shape[0]
+
+    @property
+    def out_features(self) -> int:
+        return self.weight.shape[1]
+
+    def forward(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        y = self.matmul(x, out=out)
+        if self.bias is not None:
+            y += self.bias
+        return y
+
+    def flops(self, m: int) -> int:
+        return 2 * m * self.in_features * self.out_features
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.in_features}->{self.out_features}, {self.precision})"
+
+
+class Int8Linear(_LinearBase):
+    """int8 weights per output channel; activations static (calibrated), dynamic, or fp32."""
+
+    precision = "int8"
+
+    def __init__(
+        self,
+        codes: np.ndarray,
+        scale: np.ndarray,
+        bias: np.ndarray | None,
+        mode: str = "dynamic",
+        input_scale: float | None = None,
+        input_zero_point: int | None = None,
+        emulate: bool = False,
+        weight_encoding: str = "u8",
+    ):
+        if codes.dtype != np.int8 or codes.ndim != 2 or scale.shape != (codes.shape[0],):
+            raise ValueError(f"expected int8 codes (out, in) and scales (out,), got {codes.dtype} {codes.shape} / {scale.shape}")
+        if mode not in ("static", "dynamic"):
+            raise ValueError(f"Int8Linear mode must be static or dynamic, got {mode!r}")
+        if mode == "static" and (input_scale is None or input_zero_point is None):
+            raise ValueError("a static Int8Linear needs input_scale and input_zero_point from calibration")
+        self.codes, self.scale, self.bias = codes, scale.astype(np.float32), bias
+        self.mode, self.input_scale, self.input_zero_point = mode, input_scale, input_zero_point
+        self.emulate, self.weight_encoding = emulate, weight_encoding
+        self.weight = np.ascontiguousarray(dequantize_weight(codes, self.scale, axis=0).T)  # (in, out)
+
+    def matmul(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        if self.emulate and self.mode == "static":
+            x = fake_quantize_activation(x, self.input_scale, self.input_zero_point)
+        elif self.emulate and self.mode == "dynamic":
+            x = fake_quantize_activation(x, *dynamic_qparams(x))
+        return np.matmul(x, self.weight, out=out)  # (M, in) @ (in, out)
+
+    def nbytes(self) -> int:
+        return self.codes.nbytes + self.scale.nbytes + (0 if self.bias is None else self.bias.nbytes)
+
+    def onnx_matmul(self, builder, x_name: str, prefix: str) -> str:
+        def node(op, inputs, outputs, name, **attrs):
+            builder.nodes.append(helper.make_node(op, inputs, outputs, name=name, **attrs))
+
+        return emit_int8_matmul(
+            builder.initializer, node, x_name, prefix, self.codes, self.scale, self.mode,
+            self.input_scale, self.input_zero_point, self.weight_encoding,
+        )
+
+
+class Fp16Linear(_LinearBase):
+    """float16-stored weights, computed in float32 (see module docstring for why)."""
+
+    precision = "fp16"
+
+    def __init__(self, weight_fp16: np.ndarray, bias: np.ndarray | None):
+        self.weight_fp16 = np.ascontiguousarray(weight_fp16, dtype=np.float16)  # (in, out)
+        self.weight = self.weight_fp16.astype(np.float32)
+        self.bias = bias
+
+    def matmul(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        return np.matmul(x, self.weight, out=out)
+
+    def nbytes(self) -> int:
+        return self.weight_fp16.nbytes + (0 if self.bias is None else self.bias.nbytes)
+
+    def onnx_matmul(self, builder, x_name: str, prefix: str) -> str:
+        w = builder.initializer(f"{prefix}.weight_fp16", self.weight_fp16)
+        w = builder.node("Cast", [w], name=f"{prefix}.widen", to=TensorProto.FLOAT)
+        return builder.node("MatMul", [x_name, w], name=f"{prefix}.matmul")
+
+
+class ObservingLinear(_LinearBase):
+    """Wraps a float Linear and feeds every input it sees to a calibration observer."""
+
+    precision = "fp32"
+
+    def __init__(self, inner, observer):
+        self.inner, self.observer = inner, observer
+        self.weight, self.bias = inner.weight, inner.bias
+
+    def matmul(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        self.observer.update(x)  # (M, in) rows; calibration batches carry no padding rows
+        return self.inner.matmul(x, out=out)
