@@ -111,7 +111,7 @@ def test_safetensors_contents_and_metadata(graph, result, saved):
     assert set(plan["layers"]) == LAYERS and info == {"method": "percentile"}
     for d in res.decisions:
         if d.mode == "fp32":
-            assert tensors[f"{d.layer}.weight"].dtype == np.float32
+            assert tensors[f"{d.layer}.weight.fp16"].dtype == np.float16
             continue
         codes = tensors[f"{d.layer}.weight.int8"]
         scale = tensors[f"{d.layer}.weight.scale"]

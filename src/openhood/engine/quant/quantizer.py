@@ -15,8 +15,10 @@ The pipeline (``quantize``), on the fused fp32 graph the backends run:
 4. **Plan**: start from the fastest plan (every layer static) and, while the held-out mean
    cosine is below the target, upgrade the layer that currently costs the most error by one
    step (static → dynamic when the run-time range removes most of its error, else → fp32).
-   Greedy, not optimal: it evaluates the *combined* model after each step, so interactions
-   are measured, and it stops at the first plan meeting the target — the fastest it has seen.
+   Upgrades are first made on the sum of single-layer errors (a good predictor), then the
+   *combined* model is measured and upgraded one step at a time until it meets the target:
+   greedy, not optimal, but interactions are measured and it stops at the first plan that
+   meets the target — the fastest one it has seen.
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ from openhood.engine.runtime import Executor
 # Static saves the run-time min/max pass over the activation; prefer dynamic only when it
 # removes at least this share of the layer's static error.
 DYNAMIC_GAIN = 0.5
+# Plan on the additive prediction down to this share of the error budget (1 - target), then
+# measure: the prediction is slightly optimistic when many layers are quantized.
+PREDICTION_MARGIN = 0.9
 EMBEDDING_NODE = "embeddings"
 
 
@@ -131,6 +136,35 @@ def apply_plan(graph: Graph, decisions: Sequence[LayerPlan], codes: dict, embedd
     return g
 
 
+def calibrate(graph: Graph, seqs: Sequence[np.ndarray], method: str = "percentile",
+              tick: Callable[[int, int], None] | None = None) -> dict[str, tuple[float, float]]:
+    """Layer name → (lo, hi) range of its input over ``seqs``, by observer ``method``."""
+    names = list(graph.linears())
+    observers = {n: make_observer(method) for n in names}
+    g_obs = graph.clone()
+    for n in names:
+        g_obs.replace_linear(n, ObservingLinear(graph.node(n).linear, observers[n]))
+    batches = length_groups(seqs)  # unpadded: padding rows would widen the ranges for nothing
+    ex = Executor(g_obs)
+    try:
+        for i, (ids, mask) in enumerate(batches):
+            ex.run({"input_ids": ids, "attention_mask": mask})
+            if tick:
+                tick(i + 1, len(batches))
+    finally:
+        ex.close()
+    return {n: observers[n].range() for n in names}
+
+
+def with_ranges(decisions: Sequence[LayerPlan], ranges: dict[str, tuple[float, float]]) -> list[LayerPlan]:
+    """The same per-layer modes with activation qparams recomputed from other ``ranges``."""
+    out = []
+    for d in decisions:
+        s, z = activation_qparams(*ranges[d.layer])
+        out.append(LayerPlan(**{**asdict(d), "input_range": ranges[d.layer], "input_scale": float(s), "input_zero_point": int(z)}))
+    return out
+
+
 def quantize(
     graph: Graph,
     calibration: Sequence[np.ndarray],
@@ -157,25 +191,11 @@ def quantize(
         embedding = quantize_weight(graph.node(EMBEDDING_NODE).params["word"], axis=0)  # per row
 
     # 2. Calibration.
-    observers = {n: make_observer(method) for n in names}
-    g_obs = graph.clone()
-    for n in names:
-        g_obs.replace_linear(n, ObservingLinear(graph.node(n).linear, observers[n]))
-    cal_batches = length_groups(calibration)
-    tick = progress("calibrate", len(cal_batches))
-    ex = Executor(g_obs)
-    try:
-        for i, (ids, mask) in enumerate(cal_batches):
-            ex.run({"input_ids": ids, "attention_mask": mask})
-            if tick:
-                tick(i + 1, len(cal_batches))
-    finally:
-        ex.close()
+    ranges = calibrate(graph, calibration, method, progress("calibrate", 0))
     plans = {}
     for n in names:
-        lo, hi = observers[n].range()
-        s, z = activation_qparams(lo, hi)
-        plans[n] = LayerPlan(n, "static", "", 0.0, 0.0, (lo, hi), float(s), int(z))
+        s, z = activation_qparams(*ranges[n])
+        plans[n] = LayerPlan(n, "static", "", 0.0, 0.0, ranges[n], float(s), int(z))
 
     # 3. Sensitivity on held-out texts.
     hold_batches = padded_batches(sorted(holdout, key=len))
@@ -191,36 +211,50 @@ def quantize(
         plans[n].dynamic_error = float(error({n: "dynamic"}, False).mean())
         if tick:
             tick(2 * i + 2, 2 * len(names))
-    if embedding is not None:
-        log(f"sensitivity: int8 embedding table alone → mean 1-cos {error({}, True).mean():.2e}")
-
-    # 4. Greedy plan.
+    # 4. Greedy plan. Per-layer errors add up almost linearly (measured on MiniLM: the sum of
+    # the 24 single-layer static errors was within 2% of the all-static error), so upgrades are
+    # first chosen on that prediction, then confirmed one measured step at a time.
     modes = {n: "static" for n in names}
     for n in names:
         plans[n].reason = "static: calibrated range, plan met the target without changing it"
     steps: list[str] = []
-    while True:
-        err = error(modes, embedding is not None)
-        cos_mean, cos_min = 1.0 - float(err.mean()), 1.0 - float(err.max())
-        count = {m: sum(v == m for v in modes.values()) for m in ("static", "dynamic", "fp32")}
-        steps.append(f"{count['static']} static / {count['dynamic']} dynamic / {count['fp32']} fp32 → "
-                     f"held-out cos mean {cos_mean:.5f} min {cos_min:.5f}")
-        log("plan: " + steps[-1])
+    emb_error = float(error({}, True).mean()) if embedding is not None else 0.0
+    if embedding is not None:
+        log(f"sensitivity: int8 embedding table alone costs mean 1-cos {emb_error:.1e}")
+
+    def layer_cost(n: str) -> float:
+        return {"static": plans[n].static_error, "dynamic": plans[n].dynamic_error, "fp32": 0.0}[modes[n]]
+
+    def upgrade() -> bool:
         candidates = [n for n in names if modes[n] != "fp32"]
-        if cos_mean >= target_cosine or not candidates:
-            break
-        cost = {n: plans[n].static_error if modes[n] == "static" else plans[n].dynamic_error for n in candidates}
-        worst = max(candidates, key=cost.get)
+        if not candidates:
+            return False
+        worst = max(candidates, key=layer_cost)
         p = plans[worst]
         if modes[worst] == "static" and p.dynamic_error <= DYNAMIC_GAIN * p.static_error:
             modes[worst] = "dynamic"
             p.reason = (f"dynamic: largest remaining error with a static range ({p.static_error:.1e}); "
                         f"a run-time range cuts it to {p.dynamic_error:.1e}")
         else:
-            was = modes[worst]
+            was, cost = modes[worst], layer_cost(worst)
             modes[worst] = "fp32"
-            p.reason = (f"fp32: largest remaining error as {was} ({cost[worst]:.1e}; static {p.static_error:.1e}, "
+            p.reason = (f"fp32: largest remaining error as {was} ({cost:.1e}; static {p.static_error:.1e}, "
                         f"dynamic {p.dynamic_error:.1e}) while the plan was below target {target_cosine}")
+        return True
+
+    budget = PREDICTION_MARGIN * (1.0 - target_cosine)
+    while emb_error + sum(layer_cost(n) for n in names) > budget and upgrade():
+        pass
+    while True:
+        err = error(modes, embedding is not None)
+        cos_mean, cos_min = 1.0 - float(err.mean()), 1.0 - float(err.max())
+        count = {m: sum(v == m for v in modes.values()) for m in ("static", "dynamic", "fp32")}
+        predicted = 1.0 - emb_error - sum(layer_cost(n) for n in names)
+        steps.append(f"{count['static']} static / {count['dynamic']} dynamic / {count['fp32']} fp32 → held-out cos "
+                     f"mean {cos_mean:.5f} (predicted {predicted:.5f}) min {cos_min:.5f}")
+        log("plan: " + steps[-1])
+        if cos_mean >= target_cosine or not upgrade():
+            break
     for n in names:
         plans[n].mode = modes[n]
     quality = {"cos_mean": cos_mean, "cos_min": cos_min, "texts": float(len(holdout))}
