@@ -22,6 +22,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -74,7 +75,11 @@ def bench_server(name: str, port: int, args) -> dict:
     url = f"http://127.0.0.1:{port}"
     cmd = server_command(name, port, shlex.split(args.serve_args) if name.startswith("openhood") else [])
     print(f"\n== {name}: {' '.join(cmd)}", flush=True)
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # The server's output goes to a file: an unread pipe would fill up and block its logging.
+    log_path = Path(tempfile.gettempdir()) / f"openhood-bench-{name}.log"
+    log = log_path.open("w")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    print(f"   server log: {log_path}", flush=True)
     out = {"server": name, "server_command": " ".join(cmd), "closed": [], "sweep": None}
     try:
         wait_ready(url, proc)
@@ -109,6 +114,7 @@ def bench_server(name: str, port: int, args) -> dict:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        log.close()
     return out
 
 
