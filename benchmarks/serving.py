@@ -1,9 +1,10 @@
 """Serving comparison: openhood vs the naive baseline, both backends, with `openhood loadtest`.
 
-For each server: start it on a loopback port, wait for /health/ready, then
-1. closed loop at 1, 2, 4, ... clients (max throughput and how it holds as clients grow);
-2. an open-loop ``--sweep`` for the highest rate meeting the SLO, started at 40% of the best
-   closed-loop throughput so the sweep spends its runs near the boundary.
+All servers are started on loopback ports and waited for (/health/ready), then
+1. closed loop at 1, 2, 4, ... clients (max throughput and how it holds as clients grow),
+   interleaved: each client count is run on every server before the next one;
+2. per server, an open-loop ``--sweep`` for the highest rate meeting the SLO, started at 40% of
+   the best closed-loop throughput so the sweep spends its runs near the boundary.
 Every measurement is an ``openhood loadtest ... --json`` subprocess whose exact command is
 printed beside its numbers, so each row can be rerun alone. Run it under the benchmark lock:
 
@@ -71,51 +72,57 @@ def loadtest(url: str, args, extra: list[str]) -> tuple[str, dict]:
     return shown, json.loads(proc.stdout)
 
 
-def bench_server(name: str, port: int, args) -> dict:
-    url = f"http://127.0.0.1:{port}"
-    cmd = server_command(name, port, shlex.split(args.serve_args) if name.startswith("openhood") else [])
-    print(f"\n== {name}: {' '.join(cmd)}", flush=True)
-    # The server's output goes to a file: an unread pipe would fill up and block its logging.
-    log_path = Path(tempfile.gettempdir()) / f"openhood-bench-{name}.log"
-    log = log_path.open("w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-    print(f"   server log: {log_path}", flush=True)
-    out = {"server": name, "server_command": " ".join(cmd), "closed": [], "sweep": None}
-    try:
-        wait_ready(url, proc)
-        for n in args.clients:
-            # A 10 s read timeout: closed loop measures capacity, and 64 clients on a slow server
-            # legitimately wait longer than the SLO's 3 x budget default.
-            shown, s = loadtest(url, args, ["--concurrency", str(n), "--timeout", "10"])
-            row = {"clients": n, "throughput_rps": s["throughput_rps"], "p50": s["latency_ms"]["p50"],
-                   "p99": s["latency_ms"]["p99"], "errors": s["error_count"], "command": shown}
-            out["closed"].append(row)
-            print(f"  closed x{n:<3} {row['throughput_rps']:7.1f} req/s  P50 {row['p50'] or 0:7.1f} ms  "
-                  f"P99 {row['p99'] or 0:7.1f} ms  errors {row['errors']}", flush=True)
-        if not args.no_sweep:
-            best = max(r["throughput_rps"] for r in out["closed"])
-            start = max(1.0, round(0.4 * best, 1))
-            shown, res = loadtest(url, args, ["--sweep", "--sweep-start", str(start), "--sweep-factor", "1.3",
-                                              "--sweep-max", str(round(1.5 * best, 1)), "--sweep-bisect", "2",
-                                              "--sweep-repeats", str(args.repeats)])
-            sw = res["sweep"]
-            out["sweep"] = {"best_rate": sw["best_rate"], "repeat_passes": sw["repeat_passes"],
-                            "repeats_run": sw["repeats_run"], "p99_spread_ms": sw["p99_spread_at_best_ms"],
-                            "runs": sw["runs"], "command": shown, "best_run": res["run"]}
-            for r in sw["runs"]:
-                print(f"  sweep {r['phase']:>6} {r['rate']:7.1f} req/s -> {r['throughput_rps']:7.1f} req/s "
-                      f"P99 {r['p99'] or 0:7.1f} ms worst-bucket {r['worst_bucket_ratio'] or 0:5.2f} "
-                      f"{'PASS' if r['pass'] else 'FAIL ' + '; '.join(r['reasons'])}", flush=True)
-            print(f"  SLO rate: {sw['best_rate']} req/s (repeats {sw['repeat_passes']}/{sw['repeats_run']})", flush=True)
-    finally:
-        proc.send_signal(signal.SIGTERM)
+class Server:
+    """One server under test, started on a loopback port with its output in a log file."""
+
+    def __init__(self, name: str, port: int, args):
+        self.name = name
+        self.url = f"http://127.0.0.1:{port}"
+        cmd = server_command(name, port, shlex.split(args.serve_args) if name.startswith("openhood") else [])
+        # The server's output goes to a file: an unread pipe would fill up and block its logging.
+        self.log_path = Path(tempfile.gettempdir()) / f"openhood-bench-{name}.log"
+        self.log = self.log_path.open("w")
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        print(f"== {name}: {' '.join(cmd)}  (log: {self.log_path})", flush=True)
+        self.out = {"server": name, "server_command": " ".join(cmd), "closed": [], "sweep": None}
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout=40)
+            self.proc.wait(timeout=40)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
-    return out
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+def closed_run(server: Server, n: int, args) -> None:
+    # A 10 s read timeout: closed loop measures capacity, and 64 clients on a slow server
+    # legitimately wait longer than the SLO's 3 x budget default.
+    shown, s = loadtest(server.url, args, ["--concurrency", str(n), "--timeout", "10"])
+    row = {"clients": n, "throughput_rps": s["throughput_rps"], "p50": s["latency_ms"]["p50"],
+           "p99": s["latency_ms"]["p99"], "errors": s["error_count"], "command": shown}
+    server.out["closed"].append(row)
+    print(f"  {server.name:<22} closed x{n:<3} {row['throughput_rps']:7.1f} req/s  P50 {row['p50'] or 0:7.1f} ms  "
+          f"P99 {row['p99'] or 0:7.1f} ms  errors {row['errors']}", flush=True)
+
+
+def sweep_run(server: Server, args) -> None:
+    best = max((r["throughput_rps"] for r in server.out["closed"]), default=20.0)
+    start = max(1.0, round(0.4 * best, 1))
+    shown, res = loadtest(server.url, args, ["--sweep", "--sweep-start", str(start), "--sweep-factor", "1.3",
+                                             "--sweep-max", str(round(1.5 * best, 1)), "--sweep-bisect", "2",
+                                             "--sweep-repeats", str(args.repeats)])
+    sw = res["sweep"]
+    server.out["sweep"] = {"best_rate": sw["best_rate"], "repeat_passes": sw["repeat_passes"],
+                           "repeats_run": sw["repeats_run"], "p99_spread_ms": sw["p99_spread_at_best_ms"],
+                           "runs": sw["runs"], "command": shown, "best_run": res["run"]}
+    for r in sw["runs"]:
+        print(f"  {server.name:<22} sweep {r['phase']:>6} {r['rate']:7.1f} req/s -> {r['throughput_rps']:7.1f} req/s "
+              f"P99 {r['p99'] or 0:7.1f} ms worst-bucket {r['worst_bucket_ratio'] or 0:5.2f} "
+              f"{'PASS' if r['pass'] else 'FAIL ' + '; '.join(r['reasons'])}", flush=True)
+    print(f"  {server.name:<22} SLO rate: {sw['best_rate']} req/s (repeats {sw['repeat_passes']}/{sw['repeats_run']})",
+          flush=True)
 
 
 def markdown(results: list[dict], clients: list[int]) -> str:
@@ -147,9 +154,23 @@ def main() -> None:
     p.add_argument("--out", help="write all results as JSON here")
     args = p.parse_args()
     args.clients = [int(x) for x in args.clients.split(",")]
-    results = []
-    for i, name in enumerate(args.servers.split(",")):
-        results.append(bench_server(name.strip(), args.port + i, args))
+    # All servers run at once (idle ones cost next to nothing) and the client counts are
+    # interleaved across them, so a change in the machine's background load hits every server
+    # alike instead of whichever happened to be measured at that moment.
+    servers = [Server(name.strip(), args.port + i, args) for i, name in enumerate(args.servers.split(","))]
+    try:
+        for server in servers:
+            wait_ready(server.url, server.proc)
+        for n in args.clients:
+            for server in servers:
+                closed_run(server, n, args)
+        if not args.no_sweep:
+            for server in servers:
+                sweep_run(server, args)
+    finally:
+        for server in servers:
+            server.stop()
+    results = [server.out for server in servers]
     print("\n" + markdown(results, args.clients))
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=2))
