@@ -221,7 +221,9 @@ def test_request_id_is_honoured_and_logs_carry_no_text(server, client):
 
 
 def test_metrics_exposition(client):
-    post(client, {"input": ["metrics warm-up", "word " * 100]})
+    post(client, {"input": "metrics warm-up"})  # length bucket 0-32
+    post(client, {"input": ["metrics warm-up", "word " * 100]})  # 65-128 (the longest input counts)
+    post(client, {"input": []})  # one 400 of our own, whatever ran before
     with httpx.Client(timeout=10) as c:
         text = c.get(client.base_url.join("/metrics")).text
     for needle in (
@@ -246,8 +248,12 @@ def test_metrics_exposition(client):
         'openhood_batches_total{outcome="ok"}',
     ):
         assert needle in text, needle
-    rss = float(re.search(r"^openhood_process_rss_bytes (\S+)$", text, re.M).group(1))
-    assert rss > 10e6
+    def value(name):
+        return float(re.search(rf"^{name} (\S+)$", text, re.M).group(1))
+
+    assert value("openhood_process_rss_bytes") > 10e6
+    assert value("openhood_tokens_per_second") > 0  # the warm-up request above is < 10 s old
+    assert value("openhood_padded_tokens_total") >= value("openhood_real_tokens_total") > 0
     labels = set(re.findall(r'length_bucket="([^"]+)"', text))
     assert labels <= {"0-32", "33-64", "65-128", "129-256", "257+"}
     assert MARKER not in text
