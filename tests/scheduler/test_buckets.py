@@ -26,9 +26,9 @@ def test_from_lengths_all_long_collapses_to_max():
 
 def test_for_model_clips_and_appends_max():
     assert LengthBuckets.for_model((32, 64, 128, 256, 512), 128).bounds == (32, 64, 128)
-    assert LengthBuckets.parse("48, 80", 256).bounds == (48, 80, 256)
-    with pytest.raises(ValueError, match="comma-separated"):
-        LengthBuckets.parse("48,x", 256)
+    assert LengthBuckets.for_model((48, 80), 256).bounds == (48, 80, 256)
+    with pytest.raises(ValueError, match="positive"):
+        LengthBuckets((0, 8))
 
 
 def test_index_is_smallest_bucket_that_fits():
@@ -43,3 +43,11 @@ def test_length_labels_are_bounded_and_inclusive():
     assert [length_label(n) for n in (0, 32, 33, 64, 65, 128, 129, 256, 257, 10**6)] == [
         "0-32", "0-32", "33-64", "33-64", "65-128", "65-128", "129-256", "129-256", "257+", "257+"
     ]
+
+
+def test_docstring_examples():
+    import doctest
+
+    from openhood.scheduler import buckets
+
+    assert doctest.testmod(buckets).failed == 0

@@ -42,15 +42,6 @@ class LengthBuckets:
         self.bounds: tuple[int, ...] = tuple(bounds)
 
     @classmethod
-    def parse(cls, text: str, max_length: int) -> "LengthBuckets":
-        """``"32,64,128"`` → buckets; the model's ``max_length`` is appended if missing."""
-        try:
-            values = [int(part) for part in text.split(",") if part.strip()]
-        except ValueError:
-            raise ValueError(f"--buckets must be a comma-separated list of integers, got {text!r}") from None
-        return cls.for_model(values, max_length)
-
-    @classmethod
     def for_model(cls, bounds: Sequence[int], max_length: int) -> "LengthBuckets":
         """Clip ``bounds`` to the model's ``max_length`` and make sure the last bucket is it."""
         kept = [b for b in bounds if 0 < b < max_length]
