@@ -11,7 +11,7 @@ loaded through the real plumbing (``load_backend(name, folder, precision)``); th
 defaults (s8 weights per tensor) and with per-channel + reduce_range (7-bit weights, ORT's
 advice for CPUs without VNNI).
 
-- size: bytes on disk of each variant's weight file;
+- size: bytes on disk of each variant's weight file (safetensors for NumPy, .onnx for ORT);
 - throughput: texts/s at batch 32 (length-sorted batches, padded to their longest) and batch 1,
   variants interleaved batch by batch, best of ``--rounds`` per batch (shared, noisy machine);
 - quality vs the same backend's fp32: mean / min cosine and top-10 nearest-neighbour agreement
@@ -81,7 +81,9 @@ def throughput(variants, batch_sets, rounds):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", required=True)
-    ap.add_argument("--quantized", required=True, help="output folder of `openhood quantize`")
+    ap.add_argument("--quantized", required=True, nargs="+",
+                    help="output folder(s) of `openhood quantize` (e.g. two --target-cosine values); the first one "
+                         "also runs the calibration experiment")
     ap.add_argument("--offset", type=int, default=20000)
     ap.add_argument("--limit", type=int, default=2000, help="quality texts (and retrieval pool size)")
     ap.add_argument("--throughput-texts", type=int, default=256, help="texts timed at batch 32")
@@ -100,11 +102,12 @@ def main(argv=None) -> int:
     from openhood.engine.quant.evaluate import quality
     from openhood.engine.quant.ops import quantize_weight
     from openhood.engine.quant.quantizer import LayerPlan, apply_plan, calibrate, with_ranges
-    from openhood.engine.quant.storage import FP16_FILE, INT8_FILE, read_int8
+    from openhood.engine.quant.storage import FP16_FILE, INT8_FILE, apply_fp16, read_int8
     from openhood.export.onnx_export import graph_to_onnx
     from openhood.tokenizer import Tokenizer
 
-    qdir = Path(args.quantized)
+    qdirs = [Path(p) for p in args.quantized]
+    qdir = qdirs[0]
     t_start = time.perf_counter()
     all_texts = read_corpus(args.corpus, limit=args.offset + args.limit)
     texts = all_texts[args.offset:]
@@ -118,28 +121,39 @@ def main(argv=None) -> int:
     model = load_bert(qdir)
     fp32_onnx = tmp / "model.fp32.onnx"
     onnx.save(graph_to_onnx(fuse(model.graph)), str(fp32_onnx))
+    fp16_onnx = tmp / "model.fp16.onnx"
+    onnx.save(graph_to_onnx(apply_fp16(fuse(model.graph))), str(fp16_onnx))
     dyn = tmp / "model.qdyn.onnx"
     quantize_dynamic(str(fp32_onnx), str(dyn), weight_type=QuantType.QInt8)
     dyn_pc = tmp / "model.qdyn-pc-rr.onnx"
     quantize_dynamic(str(fp32_onnx), str(dyn_pc), weight_type=QuantType.QInt8, per_channel=True, reduce_range=True)
 
-    variants = {}
+    def plan_label(d: Path) -> str:
+        _, plan, info = read_int8(d / INT8_FILE)
+        modes = [v["mode"] for v in plan["layers"].values()]
+        return (f"target {info.get('target_cosine')}: {modes.count('static')}s/{modes.count('dynamic')}d/"
+                f"{modes.count('fp32')}f")
+
+    variants, int8_files = {}, {}
     for backend in ("numpy", "onnxruntime"):
-        for precision in ("fp32", "fp16", "int8"):
+        for precision in ("fp32", "fp16"):
             variants[f"{backend} {precision}"] = load_backend(backend, qdir, precision=precision)
+        for d in qdirs:
+            name = f"{backend} int8 ({plan_label(d)})"
+            variants[name] = load_backend(backend, d, precision="int8")
+            int8_files[name] = d / (INT8_FILE if backend == "numpy" else "model.int8.onnx")
     dim = variants["numpy fp32"].dim
     variants["ORT quantize_dynamic (default)"] = OrtFile(dyn, dim)
     variants["ORT quantize_dynamic (per-channel, reduce_range)"] = OrtFile(dyn_pc, dim)
     sizes = {
         "numpy fp32": (qdir / "model.safetensors").resolve().stat().st_size,
         "numpy fp16": (qdir / FP16_FILE).stat().st_size,
-        "numpy int8": (qdir / INT8_FILE).stat().st_size,
         "onnxruntime fp32": fp32_onnx.stat().st_size,
-        "onnxruntime fp16": (qdir / FP16_FILE).stat().st_size,
-        "onnxruntime int8": (qdir / "model.int8.onnx").stat().st_size,
+        "onnxruntime fp16": fp16_onnx.stat().st_size,
         "ORT quantize_dynamic (default)": dyn.stat().st_size,
         "ORT quantize_dynamic (per-channel, reduce_range)": dyn_pc.stat().st_size,
     }
+    sizes.update({name: path.stat().st_size for name, path in int8_files.items()})
     fp32_size = {"numpy": sizes["numpy fp32"], "onnxruntime": sizes["onnxruntime fp32"], "ORT": sizes["onnxruntime fp32"]}
 
     # Throughput.
@@ -157,7 +171,7 @@ def main(argv=None) -> int:
     qual = {}
     for name, v in variants.items():
         base = name.split()[0] if name.split()[0] in ref else "onnxruntime"
-        if ref[base] is None or name.endswith("fp32"):
+        if ref[base] is None or name.endswith(" fp32"):
             continue
         qual[name] = quality(ref[base], embed_all(v, seqs))
     print(f"# quality done ({time.perf_counter() - t_start:.0f} s)", flush=True)
