@@ -25,8 +25,9 @@ def test_profiler_counts_gemm_flops_exactly(bert):
 
 
 def test_profile_ops_cli(capsys):
-    assert main(["profile-ops", "--batch", "2", "--seq", "8", "--runs", "1", "--threads", "1"]) == 0
+    assert main(["profile-ops", "--batch", "2", "--seq", "8", "--runs", "1", "--threads", "1", "--show-graph"]) == 0
     out = capsys.readouterr().out
+    assert "layer.5.ffn.up" in out and "Linear(384->1536, fp32)" in out
     assert "% peak" in out and "fusion on" in out and "fusion off" in out and "Linear+Gelu" in out
     assert "fusion on / off time" in out
 

@@ -34,6 +34,7 @@ def register(subparsers) -> None:
     p.add_argument("--threads", type=int, default=None, help="engine threads (default: available cores)")
     p.add_argument("--fusion", choices=["on", "off", "both"], default="both")
     p.add_argument("--padded-fraction", type=float, default=0.0, help="fraction of rows padded to half length")
+    p.add_argument("--show-graph", action="store_true", help="also print the node list of each graph")
     p.set_defaults(func=cmd_profile_ops)
 
     p = subparsers.add_parser("export", help="export the engine's graph to ONNX")
@@ -102,6 +103,8 @@ def cmd_profile_ops(args: argparse.Namespace) -> int:
     totals = {}
     for fused in variants:
         graph = fuse(model.graph) if fused else model.graph
+        if args.show_graph:
+            print("\n" + graph.summary())
         prof = profile_graph(graph, feeds, runs=args.runs, threads=args.threads)
         totals[fused] = prof.total_seconds / prof.forwards
         print()

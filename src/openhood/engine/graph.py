@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -42,9 +42,6 @@ class Graph:
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     meta: dict[str, Any] = field(default_factory=dict)  # hidden size, heads, eps, fusions applied …
-
-    def __iter__(self) -> Iterator[Node]:
-        return iter(self.nodes)
 
     def node(self, name: str) -> Node:
         for n in self.nodes:

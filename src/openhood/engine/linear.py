@@ -9,7 +9,7 @@ replacement implements:
 - ``matmul(x (M, in) float32, out=None) -> (M, out) float32``: the product WITHOUT bias
   (fused kernels add the bias in their own cache-resident epilogue)
 - ``forward(x, out=None)``: matmul + bias
-- ``flops(m)``: arithmetic of one call on M rows, for the profiler
+- ``flops(m)``: arithmetic of one call on M rows, for the profiler; ``nbytes()``: stored size
 - ``onnx_matmul(builder, x_name, prefix) -> str``: emit the product into an ONNX graph (export)
 
 The trade-off: weights are stored (in, out) so ``x @ W`` is a plain row-major GEMM with no
