@@ -6,7 +6,8 @@ nothing is written to disk, so there is no cache to invalidate and site-packages
 read-only; the price is the export time at every load (~1 s for MiniLM, reported as
 ``export_seconds``). Sessions get explicit ``SessionOptions``: ``threads`` intra-op threads
 (default: the cores available), one inter-op thread, sequential execution, all graph
-optimizations (ORT fuses our erf-GELU, LayerNorm and attention patterns itself).
+optimizations (on our graph ORT fuses bias + erf-GELU into ``BiasGelu``; attention and
+Add + LayerNormalization stay as exported).
 """
 
 from __future__ import annotations
