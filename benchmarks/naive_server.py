@@ -19,10 +19,11 @@ import orjson
 from fastapi import Depends, FastAPI, Request, Response
 
 
-def build_app(backend: str, precision: str, serial: bool):
+def build_app(backend: str, precision: str, serial: bool, threads: int | None = None):
     from openhood import Embedder
 
-    emb = Embedder.from_pretrained(backend=backend, precision=precision)
+    options = {"threads": threads} if threads else {}
+    emb = Embedder.from_pretrained(backend=backend, precision=precision, **options)
     emb.embed(["warm up"])  # load and compile before the first request, as any service would
     app = FastAPI()
 
@@ -65,10 +66,11 @@ def main() -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8100)
     p.add_argument("--serial", action="store_true", help="async handler: one request at a time")
+    p.add_argument("--threads", type=int, help="engine intra-op threads (default: all cores)")
     args = p.parse_args()
     import uvicorn
 
-    uvicorn.run(build_app(args.backend, args.precision, args.serial), host=args.host, port=args.port,
+    uvicorn.run(build_app(args.backend, args.precision, args.serial, args.threads), host=args.host, port=args.port,
                 log_level="warning", access_log=False)
 
 
