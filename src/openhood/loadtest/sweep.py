@@ -60,7 +60,7 @@ def rate_sweep(run_at: Callable[[float, int], tuple[object, dict]], *, start: fl
             lo = rate
             if rate >= max_rate:
                 break
-            rate = min(rate * factor, max_rate)
+            rate = round(min(rate * factor, max_rate), 1)
         else:
             hi = rate
             break
