@@ -23,6 +23,8 @@ import time
 
 import numpy as np
 
+from openhood.corpus import read_texts
+
 
 def model_flops(cfg, b: int, t: int) -> float:
     """Arithmetic of one (B, T) forward: the GEMMs and attention's two batched matmuls."""
@@ -61,13 +63,7 @@ def main() -> int:
     from openhood.models import default_model_dir
     from openhood.tokenizer import Tokenizer
 
-    texts = []
-    with open(args.corpus, encoding="utf-8") as f:
-        for line in f:
-            if len(texts) >= args.limit:
-                break
-            if line.strip():
-                texts.append(json.loads(line)["text"])
+    texts = read_texts(args.corpus, limit=args.limit)
     folder = default_model_dir()
     tok = Tokenizer.from_pretrained(folder)
     backends = {

@@ -25,18 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
+from openhood.corpus import read_texts
+
 SHORT_TEXT = "The quick brown fox jumps over the lazy dog."
-
-
-def load_corpus(path: Path, limit: int | None) -> list[str]:
-    texts = []
-    with path.open(encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                texts.append(json.loads(line)["text"])
-                if limit and len(texts) >= limit:
-                    break
-    return texts
 
 
 def best_time(fn, repeat: int) -> tuple[float, object]:
@@ -83,7 +74,7 @@ def hf_measure(model_dir: Path, texts: list[str], repeat: int, calls: int) -> di
 
 def sequential_worker(args) -> int:
     """Runs in the subprocess started with TOKENIZERS_PARALLELISM=false; prints JSON."""
-    texts = load_corpus(args.corpus, args.limit)
+    texts = read_texts(args.corpus, limit=args.limit)
     res = hf_measure(args.model_dir, texts, args.repeat, args.calls)
     res.pop("ids")
     print(json.dumps(res))
@@ -106,7 +97,7 @@ def main() -> int:
     if args.hf_sequential_worker:
         return sequential_worker(args)
 
-    texts = load_corpus(args.corpus, args.limit)
+    texts = read_texts(args.corpus, limit=args.limit)
     n_chars = sum(map(len, texts))
     print(f"corpus: {len(texts)} texts, {n_chars} chars; model: {args.model_dir.parent.name}", file=sys.stderr)
 

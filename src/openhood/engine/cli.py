@@ -45,19 +45,6 @@ def register(subparsers) -> None:
     p.set_defaults(func=cmd_export)
 
 
-def _read_jsonl(path: str) -> list[str]:
-    texts = []
-    with open(path, encoding="utf-8") as f:
-        for i, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                texts.append(json.loads(line)["text"])
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise SystemExit(f"{path}:{i}: expected a JSON object with a \"text\" field ({exc})") from None
-    return texts
-
-
 def cmd_embed(args: argparse.Namespace) -> int:
     import time
 
@@ -72,7 +59,12 @@ def cmd_embed(args: argparse.Namespace) -> int:
         for row in emb.embed(args.texts, batch_size=args.batch_size):
             print(json.dumps([round(float(v), 7) for v in row]))
         return 0
-    texts = _read_jsonl(args.input)
+    from openhood.corpus import CorpusError, read_texts
+
+    try:
+        texts = read_texts(args.input)
+    except CorpusError as exc:
+        raise SystemExit(f"openhood embed: {exc}") from None
     output = args.output or (args.input.rsplit(".", 1)[0] + ".npy")
     out = np.empty((len(texts), emb.dim), dtype=np.float32)
     step = max(args.batch_size * 16, 512)  # progress line every chunk; sorting happens per chunk

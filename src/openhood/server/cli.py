@@ -172,13 +172,9 @@ def run_buckets(args: argparse.Namespace) -> int:
 
     folder = resolve_model_dir(args.model)
     tokenizer = Tokenizer.from_pretrained(folder)
-    texts = []
-    with open(args.corpus, encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                texts.append(json.loads(line)["text"])
-            if args.limit and len(texts) >= args.limit:
-                break
+    from openhood.corpus import read_texts
+
+    texts = read_texts(args.corpus, limit=args.limit or None)
     lengths = np.asarray(tokenizer.encode_batch(texts, max_length=None).lengths)
     max_length = _model_max_length(folder)
     buckets = LengthBuckets.from_lengths(lengths, max_length)
