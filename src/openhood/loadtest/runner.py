@@ -19,11 +19,10 @@ server (we cannot tell them apart), and the progress line shows in-flight counts
 from __future__ import annotations
 
 import asyncio
-import random
 import re
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -88,7 +87,6 @@ class RunResult:
     warmup_requests: int = 0
     cancelled: int = 0      # still in flight at the drain deadline (also counted as errors)
     wall_s: float = 0.0
-    extra: dict = field(default_factory=dict)
 
     @property
     def latency(self) -> np.ndarray:
