@@ -131,7 +131,8 @@ def main(argv=None) -> int:
     def plan_label(d: Path) -> str:
         _, plan, info = read_int8(d / INT8_FILE)
         modes = [v["mode"] for v in plan["layers"].values()]
-        return (f"target {info.get('target_cosine')}: {modes.count('static')}s/{modes.count('dynamic')}d/"
+        bits = 7 if int(info.get("weight_qmax", 127)) <= 63 else 8
+        return (f"target {info.get('target_cosine')}, {bits}-bit w: {modes.count('static')}s/{modes.count('dynamic')}d/"
                 f"{modes.count('fp32')}f")
 
     variants, int8_files = {}, {}
@@ -202,7 +203,8 @@ def main(argv=None) -> int:
     long_ids = [i for i in range(len(seqs)) if len(seqs[i]) >= np.percentile(rb.lengths, 90)]
     long_seqs = [seqs[i] for i in long_ids]
     long_ref = embed_all(variants["onnxruntime fp32"], long_seqs)
-    codes = {n: quantize_weight(graph.node(n).linear.weight.T) for n in plan["layers"]}  # = the stored codes
+    qmax = int(info.get("weight_qmax", 127))  # files from before 7-bit weights were 8-bit
+    codes = {n: quantize_weight(graph.node(n).linear.weight.T, qmax=qmax) for n in plan["layers"]}  # = the stored codes
     base_plan = [LayerPlan(layer=n, **{k: (tuple(v) if k == "input_range" else v) for k, v in d.items()}) for n, d in plan["layers"].items()]
     all_static = [LayerPlan(**{**p.__dict__, "mode": "static"}) for p in base_plan]
     cal_lengths = {k: f"median {np.median(plen[idx]):.0f}, p90 {np.percentile(plen[idx], 90):.0f}" for k, idx in

@@ -12,7 +12,7 @@ from openhood.engine.quant.linear import Int8Linear, ObservingLinear
 from openhood.engine.quant.quantizer import format_decisions, length_groups, padded_batches, quantize, run_graph
 from openhood.engine.quant.storage import INT8_FILE, apply_int8, read_int8, save_fp16, save_int8
 from openhood.export.onnx_export import graph_to_onnx
-from openhood.export.qdq import quantize_embedding_tables
+from openhood.export.qdq import quantize_embedding_tables, resolve_encoding, weight_codes
 from quant_tiny_bert import tiny_graph, token_seqs
 
 LAYERS = {f"layer.{i}.{n}" for i in range(2) for n in ("attention.qkv", "attention.out", "ffn.up", "ffn.down")}
@@ -68,8 +68,9 @@ def test_onnx_runtime_int8_matches_emulation(graph, saved, result):
     g8 = apply_int8(graph, saved)
     onnx_model = quantize_embedding_tables(graph_to_onnx(g8), {"embeddings.word": res.embedding})
     ops_used = [n.op_type for n in onnx_model.graph.node]
-    n_int8 = sum(d.mode != "fp32" for d in res.decisions)
-    assert ops_used.count("MatMulInteger") == n_int8
+    modes = [d.mode for d in res.decisions]
+    assert ops_used.count("MatMulInteger") == modes.count("dynamic")
+    assert ops_used.count("QuantizeLinear") == modes.count("static")
     assert "embeddings.word" not in {t.name for t in onnx_model.graph.initializer}  # the table is int8 now
     ort_out = embed_batches(make_session(onnx_model), fresh)
     emulated = run_graph(apply_int8(graph, saved, emulate=True), fresh)
@@ -78,11 +79,8 @@ def test_onnx_runtime_int8_matches_emulation(graph, saved, result):
     assert quality(ref, ort_out, k=5)["cos_mean"] > 0.995
 
 
-def test_static_layer_in_ort_equals_integer_arithmetic(graph):
-    # One static layer through ONNX Runtime vs ops.int8_matmul on the same codes: 8-bit codes
-    # stored as u8 + zero point 128 are exact on every CPU; s8 codes are exact everywhere only
-    # at 7 bits (u8×s8 AVX2 kernels saturate int16 pair sums with full 8-bit weights).
-    name = "layer.0.ffn.up"
+def _one_int8_layer(graph, name, mode, qmax, encoding="auto"):
+    """(graph with only ``name`` int8, its recorded (N, in) input, codes, scales, (xs, xzp), ids)."""
     ids = np.stack(token_seqs(2, seed=5, lo=6, hi=7))
     x = {}
 
@@ -94,15 +92,52 @@ def test_static_layer_in_ort_equals_integer_arithmetic(graph):
     probe.replace_linear(name, ObservingLinear(graph.node(name).linear, Recorder()))
     run_graph(probe, [(ids, np.ones_like(ids))])
     xs, xzp = ops.activation_qparams(np.percentile(x["x"], 5), np.percentile(x["x"], 95))  # some values clip
-    for encoding, qmax in (("u8", 127), ("s8", 63)):
-        codes, scale = ops.quantize_weight(graph.node(name).linear.weight.T, qmax=qmax)
-        g = graph.clone()
-        g.replace_linear(name, Int8Linear(codes, scale, graph.node(name).linear.bias, "static", float(xs), int(xzp),
-                                          weight_encoding=encoding))
-        model = with_outputs(graph_to_onnx(g), [f"{name}.acc_f"])
-        acc = make_session(model).run([f"{name}.acc_f"], {"input_ids": ids, "attention_mask": np.ones_like(ids)})[0]
-        expect = ops.int8_matmul(ops.quantize_activation(x["x"], xs, xzp), xs, xzp, codes, scale)
-        np.testing.assert_allclose(acc.reshape(len(expect), -1) * np.float32(xs) * scale, expect, rtol=1e-4, atol=1e-5)
+    codes, scale = ops.quantize_weight(graph.node(name).linear.weight.T, qmax=qmax)
+    g = graph.clone()
+    g.replace_linear(name, Int8Linear(codes, scale, graph.node(name).linear.bias, mode, float(xs), int(xzp),
+                                      weight_encoding=encoding))
+    return g, x["x"], codes, scale, (xs, xzp), ids
+
+
+@pytest.mark.parametrize("encoding, qmax", [("u8", 127), ("s8", 63), ("auto", 127), ("auto", 63)])
+def test_static_layer_in_ort_equals_integer_arithmetic(graph, encoding, qmax):
+    # One static layer through ONNX Runtime (QDQ, fused into MatMulIntegerToFloat) vs
+    # ops.int8_matmul on the same codes: 8-bit codes stored as u8 + zero point 128 are exact on
+    # every CPU; s8 codes are exact everywhere only at 7 bits (u8×s8 AVX2 kernels saturate
+    # int16 pair sums with full 8-bit weights) — "auto" must pick the safe one.
+    name = "layer.0.ffn.up"
+    g, x, codes, scale, (xs, xzp), ids = _one_int8_layer(graph, name, "static", qmax, encoding)
+    model = with_outputs(graph_to_onnx(g), [f"{name}.y"])
+    y = make_session(model).run([f"{name}.y"], {"input_ids": ids, "attention_mask": np.ones_like(ids)})[0]
+    expect = ops.int8_matmul(ops.quantize_activation(x, xs, xzp), xs, xzp, codes, scale)
+    np.testing.assert_allclose(y.reshape(len(expect), -1), expect, rtol=1e-4, atol=1e-4)
+
+
+def test_auto_encoding_picks_s8_only_for_7_bit_codes():
+    codes7 = np.array([[63, -63], [1, 0]], dtype=np.int8)
+    codes8 = np.array([[64, -1], [1, 0]], dtype=np.int8)
+    assert resolve_encoding(codes7, "auto") == "s8" and resolve_encoding(codes8, "auto") == "u8"
+    wq, wzp = weight_codes(codes8, "auto")
+    assert wq.dtype == np.uint8 and np.all(wzp == 128) and np.array_equal(wq.astype(np.int16) - 128, codes8.T)
+    with pytest.raises(ValueError, match="weight_encoding"):
+        resolve_encoding(codes7, "s4")
+
+
+@pytest.mark.parametrize("mode, fused", [("static", "MatMulIntegerToFloat"), ("dynamic", "DynamicQuantizeMatMul")])
+def test_ort_fuses_each_int8_layer_into_one_kernel(graph, tmp_path, mode, fused):
+    # The speed of the int8 model rests on these fusions: the unfused chains cost extra passes.
+    import onnx
+    import onnxruntime as ort
+
+    g, *_ = _one_int8_layer(graph, "layer.0.ffn.up", mode, 63)
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.optimized_model_filepath = str(tmp_path / "opt.onnx")
+    opts.log_severity_level = 3
+    ort.InferenceSession(graph_to_onnx(g).SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    op_types = [n.op_type for n in onnx.load(str(tmp_path / "opt.onnx")).graph.node]
+    assert op_types.count(fused) == 1
+    assert "MatMulInteger" not in op_types and "DequantizeLinear" not in op_types
 
 
 def test_safetensors_contents_and_metadata(graph, result, saved):

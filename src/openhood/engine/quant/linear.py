@@ -17,7 +17,8 @@ layers, the calibrated uint8 activation (scale, zero point). It runs two ways:
   ONNX Runtime's exact u8×u8 integer arithmetic up to float rounding — so layer errors can be
   measured in NumPy, with no ONNX session per trial.
 - **ONNX export** (``onnx_matmul``): the integer sub-graph from ``openhood.export.qdq``, which
-  ONNX Runtime runs with its int8 kernels.
+  ONNX Runtime fuses into its int8 kernels (``weight_encoding="auto"``: 7-bit codes go to the
+  fast u8×s8 kernel, 8-bit codes to the exact u8×u8 one).
 
 ``Fp16Linear`` stores float16 weights. Neither runtime computes faster in fp16 on this CPU
 (AVX2 has no fp16 arithmetic; ORT's fp16 MatMul measured 2x slower than fp32 here), so it is a
@@ -73,7 +74,7 @@ class Int8Linear(_LinearBase):
         input_scale: float | None = None,
         input_zero_point: int | None = None,
         emulate: bool = False,
-        weight_encoding: str = "u8",
+        weight_encoding: str = "auto",
     ):
         if codes.dtype != np.int8 or codes.ndim != 2 or scale.shape != (codes.shape[0],):
             raise ValueError(f"expected int8 codes (out, in) and scales (out,), got {codes.dtype} {codes.shape} / {scale.shape}")

@@ -100,7 +100,7 @@ def read_int8(path: str | Path) -> tuple[dict[str, np.ndarray], dict, dict]:
     return tensors, json.loads(meta["plan"]), json.loads(meta.get("quantization", "{}"))
 
 
-def apply_int8(graph: Graph, path: str | Path, emulate: bool = False, weight_encoding: str = "u8") -> Graph:
+def apply_int8(graph: Graph, path: str | Path, emulate: bool = False, weight_encoding: str = "auto") -> Graph:
     """A copy of the fused fp32 ``graph`` running the int8 plan stored at ``path``.
 
     NumPy execution is weight-only (dequantized int8 weights, fp32 activations) unless
