@@ -25,8 +25,11 @@ class ServerConfig:
     port: int = 8000
 
     max_batch_size: int = 32
-    max_batch_tokens: int = 8192  # padded B x T per engine call
-    max_wait_ms: float = 5.0
+    # Tuned with `openhood loadtest` (docs/benchmarks.md, run 3): on these 2 cores the engine does
+    # ~2-3 padded tokens/ms, so 8192 tokens meant multi-second batches that short requests queued
+    # behind; ~1024 keeps a batch near 0.3-0.5 s, and a 2 ms wait costs a lone request little.
+    max_batch_tokens: int = 1024  # padded B x T per engine call
+    max_wait_ms: float = 2.0
     buckets: tuple[int, ...] = DEFAULT_BUCKETS
     pad_to: str = "longest"  # "longest" in the batch (within its bucket) or "bucket" (static shapes)
     max_queue: int = 1024  # queued sequences, not requests
