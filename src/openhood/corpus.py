@@ -38,9 +38,9 @@ def read_texts(path: str | Path, field: str = "text", limit: int | None = None) 
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise CorpusError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+                raise CorpusError(f"{path}:{lineno}: not JSON ({exc.msg})") from None
             value = obj.get(field) if isinstance(obj, dict) else None
             if not isinstance(value, str):
-                raise CorpusError(f"{path}:{lineno}: expected an object with a string {field!r} field")
+                raise CorpusError(f"{path}:{lineno}: no string field {field!r} (expected one JSON object per line)")
             texts.append(value)
     return texts

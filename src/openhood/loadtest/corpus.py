@@ -15,13 +15,12 @@ Example::
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
 
+from openhood.corpus import CorpusError, read_texts
 
-class CorpusError(ValueError):
-    """The corpus file is missing, empty or not JSONL with a text field."""
+__all__ = ["CorpusError", "TextCorpus", "synthetic_corpus"]
 
 
 class TextCorpus:
@@ -39,24 +38,7 @@ class TextCorpus:
     def from_jsonl(cls, path: str | Path, field: str = "text", max_chars: int | None = None,
                    limit: int | None = None) -> "TextCorpus":
         """Read ``{"text": ...}`` lines; ``limit`` keeps the first N lines (tests, quick runs)."""
-        path = Path(path)
-        if not path.is_file():
-            raise CorpusError(f"corpus file {path} does not exist")
-        texts: list[str] = []
-        with path.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise CorpusError(f"{path}:{lineno}: not JSON ({exc.msg})") from None
-                value = obj.get(field) if isinstance(obj, dict) else None
-                if not isinstance(value, str):
-                    raise CorpusError(f"{path}:{lineno}: no string field {field!r}")
-                texts.append(value)
-                if limit is not None and len(texts) >= limit:
-                    break
+        texts = read_texts(path, field=field, limit=limit)
         return cls(texts, max_chars=max_chars)
 
     def __len__(self) -> int:
