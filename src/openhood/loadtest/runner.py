@@ -201,8 +201,9 @@ async def _open_loop(client, cfg: RunConfig, plan: ClientPlan, sampler: TextSamp
     hard = _hard_timeout(plan)
     tasks: set[asyncio.Task] = set()
     for due in schedule:
-        delay = t0 + due - time.perf_counter()
-        if delay > 0:
+        # uvloop's timers have 1 ms resolution and can fire early: sleep again until the
+        # scheduled instant has really passed, so no request is sent before its arrival time.
+        while (delay := t0 + due - time.perf_counter()) > 0:
             await asyncio.sleep(delay)
         # If we are late (a busy loop), we still start now and the lateness is counted in latency.
         task = asyncio.create_task(_one_request(client, cfg.url, sampler.draw(cfg.batch), cfg.model,
