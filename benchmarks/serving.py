@@ -36,13 +36,12 @@ BIN = Path(sys.executable).parent
 def server_command(name: str, port: int, serve_args: list[str]) -> list[str]:
     """``openhood-<backend>[@t<N>]``, ``naive-<backend>[@t<N>]`` or ``naiveserial-<backend>``.
 
-    ``@tN`` sets the engine's intra-op threads (default: all cores); openhood has no flag for it
-    yet, so that variant runs ``openhood serve`` through ``serve_with_threads`` below.
+    ``@tN`` sets the engine's intra-op threads (default: all cores; ``openhood serve --threads``).
     """
     base, _, threads = name.partition("@t")
     kind, backend = base.split("-", 1)
     if kind == "openhood":
-        head = ([sys.executable, __file__, "_serve", threads] if threads else [str(BIN / "openhood"), "serve"])
+        head = [str(BIN / "openhood"), "serve"] + (["--threads", threads] if threads else [])
         return [*head, "--backend", backend, "--port", str(port), "--log-level", "warning", "--grace-period", "2",
                 *serve_args]
     if kind in ("naive", "naiveserial"):
@@ -52,22 +51,6 @@ def server_command(name: str, port: int, serve_args: list[str]) -> list[str]:
         return cmd + (["--serial"] if kind == "naiveserial" else [])
     raise SystemExit(f"unknown server {name!r} (openhood-<backend>, naive-<backend>, naiveserial-<backend>, "
                      "optionally @t<threads>)")
-
-
-def serve_with_threads(threads: int, serve_argv: list[str]) -> int:
-    """``openhood serve`` with the engine built on ``threads`` intra-op threads (benchmark only)."""
-    from openhood import Embedder
-    from openhood.server import cli as server_cli
-    from openhood.server.app import Engine
-    from openhood.server.logs import configure_logging
-
-    parser = argparse.ArgumentParser(prog="serve_with_threads")
-    server_cli.register(parser.add_subparsers())
-    config = server_cli.config_from_args(parser.parse_args(["serve", *serve_argv]))
-    configure_logging(config.log_level)
-    emb = Embedder.from_pretrained(config.model, backend=config.backend, precision=config.precision, threads=threads)
-    engine = Engine(emb.tokenizer, emb.backend, emb.model_name, int(emb.max_length), int(emb.dim))
-    return server_cli.serve(config, engine)
 
 
 def wait_ready(url: str, proc: subprocess.Popen, timeout_s: float = 300.0) -> None:
@@ -163,8 +146,6 @@ def markdown(results: list[dict], clients: list[int]) -> str:
 
 
 def main() -> None:
-    if len(sys.argv) > 2 and sys.argv[1] == "_serve":
-        sys.exit(serve_with_threads(int(sys.argv[2]), sys.argv[3:]))
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--corpus", required=True, help="JSONL corpus (the dev corpus)")
     p.add_argument("--servers", default="openhood-numpy,openhood-onnxruntime,naive-numpy,naive-onnxruntime")

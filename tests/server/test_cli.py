@@ -32,6 +32,13 @@ def test_serve_flags_and_env_key(monkeypatch):
         ServerConfig(max_queue=0)
 
 
+def test_serve_threads_flag():
+    assert config_from_args(build_parser().parse_args(["serve"])).threads is None
+    assert config_from_args(build_parser().parse_args(["serve", "--threads", "1"])).threads == 1
+    with pytest.raises(ValueError, match="threads"):
+        ServerConfig(threads=0)
+
+
 def test_buckets_command_derives_r2_buckets(tmp_path, capsys):
     # 50% ~6 words, 30% ~25 words, 15% ~60 words, 5% long: like short-query traffic.
     texts = ["alpha beta gamma delta epsilon zeta"] * 50 + ["word " * 25] * 30 + ["token " * 60] * 15 + ["long " * 400] * 5

@@ -25,6 +25,9 @@ def register(subparsers) -> None:
     p.add_argument("--model", default=None, help="Hugging Face model folder (default: the bundled all-MiniLM-L6-v2)")
     p.add_argument("--backend", default=d.backend, choices=("numpy", "onnxruntime"))
     p.add_argument("--precision", default=d.precision, help="passed to the engine (fp32; others when the backend offers them)")
+    p.add_argument("--threads", type=int, default=d.threads,
+                   help="engine intra-op threads (default: every core); 1 answers a lone request faster, "
+                   "2 gives more batched throughput on 2 cores (docs/benchmarks.md)")
     p.add_argument("--host", default=d.host)
     p.add_argument("--port", type=int, default=d.port)
     p.add_argument("--max-batch-size", type=int, default=d.max_batch_size, help="rows per engine call")
@@ -72,6 +75,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         model=args.model,
         backend=args.backend,
         precision=args.precision,
+        threads=args.threads,
         host=args.host,
         port=args.port,
         max_batch_size=args.max_batch_size,
@@ -99,7 +103,8 @@ def load_engine(config: ServerConfig):
     from openhood.server.app import Engine
     from openhood.server.faults import ENV_VAR, FaultInjectingBackend, parse_faults
 
-    embedder = Embedder.from_pretrained(config.model, backend=config.backend, precision=config.precision)
+    options = {} if config.threads is None else {"threads": config.threads}
+    embedder = Embedder.from_pretrained(config.model, backend=config.backend, precision=config.precision, **options)
     backend = embedder.backend
     faults = parse_faults(os.environ.get(ENV_VAR))
     if faults:

@@ -21,6 +21,7 @@ class ServerConfig:
     model: str | None = None  # HF folder; None = bundled all-MiniLM-L6-v2
     backend: str = "numpy"
     precision: str = "fp32"
+    threads: int | None = None  # engine intra-op threads; None = every core
     host: str = "127.0.0.1"
     port: int = 8000
 
@@ -48,6 +49,8 @@ class ServerConfig:
         for name in ("max_batch_size", "max_batch_tokens", "max_queue", "max_inputs_per_request", "max_body_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"threads must be >= 1, got {self.threads}")
         if self.max_wait_ms < 0 or self.grace_period_s < 0:
             raise ValueError("max_wait_ms and grace_period_s must be >= 0")
         if self.pad_to not in ("longest", "bucket"):
