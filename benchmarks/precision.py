@@ -3,6 +3,8 @@
     openhood quantize --calibration CORPUS --samples 800 --out /tmp/minilm-int8 --target-cosine 0.995
     flock /tmp/openhood-bench.lock .venv/bin/python benchmarks/precision.py \
         --corpus /work/shared/data/dev_corpus.jsonl --quantized /tmp/minilm-int8
+    # ONNX Runtime variants only (less contention on 2 cores), no calibration experiment:
+    ... --backends onnxruntime --skip-calibration-experiment --rounds 3
 
 Evaluation texts are corpus lines ``--offset`` … ``--offset + --limit`` (the quantizer read the
 first 20000 lines for calibration, so they are disjoint from its samples). Every variant is
