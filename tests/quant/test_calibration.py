@@ -1,12 +1,10 @@
 """Calibration set: length-stratified sampling and refusal of empty / too-small sets."""
 
-import json
-
 import numpy as np
 import pytest
 
 from openhood.engine.quant.calibration import (
-    CalibrationSetError, check_calibration_size, format_length_table, length_summary, read_corpus,
+    CalibrationSetError, check_calibration_size, format_length_table, length_summary,
     split_calibration, stratified_sample,
 )
 
@@ -67,15 +65,3 @@ def test_length_table_lists_both_sets():
     assert lines[0].split()[:3] == ["tokens", "n", "mean"] and "p99" in lines[0]
     assert lines[1].startswith("corpus") and lines[2].startswith("calibration")
     assert lines[2].split()[1] == "800"
-
-
-def test_read_corpus(tmp_path):
-    path = tmp_path / "c.jsonl"
-    path.write_text("\n".join(json.dumps({"text": f"t{i}"}) for i in range(5)) + "\n\n", encoding="utf-8")
-    assert read_corpus(path) == [f"t{i}" for i in range(5)]
-    assert read_corpus(path, limit=2) == ["t0", "t1"]
-    path.write_text('{"text": "ok"}\n{"txt": 1}\n', encoding="utf-8")
-    with pytest.raises(ValueError, match=":2: expected"):
-        read_corpus(path)
-    with pytest.raises(FileNotFoundError):
-        read_corpus(tmp_path / "missing.jsonl")

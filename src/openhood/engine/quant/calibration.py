@@ -14,9 +14,7 @@ pass measures output error on texts the ranges were not fitted to).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -26,29 +24,6 @@ LENGTH_PERCENTILES = (10, 25, 50, 75, 90, 99, 100)
 
 class CalibrationSetError(ValueError):
     """The calibration set is empty, too small, or cannot be drawn from the corpus."""
-
-
-def read_corpus(path: str | Path, limit: int | None = None) -> list[str]:
-    """Texts from a JSONL file with one ``{"text": ...}`` object per line (blank lines skipped)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"calibration corpus {path} does not exist")
-    texts: list[str] = []
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
-            text = obj.get("text") if isinstance(obj, dict) else None
-            if not isinstance(text, str):
-                raise ValueError(f'{path}:{lineno}: expected an object with a string "text" field')
-            texts.append(text)
-            if limit is not None and len(texts) >= limit:
-                break
-    return texts
 
 
 def check_calibration_size(n: int, min_samples: int = MIN_CALIBRATION_SAMPLES) -> None:

@@ -53,17 +53,21 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     from openhood.engine.bert import load_bert
     from openhood.engine.fusion import fuse
     from openhood.engine.quant.calibration import (
-        MIN_CALIBRATION_SAMPLES, format_length_table, length_summary, read_corpus, split_calibration,
+        MIN_CALIBRATION_SAMPLES, format_length_table, length_summary, split_calibration,
     )
     from openhood.engine.quant.progress import Progress
     from openhood.engine.quant.quantizer import format_decisions, quantize
+    from openhood.corpus import CorpusError, read_texts
     from openhood.tokenizer import Tokenizer
 
     t0 = time.perf_counter()
     qmax = 2 ** (args.weight_bits - 1) - 1  # 63 or 127
     model = load_bert(args.model)
     graph = fuse(model.graph)
-    texts = read_corpus(args.calibration, limit=args.limit)
+    try:
+        texts = read_texts(args.calibration, limit=args.limit)
+    except CorpusError as exc:
+        raise SystemExit(f"openhood quantize: {exc}") from None
     tok = Tokenizer.from_pretrained(model.folder)
     rb = tok.encode_batch(texts, max_length=model.config.max_length)
     lengths = np.asarray(rb.lengths)
