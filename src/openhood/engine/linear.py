@@ -71,4 +71,4 @@ class Linear:
         return builder.node("MatMul", [x_name, w], name=f"{prefix}.matmul")
 
     def __repr__(self) -> str:
-        return f"Linear({self.in_features}->{self.out_features}, {self.precision})"
+        return f"{type(self).__name__}({self.in_features}->{self.out_features}, {self.precision})"

@@ -3,6 +3,8 @@
 They implement ``openhood.engine.linear.Linear``'s contract (``in_features``, ``out_features``,
 ``bias``, ``matmul``, ``forward``, ``flops``, ``nbytes``, ``onnx_matmul``) so
 ``Graph.replace_linear`` swaps them in by name and every fused epilogue keeps working.
+They subclass it for the shape, ``forward`` and ``flops`` logic but set their own
+attributes instead of calling its ``__init__`` (their weights are not plain fp32 inputs).
 
 ``Int8Linear`` holds int8 codes (out, in) with per-output-channel scales and, for static
 layers, the calibrated uint8 activation (scale, zero point). It runs two ways:
@@ -31,36 +33,12 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, helper
 
+from openhood.engine.linear import Linear
 from openhood.engine.quant.ops import dequantize_weight, dynamic_qparams, fake_quantize_activation
 from openhood.export.qdq import emit_int8_matmul
 
 
-class _LinearBase:
-    bias: np.ndarray | None
-    weight: np.ndarray  # (in, out) float32 used for the NumPy matmul
-
-    @property
-    def in_features(self) -> int:
-        return self.weight.shape[0]
-
-    @property
-    def out_features(self) -> int:
-        return self.weight.shape[1]
-
-    def forward(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        y = self.matmul(x, out=out)
-        if self.bias is not None:
-            y += self.bias
-        return y
-
-    def flops(self, m: int) -> int:
-        return 2 * m * self.in_features * self.out_features
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.in_features}->{self.out_features}, {self.precision})"
-
-
-class Int8Linear(_LinearBase):
+class Int8Linear(Linear):
     """int8 weights per output channel; activations static (calibrated), dynamic, or fp32."""
 
     precision = "int8"
@@ -107,7 +85,7 @@ class Int8Linear(_LinearBase):
         )
 
 
-class Fp16Linear(_LinearBase):
+class Fp16Linear(Linear):
     """float16-stored weights, computed in float32 (see module docstring for why)."""
 
     precision = "fp16"
@@ -129,7 +107,7 @@ class Fp16Linear(_LinearBase):
         return builder.node("MatMul", [x_name, w], name=f"{prefix}.matmul")
 
 
-class ObservingLinear(_LinearBase):
+class ObservingLinear(Linear):
     """Wraps a float Linear and feeds every input it sees to a calibration observer."""
 
     precision = "fp32"
