@@ -6,7 +6,7 @@ import pytest
 
 from openhood.models import default_model_dir
 
-hf_tokenizers = pytest.importorskip("tokenizers")
+from id_helpers import hf_tokenizers
 
 
 @pytest.fixture(scope="session")
@@ -28,11 +28,3 @@ def hf(model_dir):
     ref.no_truncation()
     ref.no_padding()
     return ref
-
-
-def hf_ids(ref, texts):
-    return [e.ids for e in ref.encode_batch(list(texts))]
-
-
-def our_ids(tokenizer, texts):
-    return [row.tolist() for row in tokenizer.encode_batch(list(texts))]

@@ -7,7 +7,7 @@ import shutil
 
 import numpy as np
 import pytest
-from conftest import hf_ids, hf_tokenizers, our_ids
+from id_helpers import hf_ids, hf_tokenizers, our_ids
 from nasty_cases import NASTY
 
 from openhood.tokenizer import Tokenizer, UnsupportedTokenizerError

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import hf_ids, our_ids
+from id_helpers import hf_ids, our_ids
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from nasty_cases import NASTY

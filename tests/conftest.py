@@ -1,0 +1,22 @@
+"""Fixtures shared across test packages: the committed PyTorch reference set.
+
+`scripts/make_reference.py` made it once in a separate torch venv; tests never import torch.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def reference():
+    meta = json.loads((FIXTURES / "reference_texts.json").read_text(encoding="utf-8"))
+    emb = np.load(FIXTURES / "reference_embeddings.npy", allow_pickle=False)
+    assert emb.shape == (len(meta["texts"]), 384)
+    return meta["texts"], emb
