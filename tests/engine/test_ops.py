@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from openhood.engine import ops
+from openhood.engine import kernels, ops
 from openhood.engine.linear import Linear
 from openhood.engine.parallel import RowSplitter
 
@@ -23,41 +23,106 @@ def rand(shape, scale=1.0, seed=0):
     return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(np.float32)
 
 
-def test_erf_fast_matches_math_erf():
-    x = np.concatenate([np.linspace(-6, 6, 20001, dtype=np.float32), rand(5000, 2.0), [0.0, -0.0, 1e-8, 30.0, -30.0]]).astype(np.float32)
-    got = ops.erf_fast(x)
-    assert got.dtype == np.float32
-    assert np.max(np.abs(got - ops.erf_naive(x))) < 4e-7  # A&S 1.5e-7 + float32 rounding
-    assert ops.erf_naive(np.array([0.5]))[0] == pytest.approx(math.erf(0.5))
+# Odd shapes: one row, widths that are not a multiple of the 8-lane vector, a width below it.
+ODD_SHAPES = [(1, 7), (1, 1536), (3, 13), (301, 1537), (129, 384)]
 
 
-@pytest.mark.parametrize("shape", [(3, 7), (300, 1536)])  # below and above the parallel threshold
-def test_gelu_fast_matches_exact_erf_gelu(splitter, shape):
+@pytest.mark.parametrize("shape", ODD_SHAPES)
+def test_gelu_matches_exact_erf_gelu(splitter, shape):
     x = rand(shape, 3.0)
+    x.flat[:4] = [0.0, -0.0, 30.0, -30.0][: x.size]  # beyond the rational's clamp erf is +-1
     bias = rand(shape[1], 0.5, seed=1)
     y = ops.gelu_(x.copy(), splitter, bias=bias)
     ref = ops.gelu_naive(x.astype(np.float64) + bias)
+    assert y.dtype == np.float32
     assert np.max(np.abs(y - ref)) < 2e-6
+    assert np.max(np.abs(ops.gelu_(x.copy(), splitter) - ops.gelu_naive(x))) < 2e-6  # no bias
     # exact-erf GELU, not the tanh approximation: they differ by ~1e-4 near |x| = 2
     assert ops.gelu_naive(np.array([2.0]))[0] == pytest.approx(1.9544997361, abs=1e-9)
+    assert ops.erf_naive(np.array([0.5]))[0] == pytest.approx(math.erf(0.5))
 
 
-def test_relu_and_softmax(splitter):
-    x = rand((200, 500), 4.0)
+def test_gelu_erf_accuracy_over_the_whole_range(splitter):
+    # dense grid through the clamp points (+-4 sqrt 2) and the tails: the rational erf's error
+    x = np.linspace(-12, 12, 48003, dtype=np.float32).reshape(3, -1)
+    y = ops.gelu_(x.copy(), splitter)
+    assert np.max(np.abs(y - ops.gelu_naive(x))) < 4e-6  # |x| up to 12: 4e-7 of erf times |x|/2
+
+
+@pytest.mark.parametrize("shape", ODD_SHAPES)
+def test_relu_and_add(splitter, shape):
+    x, bias = rand(shape, 4.0), rand(shape[1], 1.0, 3)
     assert np.array_equal(ops.relu_(x.copy(), splitter), ops.relu_naive(x).astype(np.float32))
+    assert np.array_equal(ops.relu_(x.copy(), splitter, bias=bias), np.maximum(x + bias, 0))
+    assert np.array_equal(ops.add_(x.copy(), bias, splitter), x + bias)
+
+
+@pytest.mark.parametrize("shape", ODD_SHAPES)
+def test_softmax(splitter, shape):
+    x = rand(shape, 4.0)
     sm = ops.softmax_(x.copy(), splitter)
     assert np.max(np.abs(sm - ops.softmax_naive(x))) < 1e-6
     assert np.allclose(sm.sum(axis=1), 1.0, atol=1e-5)
+    bias = rand(shape[1], 2.0, 4)
+    sm_b = ops.softmax_(x.copy(), splitter, bias=bias)
+    assert np.max(np.abs(sm_b - ops.softmax_naive(x.astype(np.float64) + bias))) < 1e-6
+    # far-apart logits: exp underflows to exactly 0, the max gets weight 1
+    wide = np.array([[0.0, -200.0, 50.0, -1e9, 49.0]], np.float32)
+    ref = ops.softmax_naive(wide)
+    got = ops.softmax_(wide.copy(), splitter)
+    assert np.max(np.abs(got - ref)) < 1e-6 and got[0, 3] == 0.0 and got[0, 1] == 0.0
 
 
-@pytest.mark.parametrize("rows", [5, 700])
-def test_layernorm_with_bias_and_residual(splitter, rows):
-    c = 384
+@pytest.mark.parametrize("rows,c", [(1, 384), (5, 384), (700, 384), (9, 13)])
+def test_layernorm_with_bias_and_residual(splitter, rows, c):
     x, res = rand((rows, c), 2.0, 1), rand((rows, c), 1.0, 2)
     gamma, beta, bias = rand(c, 1.0, 3), rand(c, 1.0, 4), rand(c, 1.0, 5)
     y = ops.layernorm_(x.copy(), gamma, beta, 1e-12, splitter, residual=res, bias=bias)
     ref = ops.layernorm_naive(x.astype(np.float64) + bias + res, gamma, beta, 1e-12)
     assert np.max(np.abs(y - ref)) < 2e-5
+    y2 = ops.layernorm_(x.copy() + 100.0, gamma, beta, 1e-12, splitter)  # large mean: two-pass variance
+    assert np.max(np.abs(y2 - ops.layernorm_naive(x.astype(np.float64) + 100.0, gamma, beta, 1e-12))) < 2e-4
+
+
+def test_padded_rows_do_not_leak_into_real_rows(splitter):
+    # a batch whose padding rows hold garbage: each row is computed on its own
+    x = rand((64, 1536), 3.0)
+    garbage = x.copy()
+    garbage[40:] = np.float32(1e30)
+    ref_rows = ops.gelu_(x.copy(), splitter)[:40]
+    assert np.array_equal(ops.gelu_(garbage.copy(), splitter)[:40], ref_rows)
+    gamma, beta = rand(1536, 1.0, 3), rand(1536, 1.0, 4)
+    assert np.array_equal(ops.layernorm_(garbage.copy(), gamma, beta, 1e-12, splitter)[:40],
+                          ops.layernorm_(x.copy(), gamma, beta, 1e-12, splitter)[:40])
+
+
+def test_threads_give_identical_results():
+    x, bias = rand((1000, 1537), 3.0), rand(1537, 1.0, 1)
+    outs = []
+    for threads in (1, 2):
+        sp = RowSplitter(threads)
+        outs.append(ops.gelu_(x.copy(), sp, bias=bias))
+        sp.close()
+    assert np.array_equal(outs[0], outs[1])
+
+
+def test_kernels_refuse_wrong_layouts(splitter):
+    x = rand((8, 16))
+    with pytest.raises(TypeError, match="C-contiguous 2-D float32"):
+        ops.gelu_(x[:, ::2], splitter)  # a strided view would be silently copied otherwise
+    with pytest.raises(TypeError, match="C-contiguous 2-D float32"):
+        ops.add_(x.astype(np.float64), np.zeros(16), splitter)
+    ro = rand(16)
+    ro.flags.writeable = False  # read-only weights (e.g. memory-mapped) are fine as inputs
+    assert np.array_equal(ops.add_(x.copy(), ro, splitter), x + ro)
+
+
+def test_compile_all_compiles_each_kernel_once():
+    seconds = kernels.compile_all()
+    assert set(seconds) == {k.name for k in kernels.KERNELS}
+    assert all(s > 0 for s in seconds.values())
+    assert kernels.compile_all() == seconds  # already compiled: nothing recompiled
+    assert all(len(k.compile().signatures) == 1 for k in kernels.KERNELS)
 
 
 def test_linear_matches_reference():

@@ -20,8 +20,10 @@ from openhood.engine import ops
 from openhood.engine.graph import Graph, Node
 from openhood.engine.parallel import RowSplitter
 
-# Arithmetic per element of our elementwise kernels (counted from the ufunc passes in ops.py).
-_ELEMENTWISE_FLOPS = {"Gelu": 19, "Relu": 1, "Softmax": 4, "Add": 1, "LayerNorm": 8}
+# Arithmetic per element of the compiled elementwise kernels (engine/kernels.py, an FMA counts
+# 2, the bias add is counted by the caller): GELU's clamp + two Horner polynomials + divide,
+# softmax's max + exp (range reduction + degree-7 polynomial) + sum + scale.
+_ELEMENTWISE_FLOPS = {"Gelu": 27, "Relu": 1, "Softmax": 22, "Add": 1, "LayerNorm": 9}
 
 
 @dataclass
@@ -36,15 +38,15 @@ class OpProfiler(Protocol):
 
 
 def _fused_linear(node: Node, ctx: RunContext, x: np.ndarray, epilogue) -> np.ndarray:
-    """y = x @ W (one BLAS-threaded GEMM), then ``epilogue(y_chunk, start, stop)`` on
-    cache-sized row chunks spread over the threads, in place in the GEMM's output.
+    """y = x @ W (one BLAS-threaded GEMM), then ``epilogue(y_rows, start, stop)`` on each
+    thread's row range, in place in the GEMM's output (the compiled epilogues release the GIL).
 
     Measured alternative, rejected: row-blocked GEMM with the epilogue right after each block
     on the same thread (oneDNN style) ran ~12% slower here: single-threaded BLAS on
     ~40-row blocks is less efficient than one 2-thread GEMM over all rows.
     """
     y = node.linear.matmul(x)  # (N, out)
-    ctx.splitter.for_chunks(lambda s, e: epilogue(y[s:e], s, e), y.shape[0], y.shape[1])
+    ctx.splitter.run(lambda s, e: epilogue(y[s:e], s, e), y.shape[0], y.shape[1])
     return y
 
 
@@ -136,7 +138,7 @@ def k_attention(node: Node, ctx: RunContext, *args: np.ndarray):
     out = np.empty((b, t, c), dtype=np.float32)
     ops.attention_(q, k, v, bias, heads, node.attrs["scale"], out, ctx.splitter)
     scores = b * heads * t * t
-    return out.reshape(b * t, c), 4 * scores * (c // heads) + 6 * scores
+    return out.reshape(b * t, c), 4 * scores * (c // heads) + (2 + _ELEMENTWISE_FLOPS["Softmax"]) * scores  # QK, PV; scale+mask, softmax
 
 
 def k_mean_pool(node: Node, ctx: RunContext, hidden: np.ndarray, attention_mask: np.ndarray):
