@@ -1,11 +1,12 @@
-"""Run row-wise elementwise work on every core: NumPy ufuncs release the GIL.
+"""Run row-wise work on every core: the compiled kernels and BLAS release the GIL.
 
-BLAS already threads the matrix products; everything between them (bias, GELU, LayerNorm,
-softmax) is a chain of ufunc passes that NumPy runs on one core. ``RowSplitter`` cuts the rows
-of an array into one contiguous range per thread, and each thread walks its range in
-cache-sized chunks, so a chain of ~20 passes reads DRAM once instead of 20 times. The trade-off:
-a thread hand-off costs tens of microseconds, so small arrays (batch 1, short text) stay on the
-calling thread.
+BLAS already threads the big matrix products; everything between them (bias, GELU, LayerNorm,
+softmax) runs in the numba row kernels of ``engine.kernels``, which NumPy would otherwise run
+as ufunc chains on one core. ``RowSplitter`` cuts the rows of an array into one contiguous
+range per thread and calls the work once per range; the kernels are compiled with
+``nogil=True``, so the threads really run at the same time (with ufunc chains they ping-ponged
+the GIL and two threads were slower than one). The trade-off: a thread hand-off costs tens of
+microseconds, so small arrays (batch 1, short text) stay on the calling thread.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from typing import Callable
 
 from openhood.engine.blas import blas
 
-# ~64 KiB of float32 per operand: a chunk and its 2-3 scratch buffers stay in a 512 KiB L2.
-CHUNK_ELEMENTS = 16384
+# Smallest scratch buffer (64 KiB of float32): small requests reuse one buffer.
+MIN_SCRATCH_ELEMENTS = 16384
 # Below this many elements one thread is faster than waking the pool.
 MIN_PARALLEL_ELEMENTS = 65536
 
@@ -35,7 +36,7 @@ class RowSplitter:
 
     def __init__(self, threads: int | None = None):
         self.threads = max(1, threads if threads is not None else available_cores())
-        # Workers call BLAS only on small blocks (attention, LayerNorm GEMVs): keep them
+        # Workers call BLAS only on small blocks (attention's per-head products): keep them
         # single-threaded inside BLAS, the parallelism is ours.
         self._pool = (
             ThreadPoolExecutor(self.threads - 1, thread_name_prefix="openhood-rows", initializer=blas().set_threads_local, initargs=(1,))
@@ -43,10 +44,6 @@ class RowSplitter:
             else None
         )
         self._scratch = threading.local()
-
-    def chunk_rows(self, row_width: int) -> int:
-        """Rows per cache-sized chunk for rows of ``row_width`` elements."""
-        return max(1, CHUNK_ELEMENTS // max(1, row_width))
 
     def scratch(self, key: str, shape: tuple[int, ...], dtype="float32"):
         """A per-thread reusable buffer (no allocation in the hot loop)."""
@@ -58,12 +55,12 @@ class RowSplitter:
             size *= s
         buf = store.get(key)
         if buf is None or buf.size < size or buf.dtype != np.dtype(dtype):
-            buf = np.empty(max(size, CHUNK_ELEMENTS), dtype=dtype)
+            buf = np.empty(max(size, MIN_SCRATCH_ELEMENTS), dtype=dtype)
             store[key] = buf
         return buf[:size].reshape(shape)
 
     def run(self, fn: Callable[[int, int], None], n_rows: int, row_width: int) -> None:
-        """Split ``range(n_rows)`` across the threads; ``fn`` walks its range in chunks itself."""
+        """Split ``range(n_rows)`` across the threads: ``fn(start, stop)`` once per thread."""
         threads = self.threads
         if self._pool is None or n_rows * row_width < MIN_PARALLEL_ELEMENTS or n_rows < threads:
             fn(0, n_rows)
@@ -78,20 +75,6 @@ class RowSplitter:
                 blas().set_threads_local(previous)
         for f in futures:
             f.result()
-
-    def for_chunks(self, fn: Callable[[int, int], None], n_rows: int, row_width: int, parallel: bool = True) -> None:
-        """Like ``run`` but ``fn`` receives cache-sized chunks (start, stop) one at a time;
-        ``parallel=False`` walks them all on the calling thread."""
-        step = self.chunk_rows(row_width)
-
-        def walk(start: int, stop: int) -> None:
-            for s in range(start, stop, step):
-                fn(s, min(s + step, stop))
-
-        if parallel:
-            self.run(walk, n_rows, row_width)
-        else:
-            walk(0, n_rows)
 
     def close(self) -> None:
         if self._pool is not None:
