@@ -9,7 +9,9 @@ at batch 32 length-sorted (the first ``--limit`` texts), batch 32 in corpus orde
 the first ``--limit-unsorted``) and batch 1 (the first ``--limit-single``), plus the NumPy
 engine with fusion off. Backends are interleaved batch by batch (rotating who goes first) so
 all see the same load on this shared machine; each batch counts with its best time over
-``--rounds`` rounds. "model GFLOP/s" counts the arithmetic of the padded
+``--rounds`` rounds. At the end it prints the numba compile time of the engine kernels
+(paid once per process) and ns/element of each compiled epilogue at 1 vs 2 threads.
+"model GFLOP/s" counts the arithmetic of the padded
 batches actually computed; "% peak" divides it by a large sgemm measured at start. Absolute
 numbers move with the machine's load; the ratios are the result.
 """
@@ -46,6 +48,42 @@ def time_batches(backend, batches) -> float:
     return time.perf_counter() - t0
 
 
+def epilogue_kernels(rounds: int = 5) -> list[str]:
+    """ns/element of the compiled epilogues at 1 and 2 RowSplitter threads, on the shapes of a
+    batch 32 x 128 tokens forward (in place, best of ``rounds``, a fresh copy each time)."""
+    from openhood.engine import ops
+    from openhood.engine.parallel import RowSplitter
+
+    rng = np.random.default_rng(0)
+
+    def arr(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+
+    x_up, b_up, x_c, res, g = arr(4096, 1536), arr(1536), arr(4096, 384), arr(4096, 384), arr(384)
+    scores = arr(32 * 12 * 128, 128)  # attention rows (B*H*T, T)
+    cases = {
+        "bias + GELU (4096, 1536)": (x_up, lambda y, sp: ops.gelu_(y, sp, bias=b_up)),
+        "bias + residual + LayerNorm (4096, 384)": (x_c, lambda y, sp: ops.layernorm_(y, g, g, 1e-12, sp, residual=res, bias=g)),
+        "bias add (4096, 1536)": (x_up, lambda y, sp: ops.add_(y, b_up, sp)),
+        "softmax (49152, 128)": (scores, lambda y, sp: ops.softmax_(y, sp)),
+    }
+    lines = ["| epilogue | 1 thread ns/element | 2 threads ns/element | speed-up |", "|---|---:|---:|---:|"]
+    for name, (src, fn) in cases.items():
+        per = []
+        for threads in (1, 2):
+            sp = RowSplitter(threads)
+            times = []
+            for _ in range(rounds):
+                y = src.copy()
+                t0 = time.perf_counter()
+                fn(y, sp)
+                times.append(time.perf_counter() - t0)
+            sp.close()
+            per.append(min(times) / src.size * 1e9)
+        lines.append(f"| {name} | {per[0]:.2f} | {per[1]:.2f} | {per[0] / per[1]:.2f}x |")
+    return lines
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", required=True, help="JSONL with one {\"text\": ...} per line")
@@ -58,11 +96,15 @@ def main() -> int:
     args = ap.parse_args()
 
     from openhood.backends import load_backend
+    from openhood.engine import kernels
     from openhood.engine.blas import blas
     from openhood.engine.profiler import measure_gemm_peak
     from openhood.models import default_model_dir
     from openhood.tokenizer import Tokenizer
 
+    t0 = time.perf_counter()
+    compile_seconds = kernels.compile_all()  # first use in this process: what a server start pays
+    compile_total = time.perf_counter() - t0
     texts = read_texts(args.corpus, limit=args.limit)
     folder = default_model_dir()
     tok = Tokenizer.from_pretrained(folder)
@@ -132,9 +174,13 @@ def main() -> int:
     print()
     for name, value in ratios.items():
         print(f"- {name}: **{value:.2f}x**")
+    print(f"\nnumba compile of the engine kernels at first use: {compile_total:.2f} s ("
+          + ", ".join(f"{k} {v:.2f}" for k, v in compile_seconds.items()) + ")\n")
+    print("\n".join(epilogue_kernels()))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"peak_gflops": [peak, peak_after], "rows": rows, "ratios": ratios}, f, indent=1)
+            json.dump({"peak_gflops": [peak, peak_after], "rows": rows, "ratios": ratios,
+                       "compile_seconds": compile_seconds}, f, indent=1)
     return 0
 
 

@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from openhood.engine import kernels
-from openhood.engine.parallel import RowSplitter
+from openhood.engine.parallel import MIN_PARALLEL_ELEMENTWISE, RowSplitter
 
 MASK_NEG = np.float32(-1e9)  # additive bias of a padded key: exp() of it is exactly 0.
 
@@ -106,16 +106,11 @@ def _bias_or_zeros(bias: np.ndarray | None, width: int) -> np.ndarray:
 _ZEROS: dict[int, np.ndarray] = {}
 
 
-def _no_rows(width: int) -> np.ndarray:
-    """A (0, width) array: the kernels' "no residual" / "no mask"."""
-    return np.empty((0, width), dtype=np.float32)
-
-
 def _split(fn, y: np.ndarray, splitter: RowSplitter, parallel: bool) -> np.ndarray:
     """``fn(start, stop)`` on each thread's row range of y, or on all rows on this thread."""
     n, width = _rows(y).shape
     if parallel:
-        splitter.run(fn, n, width)
+        splitter.run(fn, n, width, MIN_PARALLEL_ELEMENTWISE)
     else:
         fn(0, n)
     return y
@@ -137,7 +132,7 @@ def relu_(y: np.ndarray, splitter: RowSplitter, bias: np.ndarray | None = None, 
 def softmax_(y: np.ndarray, splitter: RowSplitter, bias: np.ndarray | None = None, parallel: bool = True) -> np.ndarray:
     """y (N, F) ← softmax(y + bias) over the last axis, in place; bias (F,)."""
     f = y.shape[1]
-    b = _no_rows(f) if bias is None else bias.reshape(1, f)  # one bias row shared by every row
+    b = _bias_or_zeros(bias, f).reshape(1, f)  # one bias row shared by every row
     one = np.float32(1.0)
 
     def run(s: int, e: int) -> None:
@@ -167,7 +162,7 @@ def layernorm_(
     b = _bias_or_zeros(bias, c)
     eps32 = np.float32(eps)
     if residual is None:
-        none = _no_rows(c)
+        none = np.empty((0, c), dtype=np.float32)  # the kernel's "no residual"
         return _split(lambda s, e: kernels.layernorm_rows(y[s:e], b, none, gamma, beta, eps32), y, splitter, parallel)
     res = _rows(residual)
     return _split(lambda s, e: kernels.layernorm_rows(y[s:e], b, res[s:e], gamma, beta, eps32), y, splitter, parallel)
@@ -212,8 +207,12 @@ def attention_(
     qh, kh, vh, oh = heads_view(q), heads_view(k), heads_view(v), heads_view(out)
     kt = kh.transpose(0, 1, 3, 2)  # (B, H, dh, T)
     group = max(1, 65536 // (heads * t * t))
-    # (B, T) additive mask rows; sample g's row serves its H*T score rows. (0, T): no mask.
-    mask_rows = _no_rows(t) if bias is None else np.ascontiguousarray(bias.reshape(b, t), dtype=np.float32)
+    # (B, T) additive mask rows, sample g's row serving its H*T score rows; no mask: one zero
+    # row for all of them.
+    if bias is None:
+        mask_rows, rows_per_mask = _bias_or_zeros(None, t).reshape(1, t), 1 << 62
+    else:
+        mask_rows, rows_per_mask = np.ascontiguousarray(bias.reshape(b, t), dtype=np.float32), heads * t
     scale32 = np.float32(scale)
 
     def work(s0: int, s1: int) -> None:
@@ -223,7 +222,7 @@ def attention_(
             scores = splitter.scratch("scores", (g1 - g0, heads, t, t))
             np.matmul(qh[g0:g1], kt[g0:g1], out=scores)  # (g, H, T, T)
             # scale, mask and softmax in one compiled pass per row, (g*H*T, T)
-            kernels.softmax_rows(scores.reshape(-1, t), mask_rows[g0:g1] if bias is not None else mask_rows, heads * t, scale32, bits)
+            kernels.softmax_rows(scores.reshape(-1, t), mask_rows[g0:g1] if bias is not None else mask_rows, rows_per_mask, scale32, bits)
             np.matmul(scores, vh[g0:g1], out=oh[g0:g1])  # (g, H, T, dh)
 
     splitter.run(work, b, heads * t * t)

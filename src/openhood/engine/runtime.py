@@ -18,7 +18,7 @@ import numpy as np
 
 from openhood.engine import ops
 from openhood.engine.graph import Graph, Node
-from openhood.engine.parallel import RowSplitter
+from openhood.engine.parallel import MIN_PARALLEL_ELEMENTWISE, RowSplitter
 
 # Arithmetic per element of the compiled elementwise kernels (engine/kernels.py, an FMA counts
 # 2, the bias add is counted by the caller): GELU's clamp + two Horner polynomials + divide,
@@ -46,7 +46,7 @@ def _fused_linear(node: Node, ctx: RunContext, x: np.ndarray, epilogue) -> np.nd
     ~40-row blocks is less efficient than one 2-thread GEMM over all rows.
     """
     y = node.linear.matmul(x)  # (N, out)
-    ctx.splitter.run(lambda s, e: epilogue(y[s:e], s, e), y.shape[0], y.shape[1])
+    ctx.splitter.run(lambda s, e: epilogue(y[s:e], s, e), y.shape[0], y.shape[1], MIN_PARALLEL_ELEMENTWISE)
     return y
 
 
