@@ -117,6 +117,16 @@ def test_kernels_refuse_wrong_layouts(splitter):
     assert np.array_equal(ops.add_(x.copy(), ro, splitter), x + ro)
 
 
+def test_nan_propagates(splitter):
+    # fastmath stops short of nnan: a NaN input must not come out as a plausible number
+    x = rand((3, 384))
+    x[1, 17] = np.nan
+    g = np.ones(384, np.float32)
+    for y in (ops.gelu_(x.copy(), splitter), ops.softmax_(x.copy(), splitter), ops.layernorm_(x.copy(), g, g, 1e-12, splitter)):
+        assert np.isnan(y[1, 17]) and np.isfinite(y[[0, 2]]).all()
+    assert np.isnan(ops.softmax_(x.copy(), splitter)[1]).all()  # the whole softmax row
+
+
 def test_compile_all_compiles_each_kernel_once():
     seconds = kernels.compile_all()
     assert set(seconds) == {k.name for k in kernels.KERNELS}
