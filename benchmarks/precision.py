@@ -104,7 +104,8 @@ def main(argv=None) -> int:
     from openhood.backends import load_backend
     from openhood.engine.bert import load_bert
     from openhood.engine.fusion import fuse
-    from openhood.engine.quant.calibration import read_corpus, stratified_sample
+    from openhood.corpus import read_texts
+    from openhood.engine.quant.calibration import stratified_sample
     from openhood.engine.quant.evaluate import quality
     from openhood.engine.quant.ops import quantize_weight
     from openhood.engine.quant.quantizer import LayerPlan, apply_plan, calibrate, with_ranges
@@ -115,7 +116,7 @@ def main(argv=None) -> int:
     qdirs = [Path(p) for p in args.quantized]
     qdir = qdirs[0]
     t_start = time.perf_counter()
-    all_texts = read_corpus(args.corpus, limit=args.offset + args.limit)
+    all_texts = read_texts(args.corpus, limit=args.offset + args.limit)
     texts = all_texts[args.offset:]
     tok = Tokenizer.from_pretrained(qdir)
     rb = tok.encode_batch(texts, max_length=256)
@@ -206,13 +207,19 @@ def main(argv=None) -> int:
     short_idx = np.random.default_rng(0).choice(short_idx, size=min(n_cal, len(short_idx)), replace=False)
     matched_idx = stratified_sample(plen, n_cal, seed=1)
     method = info.get("method", "percentile")
-    ranges = {"short only": calibrate(graph, [prb[int(i)] for i in short_idx], method),
-              "length-matched": calibrate(graph, [prb[int(i)] for i in matched_idx], method)}
+    # Layers stored with SmoothQuant factors are calibrated on their smoothed input x / s.
+    smooth = {n: tensors[f"{n}.smooth"] for n in plan["layers"] if f"{n}.smooth" in tensors}
+    inv = {n: 1.0 / smooth[n] if n in smooth else np.ones(graph.node(n).linear.in_features, np.float32)
+           for n in plan["layers"]}
+    ranges = {"short only": calibrate(graph, [prb[int(i)] for i in short_idx], method, inv_smooth=inv if smooth else None),
+              "length-matched": calibrate(graph, [prb[int(i)] for i in matched_idx], method,
+                                          inv_smooth=inv if smooth else None)}
     long_ids = [i for i in range(len(seqs)) if len(seqs[i]) >= np.percentile(rb.lengths, 90)]
     long_seqs = [seqs[i] for i in long_ids]
     long_ref = embed_all(variants["onnxruntime fp32"], long_seqs)
     qmax = int(info.get("weight_qmax", 127))  # files from before 7-bit weights were 8-bit
-    codes = {n: quantize_weight(graph.node(n).linear.weight.T, qmax=qmax) for n in plan["layers"]}  # = the stored codes
+    codes = {n: (tensors[f"{n}.weight.int8"], tensors[f"{n}.weight.scale"]) if f"{n}.weight.int8" in tensors
+             else quantize_weight(graph.node(n).linear.weight.T, qmax=qmax) for n in plan["layers"]}  # stored codes; fp32 layers' as the quantizer made them
     base_plan = [LayerPlan(layer=n, **{k: (tuple(v) if k == "input_range" else v) for k, v in d.items()}) for n, d in plan["layers"].items()]
     all_static = [LayerPlan(**{**p.__dict__, "mode": "static"}) for p in base_plan]
     cal_lengths = {k: f"median {np.median(plen[idx]):.0f}, p90 {np.percentile(plen[idx], 90):.0f}" for k, idx in
@@ -223,7 +230,7 @@ def main(argv=None) -> int:
     print("|---|---|---|---|---|")
     for plan_name, decisions in (("stored plan", base_plan), ("all layers static", all_static)):
         for cal_name, rng in ranges.items():
-            g = apply_plan(graph, with_ranges(decisions, rng), codes)
+            g = apply_plan(graph, with_ranges(decisions, rng), codes, smooth=smooth)
             q = quality(long_ref, embed_all(OrtFile(graph_to_onnx(g), dim), long_seqs))
             print(f"| {plan_name} | {cal_name} ({cal_lengths[cal_name]}) | {q['cos_mean']:.4f} | {q['cos_min']:.4f} | {100 * q['top10']:.1f}% |")
     print(f"\n# total {time.perf_counter() - t_start:.0f} s; plan modes: "

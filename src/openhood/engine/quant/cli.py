@@ -1,7 +1,8 @@
 """``openhood quantize``: post-training int8 quantization of a model folder.
 
     openhood quantize --model DIR --calibration corpus.jsonl --samples 800 --out OUT \
-        [--method minmax|percentile|mse] [--target-cosine 0.99] [--weight-bits 7|8] [--limit 20000]
+        [--method minmax|percentile|mse] [--target-cosine 0.99] [--weight-bits 7|8] [--smooth-alpha 0.5]
+        [--limit 20000]
 
 Prints the corpus's token-length distribution next to the calibration set's, a progress line
 per phase, the per-layer plan with the reason for each decision, and the held-out quality of
@@ -20,6 +21,7 @@ import sys
 import time
 from pathlib import Path
 
+SMOOTH_ALPHA = 0.5  # the SmoothQuant paper's default; measured on MiniLM in docs/benchmarks.md
 COPIED = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
           "modules.json", "sentence_bert_config.json", "config_sentence_transformers.json")
 
@@ -37,6 +39,10 @@ def register(subparsers) -> None:
     p.add_argument("--weight-bits", type=int, choices=[7, 8], default=7,
                    help="weight code width: 7 runs ORT's fast u8xs8 kernel without int16 saturation on CPUs "
                         "without VNNI; 8 is more accurate, on the exact but slower u8xu8 kernel (default 7)")
+    p.add_argument("--smooth-alpha", type=float, default=SMOOTH_ALPHA,
+                   help="SmoothQuant migration strength in (0, 1]: each layer is also tried with per-channel "
+                   "factors moving activation outliers into the weights, kept where it measures better; "
+                   f"0 = off (default {SMOOTH_ALPHA})")
     p.add_argument("--limit", type=int, default=20000, help="read at most this many corpus lines (default 20000)")
     p.add_argument("--holdout-fraction", type=float, default=0.2, help="share of the samples kept for the sensitivity pass")
     p.add_argument("--seed", type=int, default=0)
@@ -61,6 +67,8 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     from openhood.tokenizer import Tokenizer
 
     t0 = time.perf_counter()
+    if not 0.0 <= args.smooth_alpha <= 1.0:
+        raise SystemExit(f"--smooth-alpha must be in [0, 1] (0 = off), got {args.smooth_alpha}")
     qmax = 2 ** (args.weight_bits - 1) - 1  # 63 or 127
     model = load_bert(args.model)
     graph = fuse(model.graph)
@@ -81,7 +89,7 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     result = quantize(
         graph, [rb[int(i)] for i in split.calibrate], [rb[int(i)] for i in split.holdout],
         method=args.method, target_cosine=args.target_cosine, min_samples=MIN_CALIBRATION_SAMPLES, log=_log,
-        weight_qmax=qmax,
+        weight_qmax=qmax, smooth_alpha=args.smooth_alpha,
         progress=lambda label, total: Progress(f"{label:<11}", total, always=True),
     )
     print(format_decisions(result.decisions))
@@ -90,7 +98,8 @@ def cmd_quantize(args: argparse.Namespace) -> int:
         "calibration_texts": int(len(split.calibrate)), "holdout_texts": int(len(split.holdout)),
         "target_cosine": args.target_cosine, "seed": args.seed, "token_lengths": lengths_table,
         "weights": f"int8 symmetric per output channel [-{qmax}, {qmax}]", "weight_qmax": qmax,
-        "activations": "uint8 asymmetric per tensor",
+        "activations": "uint8 asymmetric per tensor", "smooth_alpha": args.smooth_alpha,
+        "smoothed_layers": sorted(result.smooth),
         "onnx_weight_encoding": "s8 (7-bit codes, u8xs8 kernel)" if qmax <= 63 else "u8 + zero point 128 (u8xu8 kernel)",
     }, [rb[int(i)] for i in split.holdout])
     _log(f"wrote {out} in {time.perf_counter() - t0:.0f} s")

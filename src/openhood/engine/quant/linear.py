@@ -14,6 +14,10 @@ layers, the calibrated uint8 activation (scale, zero point). It runs two ways:
   ``np.matmul`` is a non-BLAS loop ~10-50x slower than sgemm, so emulating the integer product
   would make int8 *slower*. The accuracy is that of int8 weights with fp32 activations; the
   speed is fp32's; the gain is 4x smaller files.
+- **SmoothQuant factors** (optional ``smooth`` s (in,)): the codes quantize ``W·diag(s)`` and
+  the integer kernel gets ``x / s`` (an ONNX ``Mul`` before quantizing), which moves outlier
+  activation channels into the weight. The NumPy weight-only path folds ``1/s`` back into its
+  dequantized weight at load, so it costs nothing there.
 - **Emulation** (``emulate=True``, used by the sensitivity pass): also quantize→dequantize the
   activation (calibrated range, or the tensor's own range for ``dynamic``), which reproduces
   ONNX Runtime's exact u8×u8 integer arithmetic up to float rounding — so layer errors can be
@@ -53,6 +57,7 @@ class Int8Linear(Linear):
         input_zero_point: int | None = None,
         emulate: bool = False,
         weight_encoding: str = "auto",
+        smooth: np.ndarray | None = None,
     ):
         if codes.dtype != np.int8 or codes.ndim != 2 or scale.shape != (codes.shape[0],):
             raise ValueError(f"expected int8 codes (out, in) and scales (out,), got {codes.dtype} {codes.shape} / {scale.shape}")
@@ -63,22 +68,38 @@ class Int8Linear(Linear):
         self.codes, self.scale, self.bias = codes, scale.astype(np.float32), bias
         self.mode, self.input_scale, self.input_zero_point = mode, input_scale, input_zero_point
         self.emulate, self.weight_encoding = emulate, weight_encoding
-        self.weight = np.ascontiguousarray(dequantize_weight(codes, self.scale, axis=0).T)  # (in, out)
+        if smooth is not None and np.shape(smooth) != (codes.shape[1],):
+            raise ValueError(f"smoothing factors must be ({codes.shape[1]},), got {np.shape(smooth)}")
+        # With SmoothQuant factors s (in,), the codes hold W·diag(s) and the int8 kernel sees x / s.
+        self.smooth = None if smooth is None else np.asarray(smooth, dtype=np.float32)
+        self.inv_smooth = None if smooth is None else (1.0 / self.smooth).astype(np.float32)
+        w = dequantize_weight(codes, self.scale, axis=0).T  # (in, out): the (smoothed) weight the kernel uses
+        self.kernel_weight = np.ascontiguousarray(w)
+        # Weight-only NumPy path: fold 1/s back into the weight once, so x needs no extra pass.
+        self.weight = self.kernel_weight if smooth is None else np.ascontiguousarray(w * self.inv_smooth[:, None])
 
     def matmul(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        if self.emulate and self.mode == "static":
+        if not self.emulate:
+            return np.matmul(x, self.weight, out=out)  # (M, in) @ (in, out)
+        if self.inv_smooth is not None:
+            x = x * self.inv_smooth  # (M, in)
+        if self.mode == "static":
             x = fake_quantize_activation(x, self.input_scale, self.input_zero_point)
-        elif self.emulate and self.mode == "dynamic":
+        else:
             x = fake_quantize_activation(x, *dynamic_qparams(x))
-        return np.matmul(x, self.weight, out=out)  # (M, in) @ (in, out)
+        return np.matmul(x, self.kernel_weight, out=out)
 
     def nbytes(self) -> int:
-        return self.codes.nbytes + self.scale.nbytes + (0 if self.bias is None else self.bias.nbytes)
+        extra = 0 if self.smooth is None else self.smooth.nbytes
+        return self.codes.nbytes + self.scale.nbytes + extra + (0 if self.bias is None else self.bias.nbytes)
 
     def onnx_matmul(self, builder, x_name: str, prefix: str) -> str:
         def node(op, inputs, outputs, name, **attrs):
             builder.nodes.append(helper.make_node(op, inputs, outputs, name=name, **attrs))
 
+        if self.inv_smooth is not None:  # one elementwise pass over (M, in) before quantizing
+            inv = builder.initializer(f"{prefix}.inv_smooth", self.inv_smooth)
+            x_name = builder.node("Mul", [x_name, inv], name=f"{prefix}.smooth")
         return emit_int8_matmul(
             builder.initializer, node, x_name, prefix, self.codes, self.scale, self.mode,
             self.input_scale, self.input_zero_point, self.weight_encoding,

@@ -139,6 +139,48 @@ class MSEObserver(HistogramObserver):
         return best[1], best[2]
 
 
+class ChannelAbsMaxObserver:
+    """max |x| per input channel (the last axis) over every row seen: SmoothQuant's statistic."""
+
+    def __init__(self) -> None:
+        self.absmax: np.ndarray | None = None  # (in,)
+
+    def update(self, x: np.ndarray) -> None:
+        if x.size == 0:
+            return
+        m = np.max(np.abs(x.reshape(-1, x.shape[-1])), axis=0)  # (in,)
+        self.absmax = m if self.absmax is None else np.maximum(self.absmax, m)
+
+    def result(self) -> np.ndarray:
+        if self.absmax is None:
+            raise ValueError("observer saw no data: run calibration batches before asking for channel maxima")
+        return self.absmax
+
+
+class ScaledObserver:
+    """Feeds ``x * inv_smooth`` (the smoothed activation an int8 layer will quantize) to ``inner``."""
+
+    def __init__(self, inner, inv_smooth: np.ndarray) -> None:
+        self.inner, self.inv_smooth = inner, inv_smooth
+
+    def update(self, x: np.ndarray) -> None:
+        self.inner.update(x * self.inv_smooth)
+
+    def range(self) -> tuple[float, float]:
+        return self.inner.range()
+
+
+class TeeObserver:
+    """Several observers watching the same tensor."""
+
+    def __init__(self, *observers) -> None:
+        self.observers = observers
+
+    def update(self, x: np.ndarray) -> None:
+        for o in self.observers:
+            o.update(x)
+
+
 def make_observer(method: str) -> MinMaxObserver:
     """``"minmax" | "percentile" | "mse"`` → a fresh observer."""
     if method == "minmax":

@@ -134,3 +134,35 @@ def int8_matmul_naive(xq: np.ndarray, x_scale: float, x_zp: int, wq: np.ndarray,
 def fake_quantize_activation(x: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
     """quantize → dequantize in one step: the value an int8 kernel effectively sees."""
     return dequantize_activation(quantize_activation(x, scale, zero_point), scale, zero_point)
+
+
+def smoothing_factors(act_absmax: np.ndarray, weight: np.ndarray, alpha: float) -> np.ndarray:
+    """SmoothQuant's per-input-channel factors s (in,) for ``x (.., in) @ weight (in, out)``.
+
+    ``s_j = max|x_j|**alpha / max_k|w_jk|**(1 - alpha)``; the layer then computes
+    ``(x / s) @ (s[:, None] * weight)`` — the same product — with an activation whose outlier
+    channels are shrunk and a weight that absorbed them, so one per-tensor activation scale
+    fits every channel better. ``alpha`` in (0, 1]: 0.5 splits the range evenly (both sides end
+    with ``sqrt(max|x_j| max|w_j|)`` per channel). Channels never seen non-zero keep s = 1.
+    """
+    if not 0.0 < alpha <= 1.0:
+        raise ValueError(f"smoothing alpha must be in (0, 1], got {alpha}")
+    a = np.asarray(act_absmax, dtype=np.float64)  # (in,)
+    w = np.max(np.abs(np.asarray(weight, dtype=np.float64)), axis=1)  # (in,)
+    if a.shape != w.shape:
+        raise ValueError(f"activation stats have {a.shape[0]} channels, the weight has {w.shape[0]} inputs")
+    ok = (a > 0) & (w > 0)
+    s = np.ones_like(a)
+    s[ok] = a[ok] ** alpha / w[ok] ** (1.0 - alpha)
+    return np.clip(s, 1e-4, 1e4).astype(np.float32)
+
+
+def smoothing_factors_naive(act_absmax: np.ndarray, weight: np.ndarray, alpha: float) -> np.ndarray:
+    """Reference for ``smoothing_factors``: one channel at a time."""
+    out = []
+    for j in range(len(act_absmax)):
+        a = float(act_absmax[j])
+        w = max(abs(float(v)) for v in weight[j])
+        s = a**alpha / w ** (1.0 - alpha) if a > 0 and w > 0 else 1.0
+        out.append(min(max(s, 1e-4), 1e4))
+    return np.array(out, dtype=np.float32)

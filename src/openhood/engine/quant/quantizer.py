@@ -32,8 +32,8 @@ import numpy as np
 from openhood.engine.graph import Graph
 from openhood.engine.quant.calibration import check_calibration_size
 from openhood.engine.quant.linear import Int8Linear, ObservingLinear
-from openhood.engine.quant.observers import make_observer
-from openhood.engine.quant.ops import activation_qparams, quantize_weight
+from openhood.engine.quant.observers import ChannelAbsMaxObserver, ScaledObserver, TeeObserver, make_observer
+from openhood.engine.quant.ops import activation_qparams, quantize_weight, smoothing_factors
 from openhood.engine.runtime import Executor
 
 # Static saves the run-time min/max pass over the activation; prefer dynamic only when it
@@ -60,6 +60,9 @@ class LayerPlan:
     input_range: tuple[float, float]
     input_scale: float
     input_zero_point: int
+    smooth: bool = False  # SmoothQuant factors applied (stored beside the codes)
+    smooth_static_error: float | None = None  # the two errors again with smoothing (None: not tried)
+    smooth_dynamic_error: float | None = None
 
 
 @dataclass
@@ -69,6 +72,7 @@ class QuantResult:
     embedding: tuple[np.ndarray, np.ndarray] | None  # (int8 (V, D), row scale (V,))
     holdout_quality: dict[str, float]
     steps: list[str] = field(default_factory=list)
+    smooth: dict[str, np.ndarray] = field(default_factory=dict)  # layer → factors s (in,), smoothed layers only
 
     def plan_json(self) -> dict:
         """The plan as plain JSON types (stored in the safetensors metadata)."""
@@ -123,16 +127,19 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def apply_plan(graph: Graph, decisions: Sequence[LayerPlan], codes: dict, embedding=None, emulate: bool = False,
-               weight_encoding: str = "auto") -> Graph:
+               weight_encoding: str = "auto", smooth: dict | None = None) -> Graph:
     """A copy of ``graph`` with each non-fp32 layer swapped for an ``Int8Linear`` (and the
-    embedding table replaced by its dequantized int8 version when given)."""
+    embedding table replaced by its dequantized int8 version when given). A decision with
+    ``smooth`` takes its factors from ``smooth`` (and ``codes`` must hold its smoothed codes)."""
     g = graph.clone()
     for d in decisions:
         if d.mode == "fp32":
             continue
         q, s = codes[d.layer]
         bias = g.node(d.layer).linear.bias
-        g.replace_linear(d.layer, Int8Linear(q, s, bias, d.mode, d.input_scale, d.input_zero_point, emulate, weight_encoding))
+        factors = smooth[d.layer] if d.smooth else None
+        g.replace_linear(d.layer, Int8Linear(q, s, bias, d.mode, d.input_scale, d.input_zero_point, emulate, weight_encoding,
+                                             smooth=factors))
     if embedding is not None:
         node = g.node(EMBEDDING_NODE)
         node.params = dict(node.params, word=(embedding[0].astype(np.float32) * embedding[1][:, None]))
@@ -140,13 +147,22 @@ def apply_plan(graph: Graph, decisions: Sequence[LayerPlan], codes: dict, embedd
 
 
 def calibrate(graph: Graph, seqs: Sequence[np.ndarray], method: str = "percentile",
-              tick: Callable[[int, int], None] | None = None) -> dict[str, tuple[float, float]]:
-    """Layer name → (lo, hi) range of its input over ``seqs``, by observer ``method``."""
+              tick: Callable[[int, int], None] | None = None, inv_smooth: dict[str, np.ndarray] | None = None,
+              channel_absmax: dict[str, np.ndarray] | None = None) -> dict[str, tuple[float, float]]:
+    """Layer name → (lo, hi) range of its input over ``seqs``, by observer ``method``.
+
+    ``inv_smooth`` (layer → 1/s): observe the smoothed input ``x / s`` instead of ``x``.
+    ``channel_absmax``: a dict this fills with each layer's per-channel max |x| (in,).
+    """
     names = list(graph.linears())
     observers = {n: make_observer(method) for n in names}
+    channel = {n: ChannelAbsMaxObserver() for n in names}
     g_obs = graph.clone()
     for n in names:
-        g_obs.replace_linear(n, ObservingLinear(graph.node(n).linear, observers[n]))
+        obs = observers[n] if not inv_smooth else ScaledObserver(observers[n], inv_smooth[n])
+        if channel_absmax is not None:
+            obs = TeeObserver(obs, channel[n])
+        g_obs.replace_linear(n, ObservingLinear(graph.node(n).linear, obs))
     batches = length_groups(seqs)  # unpadded: padding rows would widen the ranges for nothing
     ex = Executor(g_obs)
     try:
@@ -156,6 +172,8 @@ def calibrate(graph: Graph, seqs: Sequence[np.ndarray], method: str = "percentil
                 tick(i + 1, len(batches))
     finally:
         ex.close()
+    if channel_absmax is not None:
+        channel_absmax.update({n: channel[n].result() for n in names})
     return {n: observers[n].range() for n in names}
 
 
@@ -177,6 +195,7 @@ def quantize(
     quantize_embedding: bool = True,
     weight_qmax: int = WEIGHT_QMAX,
     min_samples: int = 1,
+    smooth_alpha: float = 0.0,
     log: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
     progress: Callable[[str, int], Callable[[int, int], None] | None] = lambda label, total: None,
 ) -> QuantResult:
@@ -185,39 +204,78 @@ def quantize(
     ``calibration`` / ``holdout``: token id arrays (one per text, [CLS] … [SEP]).
     ``weight_qmax``: 63 (7-bit codes, default) runs ORT's fast u8×s8 kernel without int16
     saturation on AVX2; 127 (8-bit) is more accurate but needs the ~10% slower u8×u8 kernel.
+    ``smooth_alpha`` > 0: also try every layer with SmoothQuant factors of that alpha (its own
+    codes and calibrated ranges) and keep, per layer and mode, whichever variant measured the
+    smaller error; 0 skips smoothing (half the sensitivity trials).
     The sensitivity pass measures the codes actually stored, so the plan accounts for either.
     """
     check_calibration_size(len(calibration), min_samples)
     check_calibration_size(len(holdout), 1)
     names = list(graph.linears())
+    linears = graph.linears()
 
     # 1. Weights.
-    codes = {n: quantize_weight(lin.weight.T, axis=0, qmax=weight_qmax) for n, lin in graph.linears().items()}  # (out, in), (out,)
+    codes = {n: quantize_weight(lin.weight.T, axis=0, qmax=weight_qmax) for n, lin in linears.items()}  # (out, in), (out,)
     embedding = None
     if quantize_embedding and EMBEDDING_NODE in {n.name for n in graph.nodes}:
         embedding = quantize_weight(graph.node(EMBEDDING_NODE).params["word"], axis=0)  # per row
 
-    # 2. Calibration.
-    ranges = calibrate(graph, calibration, method, progress("calibrate", 0))
+    # 2. Calibration (a second pass for the smoothed inputs, whose factors need the first).
+    absmax: dict[str, np.ndarray] = {}
+    ranges = calibrate(graph, calibration, method, progress("calibrate", 0), channel_absmax=absmax if smooth_alpha else None)
     plans = {}
     for n in names:
         s, z = activation_qparams(*ranges[n])
         plans[n] = LayerPlan(n, "static", "", 0.0, 0.0, ranges[n], float(s), int(z))
+    factors: dict[str, np.ndarray] = {}
+    smooth_codes: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    smooth_plans: dict[str, LayerPlan] = {}
+    if smooth_alpha:
+        for n, lin in linears.items():
+            factors[n] = smoothing_factors(absmax[n], lin.weight, smooth_alpha)  # (in,)
+            smooth_codes[n] = quantize_weight((lin.weight * factors[n][:, None]).T, axis=0, qmax=weight_qmax)
+        smooth_ranges = calibrate(graph, calibration, method, progress("calibrate smoothed", 0),
+                                  inv_smooth={n: 1.0 / f for n, f in factors.items()})
+        for n in names:
+            s, z = activation_qparams(*smooth_ranges[n])
+            smooth_plans[n] = LayerPlan(n, "static", "", 0.0, 0.0, smooth_ranges[n], float(s), int(z), smooth=True)
 
     # 3. Sensitivity on held-out texts.
     hold_batches = padded_batches(sorted(holdout, key=len))
     reference = run_graph(graph, hold_batches)  # (n_hold, dim)
 
-    def error(modes: dict[str, str], emb: bool) -> np.ndarray:
-        ds = [LayerPlan(**{**asdict(plans[n]), "mode": modes.get(n, "fp32")}) for n in names]
-        return 1.0 - _cosine(reference, run_graph(apply_plan(graph, ds, codes, embedding if emb else None, emulate=True), hold_batches))
+    def decisions_for(modes: dict[str, str], smoothed: dict[str, bool]) -> tuple[list[LayerPlan], dict]:
+        ds, cs = [], dict(codes)
+        for n in names:
+            base = smooth_plans[n] if smoothed.get(n) else plans[n]
+            ds.append(LayerPlan(**{**asdict(base), "mode": modes.get(n, "fp32")}))
+            if smoothed.get(n):
+                cs[n] = smooth_codes[n]
+        return ds, cs
 
-    tick = progress("sensitivity", 2 * len(names))
+    def error(modes: dict[str, str], emb: bool, smoothed: dict[str, bool] | None = None) -> np.ndarray:
+        ds, cs = decisions_for(modes, smoothed or {})
+        g = apply_plan(graph, ds, cs, embedding if emb else None, emulate=True, smooth=factors)
+        return 1.0 - _cosine(reference, run_graph(g, hold_batches))
+
+    trials = 4 if smooth_alpha else 2
+    tick = progress("sensitivity", trials * len(names))
     for i, n in enumerate(names):
         plans[n].static_error = float(error({n: "static"}, False).mean())
         plans[n].dynamic_error = float(error({n: "dynamic"}, False).mean())
+        if smooth_alpha:
+            plans[n].smooth_static_error = float(error({n: "static"}, False, {n: True}).mean())
+            plans[n].smooth_dynamic_error = float(error({n: "dynamic"}, False, {n: True}).mean())
         if tick:
-            tick(2 * i + 2, 2 * len(names))
+            tick(trials * (i + 1), trials * len(names))
+
+    # Per layer and mode, the better variant (plain or smoothed) is the one the plan uses.
+    def variant(n: str, mode: str) -> tuple[float, bool]:
+        p = plans[n]
+        plain = p.static_error if mode == "static" else p.dynamic_error
+        smoothed = p.smooth_static_error if mode == "static" else p.smooth_dynamic_error
+        return (smoothed, True) if smoothed is not None and smoothed < plain else (plain, False)
+
     # 4. Greedy plan. Per-layer errors add up almost linearly (measured on MiniLM: the sum of
     # the 24 single-layer static errors was within 2% of the all-static error), so upgrades are
     # first chosen on that prediction, then confirmed one measured step at a time.
@@ -230,7 +288,10 @@ def quantize(
         log(f"sensitivity: int8 embedding table alone costs mean 1-cos {emb_error:.1e}")
 
     def layer_cost(n: str) -> float:
-        return {"static": plans[n].static_error, "dynamic": plans[n].dynamic_error, "fp32": 0.0}[modes[n]]
+        return 0.0 if modes[n] == "fp32" else variant(n, modes[n])[0]
+
+    def smoothed_now() -> dict[str, bool]:
+        return {n: modes[n] != "fp32" and variant(n, modes[n])[1] for n in names}
 
     def upgrade() -> bool:
         candidates = [n for n in names if modes[n] != "fp32"]
@@ -238,40 +299,56 @@ def quantize(
             return False
         worst = max(candidates, key=layer_cost)
         p = plans[worst]
-        if modes[worst] == "static" and p.dynamic_error <= DYNAMIC_GAIN * p.static_error:
+        static_err, dynamic_err = variant(worst, "static")[0], variant(worst, "dynamic")[0]
+        if modes[worst] == "static" and dynamic_err <= DYNAMIC_GAIN * static_err:
             modes[worst] = "dynamic"
-            p.reason = (f"dynamic: largest remaining error with a static range ({p.static_error:.1e}); "
-                        f"a run-time range cuts it to {p.dynamic_error:.1e}")
+            p.reason = (f"dynamic: largest remaining error with a static range ({static_err:.1e}); "
+                        f"a run-time range cuts it to {dynamic_err:.1e}")
         else:
             was, cost = modes[worst], layer_cost(worst)
             modes[worst] = "fp32"
-            p.reason = (f"fp32: largest remaining error as {was} ({cost:.1e}; static {p.static_error:.1e}, "
-                        f"dynamic {p.dynamic_error:.1e}) while the plan was below target {target_cosine}")
+            p.reason = (f"fp32: largest remaining error as {was} ({cost:.1e}; static {static_err:.1e}, "
+                        f"dynamic {dynamic_err:.1e}) while the plan was below target {target_cosine}")
         return True
 
     budget = PREDICTION_MARGIN * (1.0 - target_cosine)
     while emb_error + sum(layer_cost(n) for n in names) > budget and upgrade():
         pass
     while True:
-        err = error(modes, embedding is not None)
+        err = error(modes, embedding is not None, smoothed_now())
         cos_mean, cos_min = 1.0 - float(err.mean()), 1.0 - float(err.max())
         count = {m: sum(v == m for v in modes.values()) for m in ("static", "dynamic", "fp32")}
+        n_smooth = sum(smoothed_now().values())
         predicted = 1.0 - emb_error - sum(layer_cost(n) for n in names)
-        steps.append(f"{count['static']} static / {count['dynamic']} dynamic / {count['fp32']} fp32 → held-out cos "
+        steps.append(f"{count['static']} static / {count['dynamic']} dynamic / {count['fp32']} fp32"
+                     f"{f' ({n_smooth} smoothed)' if smooth_alpha else ''} → held-out cos "
                      f"mean {cos_mean:.5f} (predicted {predicted:.5f}) min {cos_min:.5f}")
         log("plan: " + steps[-1])
         if cos_mean >= target_cosine or not upgrade():
             break
-    for n in names:
-        plans[n].mode = modes[n]
+    smoothed = smoothed_now()
+    decisions, final_codes = decisions_for(modes, smoothed)
+    for d in decisions:
+        p = plans[d.layer]
+        d.reason, d.static_error, d.dynamic_error = p.reason, p.static_error, p.dynamic_error
+        d.smooth_static_error, d.smooth_dynamic_error = p.smooth_static_error, p.smooth_dynamic_error
+        if d.smooth:
+            d.reason += " (with SmoothQuant factors: smaller measured error)"
     quality = {"cos_mean": cos_mean, "cos_min": cos_min, "texts": float(len(holdout))}
-    return QuantResult([plans[n] for n in names], codes, embedding, quality, steps)
+    return QuantResult(decisions, final_codes, embedding, quality, steps, {n: factors[n] for n in names if smoothed[n]})
 
 
 def format_decisions(decisions: Sequence[LayerPlan]) -> str:
     """The per-layer plan as a table: layer, mode, both sensitivities, calibrated range, why."""
-    lines = [f"{'layer':<26}{'mode':<9}{'err static':>11}{'err dyn':>10}{'input range':>20}  why"]
+    tried = any(d.smooth_static_error is not None for d in decisions)
+    head = f"{'layer':<26}{'mode':<16}{'err static':>11}{'err dyn':>10}"
+    head += f"{'smooth st':>11}{'smooth dyn':>11}" if tried else ""
+    lines = [head + f"{'input range':>20}  why"]
     for d in decisions:
         rng = f"[{d.input_range[0]:.1f}, {d.input_range[1]:.1f}]"
-        lines.append(f"{d.layer:<26}{d.mode:<9}{d.static_error:>11.1e}{d.dynamic_error:>10.1e}{rng:>20}  {d.reason}")
+        mode = d.mode + ("+smooth" if d.smooth else "")
+        row = f"{d.layer:<26}{mode:<16}{d.static_error:>11.1e}{d.dynamic_error:>10.1e}"
+        if tried:
+            row += f"{d.smooth_static_error or 0:>11.1e}{d.smooth_dynamic_error or 0:>11.1e}"
+        lines.append(row + f"{rng:>20}  {d.reason}")
     return "\n".join(lines)

@@ -6,7 +6,8 @@ model:
 
 - ``<layer>.weight.int8`` int8 (out, in) + ``<layer>.weight.scale`` float32 (out,) for each
   quantized Linear; ``<layer>.input_scale`` float32 (1,) + ``<layer>.input_zero_point`` uint8
-  (1,) when its activations are static; ``<layer>.weight.fp16`` float16 (out, in) for layers
+  (1,) when its activations are static; ``<layer>.smooth`` float32 (in,) when the plan uses
+  SmoothQuant factors for it (the codes then quantize ``W·diag(s)``); ``<layer>.weight.fp16`` float16 (out, in) for layers
   the plan keeps in floating point (they *compute* in fp32; storing them as fp16 halves their
   bytes for an output error of ~1e-7 in cosine, far below the plan's int8 errors);
   ``<layer>.bias`` always;
@@ -61,6 +62,8 @@ def save_int8(path: str | Path, graph: Graph, result, info: dict) -> Path:
             codes, scale = result.codes[d.layer]
             tensors[f"{d.layer}.weight.int8"] = np.ascontiguousarray(codes)
             tensors[f"{d.layer}.weight.scale"] = np.ascontiguousarray(scale)
+            if d.smooth:
+                tensors[f"{d.layer}.smooth"] = np.ascontiguousarray(result.smooth[d.layer], dtype=np.float32)
             if d.mode == "static":
                 tensors[f"{d.layer}.input_scale"] = np.array([d.input_scale], dtype=np.float32)
                 tensors[f"{d.layer}.input_zero_point"] = np.array([d.input_zero_point], dtype=np.uint8)
@@ -120,8 +123,11 @@ def apply_int8(graph: Graph, path: str | Path, emulate: bool = False, weight_enc
         if codes.shape != (linears[name].out_features, linears[name].in_features):
             raise ValueError(f"{path}: layer {name} is {codes.shape}, the model's is "
                              f"{(linears[name].out_features, linears[name].in_features)}")
+        smooth = tensors.get(f"{name}.smooth") if d.get("smooth") else None
+        if d.get("smooth") and smooth is None:
+            raise ValueError(f"{path}: layer {name} is planned with SmoothQuant factors but {name}.smooth is missing")
         g.replace_linear(name, Int8Linear(codes, scale, linears[name].bias, d["mode"], d["input_scale"],
-                                          d["input_zero_point"], emulate, weight_encoding))
+                                          d["input_zero_point"], emulate, weight_encoding, smooth=smooth))
     if f"{EMBEDDING_NODE}.word.int8" in tensors:
         node = g.node(EMBEDDING_NODE)
         q, s = tensors[f"{EMBEDDING_NODE}.word.int8"], tensors[f"{EMBEDDING_NODE}.word.scale"]
