@@ -155,7 +155,7 @@ def test_engine_only_runs_on_the_worker_thread_and_jobs_share_it():
     batcher.submit([TOK.encode("a b")])[0].result(timeout=10)
     name = batcher.run_exclusive(lambda: threading.current_thread().name).result(timeout=10)
     batcher.stop(5)
-    assert backend.threads == {"openhood-worker"} and name == "openhood-worker"
+    assert backend.threads == {"openhood-worker-0"} and name == "openhood-worker-0"
 
 
 def test_stop_refuses_new_work_and_flushes_queued():
@@ -181,3 +181,120 @@ def test_a_failing_observer_neither_kills_the_worker_nor_fails_callers():
     assert batcher.worker_alive
     assert batcher.run_exclusive(lambda: 42).result(timeout=10) == 42
     batcher.stop(5)
+
+
+def test_shortest_bucket_goes_first_and_the_oldest_with_priority_oldest():
+    for priority, first in (("shortest", 8), ("oldest", 64)):
+        backend = FakeBackend(max_length=64)
+        backend.gate.clear()
+        batcher, _ = make(backend, max_batch_size=1, priority=priority, max_age_ms=60_000)
+        blocker = batcher.submit([TOK.encode("block")])
+        while batcher.queue_depth:
+            time.sleep(0.005)
+        long_f = batcher.submit([TOK.encode(words(40))])  # queued first, bucket 64
+        time.sleep(0.01)
+        short_f = batcher.submit([TOK.encode(words(2))])  # queued later, bucket 8
+        backend.gate.set()
+        results = [f.result(timeout=10) for f in (*blocker, *long_f, *short_f)]
+        batcher.stop(5)
+        order = sorted(results[1:], key=lambda r: r.batch.batch_id)
+        assert order[0].batch.bucket == first, priority
+
+
+def test_a_request_older_than_max_age_goes_before_shorter_ones():
+    backend = FakeBackend(max_length=64)
+    backend.gate.clear()
+    batcher, _ = make(backend, max_batch_size=1, priority="shortest", max_age_ms=20)
+    blocker = batcher.submit([TOK.encode("block")])
+    while batcher.queue_depth:
+        time.sleep(0.005)
+    long_f = batcher.submit([TOK.encode(words(40))])
+    time.sleep(0.05)  # the long request is now past max_age
+    short_f = batcher.submit([TOK.encode(words(2))])
+    backend.gate.set()
+    r_long, r_short = long_f[0].result(timeout=10), short_f[0].result(timeout=10)
+    blocker[0].result(timeout=10)
+    batcher.stop(5)
+    assert r_long.batch.batch_id < r_short.batch.batch_id
+
+
+def test_each_worker_calls_only_its_own_engine_and_they_run_concurrently():
+    backends = [FakeBackend(max_length=64), FakeBackend(max_length=64)]
+    for b in backends:
+        b.gate.clear()
+    batcher = DynamicBatcher([b.embed for b in backends], BUCKETS, pad_id=0, max_batch_size=1, max_wait_ms=0)
+    batcher.start()
+    assert batcher.workers == 2
+    futures = batcher.submit([TOK.encode(words(n, salt=f"c{n}_")) for n in (2, 3, 4, 5)])
+    deadline = time.monotonic() + 5
+    while batcher.queue_depth > 2 and time.monotonic() < deadline:  # both workers took one each
+        time.sleep(0.005)
+    assert batcher.queue_depth == 2  # two batches in flight at once, one per worker
+    for b in backends:
+        b.gate.set()
+    results = [f.result(timeout=10) for f in futures]
+    jobs = [batcher.run_exclusive(lambda: threading.current_thread().name, worker=w) for w in (0, 1)]
+    names = [j.result(timeout=10) for j in jobs]
+    batcher.stop(5)
+    assert names == ["openhood-worker-0", "openhood-worker-1"]
+    assert backends[0].threads == {"openhood-worker-0"} and backends[1].threads == {"openhood-worker-1"}
+    assert all(b.calls for b in backends)
+    for n, r in zip((2, 3, 4, 5), results):
+        np.testing.assert_allclose(r.vector, single(backends[0], words(n, salt=f"c{n}_")), atol=1e-5)
+
+
+def test_one_worker_failing_leaves_the_other_serving():
+    good, bad = FakeBackend(max_length=64), FakeBackend(max_length=64, fail_len=7)
+    batcher = DynamicBatcher([bad.embed, good.embed], BUCKETS, pad_id=0, max_batch_size=1, max_wait_ms=0)
+    batcher.start()
+    outcomes = []
+    for _ in range(20):
+        f = batcher.submit([TOK.encode(words(5))])[0]  # 7 tokens: fails on the bad engine only
+        try:
+            outcomes.append(f.result(timeout=10).vector.shape)
+        except BatchFailedError:
+            outcomes.append("failed")
+    assert batcher.worker_alive
+    batcher.stop(5)
+    assert (16,) in outcomes  # the good worker answered some
+    assert set(outcomes) <= {(16,), "failed"}
+
+
+def test_stop_joins_every_worker_and_bad_settings_are_refused():
+    batcher = DynamicBatcher([FakeBackend().embed] * 3, BUCKETS, pad_id=0)
+    batcher.start()
+    assert batcher.stop(5) and not batcher.worker_alive
+    with pytest.raises(ValueError, match="priority"):
+        DynamicBatcher(FakeBackend().embed, BUCKETS, priority="random")
+    with pytest.raises(ValueError, match="embed"):
+        DynamicBatcher([], BUCKETS)
+    one, _ = make()
+    with pytest.raises(ValueError, match="worker"):
+        one.run_exclusive(lambda: 1, worker=5)
+    one.stop(5)
+
+
+def test_short_lane_worker_never_runs_a_long_bucket():
+    lane, other = FakeBackend(max_length=64), FakeBackend(max_length=64)
+    batcher = DynamicBatcher([lane.embed, other.embed], BUCKETS, pad_id=0, max_batch_size=1, max_wait_ms=0,
+                             short_lane_tokens=16)
+    batcher.start()
+    futures = batcher.submit([TOK.encode(words(n, salt=f"l{i}_")) for i, n in enumerate([2, 40, 10, 50, 3, 30] * 4)])
+    results = [f.result(timeout=10) for f in futures]
+    batcher.stop(5)
+    assert all(t <= 16 for _, t in lane.calls) and lane.calls  # buckets 8 and 16 only
+    assert any(t > 16 for _, t in other.calls)  # the long ones all went to the other worker
+    assert len(results) == 24
+    with pytest.raises(ValueError, match="short_lane_tokens"):
+        DynamicBatcher(FakeBackend().embed, BUCKETS, short_lane_tokens=-1)
+
+
+def test_a_long_request_is_not_stranded_when_only_the_lane_is_woken():
+    lane, other = FakeBackend(max_length=64), FakeBackend(max_length=64)
+    batcher = DynamicBatcher([lane.embed, other.embed], BUCKETS, pad_id=0, max_wait_ms=0, short_lane_tokens=16)
+    batcher.start()
+    time.sleep(0.05)  # both workers asleep on the condition
+    for i in range(5):
+        assert batcher.submit([TOK.encode(words(40, salt=f"x{i}"))])[0].result(timeout=5).batch.bucket == 64
+    batcher.stop(5)
+    assert not lane.calls

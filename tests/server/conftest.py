@@ -100,7 +100,7 @@ def server(tmp_path_factory):
         "--api-key", API_KEY,
         "--max-inputs-per-request", "64",
         "--max-body-bytes", "65536",
-        "--threads", "2",  # the flag reaches the engine in a real process
+        "--workers", "2", "--threads", "1",  # two workers, each its own 1-thread engine: every API test runs on both
     )
     yield srv
     assert srv.stop() == 0

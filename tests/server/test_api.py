@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import threading
+import time
 import uuid
 
 import httpx
@@ -280,3 +281,15 @@ def test_readiness_body(client):
     assert resp.status_code == 200 and body["status"] == "ready"
     assert body["rss_bytes"] > 0 and body["queue_depth"] >= 0 and body["in_flight"] >= 0
     assert body["probe_ms"] > 0
+
+
+def test_readiness_probes_every_worker_in_turn(client):
+    """The shared server runs --workers 2: successive fresh probes land on both engines."""
+    seen = set()
+    with httpx.Client(timeout=10) as c:
+        for _ in range(4):
+            time.sleep(1.1)  # past the 1 s probe reuse window: each check runs a new probe
+            body = c.get(client.base_url.join("/health/ready")).json()
+            assert body["status"] == "ready" and body["workers"] == 2
+            seen.add(body["worker"])
+    assert seen == {0, 1}

@@ -39,6 +39,22 @@ def test_serve_threads_flag():
         ServerConfig(threads=0)
 
 
+def test_serve_workers_and_priority_flags_and_how_cores_are_shared():
+    default = config_from_args(build_parser().parse_args(["serve"]))
+    assert default.workers is None and default.priority == "shortest" and default.short_lane_tokens == 80
+    assert config_from_args(build_parser().parse_args(["serve", "--short-lane-tokens", "0"])).short_lane_tokens == 0
+    assert default.worker_count(2) == 2 and default.engine_threads(2) == 1
+    assert default.worker_count(1) == 1 and default.engine_threads(1) == 1
+    assert default.worker_count(8) == 2 and default.engine_threads(8) == 4
+    cfg = config_from_args(build_parser().parse_args(["serve", "--workers", "3", "--priority", "oldest", "--max-age-ms", "50"]))
+    assert (cfg.workers, cfg.priority, cfg.max_age_ms) == (3, "oldest", 50)
+    assert cfg.engine_threads(2) == 1 and cfg.engine_threads(12) == 4
+    assert ServerConfig(workers=1, threads=2).engine_threads(2) == 2
+    for bad, match in (({"workers": 0}, "workers"), ({"short_lane_tokens": -1}, "short_lane_tokens"), ({"priority": "fifo"}, "priority"), ({"max_age_ms": -1}, "max_age_ms")):
+        with pytest.raises(ValueError, match=match):
+            ServerConfig(**bad)
+
+
 def test_buckets_command_derives_r2_buckets(tmp_path, capsys):
     # 50% ~6 words, 30% ~25 words, 15% ~60 words, 5% long: like short-query traffic.
     texts = ["alpha beta gamma delta epsilon zeta"] * 50 + ["word " * 25] * 30 + ["token " * 60] * 15 + ["long " * 400] * 5

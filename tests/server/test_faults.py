@@ -19,7 +19,8 @@ SLEEP_S = 0.6  # every embed() call sleeps this long first
 def faulty(tmp_path_factory):
     srv = ServerProcess(
         tmp_path_factory.mktemp("faulty") / "server.log",
-        "--max-queue", "3", "--max-batch-size", "1", "--stall-timeout", "0.15", "--health-timeout", "3",
+        # One worker: these tests hold *the* worker with a slow batch and watch what queues behind it.
+        "--workers", "1", "--max-queue", "3", "--max-batch-size", "1", "--stall-timeout", "0.15", "--health-timeout", "3",
         env={"OPENHOOD_FAULT_INJECT": f"health,embed_len={POISON_TOKENS},embed_sleep={SLEEP_S}"},
         wait_ready=False,  # it never becomes ready: that is the point
     )

@@ -3,7 +3,7 @@
 Loads the folder into the unfused op graph, applies the fusion passes (``fusion=False`` keeps
 the textbook graph, for benchmarks and debugging), then the precision, and runs it with an
 ``Executor``. The trade-off: one executor (one thread pool) per backend; calls are serialized
-by the caller (the server's single inference worker), the backend itself holds no lock.
+by the caller (each server worker owns its own backend), the backend itself holds no lock.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import numpy as np
 from openhood.backends import apply_precision
 from openhood.backends.checks import check_inputs, probe
 from openhood.engine.bert import load_bert
+from openhood.engine.blas import blas
 from openhood.engine.fusion import fuse
 from openhood.engine.runtime import Executor
 
@@ -39,6 +40,9 @@ class NumpyBackend:
         ids, mask = check_inputs(input_ids, attention_mask, self.config.max_positions)
         if ids.shape[0] == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
+        # BLAS threads are per calling thread: a server worker with ``threads=1`` must not let
+        # OpenBLAS fan out over every core behind its back (two such workers would fight).
+        blas().set_threads_local(self.executor.splitter.threads)
         return self.executor.run({"input_ids": ids, "attention_mask": mask})["embedding"]
 
     def health(self) -> dict:

@@ -1,19 +1,28 @@
-"""Dynamic batching: a bounded queue per length bucket and one worker thread running the engine.
+"""Dynamic batching: a bounded queue per length bucket and N worker threads running the engine.
 
 Who calls what, and when:
 - the HTTP layer (event loop) calls ``submit(ids_list)`` once per request with already-tokenized
   sequences; it gets one ``concurrent.futures.Future`` per sequence back at once, or
   ``QueueFullError`` (→ 429) / ``SchedulerStoppedError`` (→ 503). Nothing blocks on inference.
-- the worker thread forms a batch from one bucket when it is *full* (``max_batch_size`` rows or
-  ``max_batch_tokens`` padded tokens) or when its oldest request has waited ``max_wait_ms``,
-  pads it, calls the engine and resolves the futures.
-- readiness calls ``run_exclusive(fn)``: ``fn`` runs on the worker thread between batches, so
-  the engine is only ever touched by one thread (backends need not be thread-safe) and a wedged
-  worker shows up as a probe that does not come back.
+- each worker thread owns one engine (``embed`` function) and forms a batch from one bucket when
+  it is *full* (``max_batch_size`` rows or ``max_batch_tokens`` padded tokens) or when its
+  oldest request has waited ``max_wait_ms``, pads it, calls its engine and resolves the futures.
+- ``short_lane_tokens`` > 0 with 2+ workers makes worker 0 a short lane: it only takes buckets
+  up to that many tokens, so short requests always have a worker that no long batch can hold.
+- which ready bucket goes first: ``priority="shortest"`` (default) takes the shortest bucket
+  unless some bucket's head has waited ``max_age_ms`` (then the oldest of those), so a short
+  request never queues behind a backlog of long ones yet long ones cannot starve;
+  ``priority="oldest"`` is plain first-come-first-served across buckets.
+- readiness and warm-up call ``run_exclusive(fn, worker)``: ``fn`` runs on that worker's thread
+  between its batches, so an engine is only ever touched by its own thread (backends need not be
+  thread-safe) and a wedged worker shows up as a probe that does not come back.
 
-The trade-off: one worker means one batch at a time. On a CPU box the engine already uses the
-cores (BLAS threads), so a second concurrent batch would only contend; what matters is that the
-lock guards the queues only — intake never waits for inference (MISSION.md R8).
+The trade-off: on a CPU box every worker's engine shares the same cores, so more workers only
+help when each engine is given fewer intra-op threads (``openhood serve --workers 2 --threads
+1`` on 2 cores): then a short request can start on one core while a long batch holds the other,
+instead of waiting for it, and small batches avoid the cache misses of big ones
+(docs/benchmarks.md measures both). The lock guards the queues only — intake never waits for
+inference (MISSION.md R8).
 Cancellation: a caller cancels its future (its client went away); the worker's
 ``set_running_or_notify_cancel()`` check right before inference drops it, so dead requests
 never cost engine time.
@@ -92,12 +101,15 @@ class _Item:
     future: Future = field(default_factory=Future)
 
 
+PRIORITIES = ("shortest", "oldest")
+
+
 class DynamicBatcher:
-    """Bounded per-bucket queues + one inference worker thread. See the module docstring."""
+    """Bounded per-bucket queues + one inference worker thread per engine. See the module docstring."""
 
     def __init__(
         self,
-        embed: EmbedFn,
+        embed: EmbedFn | Sequence[EmbedFn],
         buckets: LengthBuckets,
         *,
         pad_id: int = 0,
@@ -106,6 +118,9 @@ class DynamicBatcher:
         max_wait_ms: float = 10.0,
         max_queue: int = 1024,
         pad_to: str = "longest",
+        priority: str = "shortest",
+        max_age_ms: float = 100.0,
+        short_lane_tokens: int = 0,
         on_batch: Callable[[BatchInfo, bool], None] | None = None,
         on_drop: Callable[[int], None] | None = None,
     ):
@@ -118,7 +133,20 @@ class DynamicBatcher:
             )
         if pad_to not in ("longest", "bucket"):
             raise ValueError(f"pad_to must be 'longest' or 'bucket', got {pad_to!r}")
-        self._embed = embed
+        if priority not in PRIORITIES:
+            raise ValueError(f"priority must be one of {PRIORITIES}, got {priority!r}")
+        if max_age_ms < 0:
+            raise ValueError(f"max_age_ms must be >= 0, got {max_age_ms}")
+        embeds = [embed] if callable(embed) else list(embed)
+        if not embeds or not all(callable(e) for e in embeds):
+            raise ValueError("embed must be a callable or a non-empty sequence of callables (one per worker)")
+        if short_lane_tokens < 0:
+            raise ValueError(f"short_lane_tokens must be >= 0, got {short_lane_tokens}")
+        # Worker 0 as a short lane: it only takes buckets up to this bound (needs another worker
+        # for the rest, so it is off with one worker). Buckets are indices: precompute the limit.
+        lane_buckets = sum(1 for b in buckets.bounds if b <= short_lane_tokens)
+        self._lane_limit = lane_buckets if short_lane_tokens and len(embeds) > 1 and lane_buckets else None
+        self._embeds = embeds
         self.buckets = buckets
         self.pad_id = pad_id
         self.max_batch_size = max_batch_size
@@ -126,24 +154,34 @@ class DynamicBatcher:
         self.max_wait_ns = int(max_wait_ms * 1e6)
         self.max_queue = max_queue
         self.pad_to = pad_to
+        self.priority = priority
+        self.max_age_ns = int(max_age_ms * 1e6)
         self._on_batch = on_batch
         self._on_drop = on_drop
 
         self._cond = threading.Condition()  # guards the fields below, never held during inference
         self._queues: list[deque[_Item]] = [deque() for _ in buckets.bounds]
-        self._jobs: deque[tuple[Callable[[], object], Future]] = deque()
+        self._jobs: list[deque[tuple[Callable[[], object], Future]]] = [deque() for _ in embeds]  # per worker
+        self._next_job_worker = 0
         self._depth = 0
         self._stopping = False
-        self._busy_since_ns: int | None = None
-        self._items_per_s = 0.0  # EWMA of engine throughput, for Retry-After
+        self._busy_since_ns: list[int | None] = [None] * len(embeds)
+        self._items_per_s = 0.0  # EWMA of engine throughput (all workers), for Retry-After
 
         self._batch_ids = count(1)
-        self._thread = threading.Thread(target=self._run, name="openhood-worker", daemon=True)
+        self._threads = [
+            threading.Thread(target=self._run, args=(w,), name=f"openhood-worker-{w}", daemon=True) for w in range(len(embeds))
+        ]
 
     # ---- called from the event loop -------------------------------------------------------
 
+    @property
+    def workers(self) -> int:
+        return len(self._threads)
+
     def start(self) -> None:
-        self._thread.start()
+        for thread in self._threads:
+            thread.start()
 
     def submit(self, sequences: Sequence[np.ndarray]) -> list[Future]:
         """Enqueue all sequences of one request, or none of them (all-or-nothing admission)."""
@@ -157,27 +195,36 @@ class DynamicBatcher:
             for item in items:
                 self._queues[item.bucket].append(item)
             self._depth += len(items)
-            self._cond.notify()
+            # Every idle worker looks: a plain notify() could wake only the short lane for a long item.
+            self._cond.notify_all()
         return [item.future for item in items]
 
-    def run_exclusive(self, fn: Callable[[], object]) -> Future:
-        """Run ``fn`` on the worker thread before the next batch; its result comes in the future."""
+    def run_exclusive(self, fn: Callable[[], object], worker: int | None = None) -> Future:
+        """Run ``fn`` on worker ``worker``'s thread before its next batch (``None``: the workers
+        take turns); its result comes in the future."""
         future: Future = Future()
         with self._cond:
-            if self._stopping and not self._thread.is_alive():
+            if worker is None:
+                worker = self._next_job_worker
+                self._next_job_worker = (worker + 1) % len(self._threads)
+            if not 0 <= worker < len(self._threads):
+                raise ValueError(f"worker must be in [0, {len(self._threads)}), got {worker}")
+            if self._stopping and not self._threads[worker].is_alive():
                 raise SchedulerStoppedError("the worker has stopped")
-            self._jobs.append((fn, future))
-            self._cond.notify()
+            self._jobs[worker].append((fn, future))
+            self._cond.notify_all()  # the job is for one particular worker
         return future
 
     def stop(self, timeout: float | None = None) -> bool:
-        """Take no new work, let the worker finish everything queued, join it. True if it ended."""
+        """Take no new work, let the workers finish everything queued, join them. True if all ended."""
         with self._cond:
             self._stopping = True
-            self._cond.notify()
-        if self._thread.is_alive():
-            self._thread.join(timeout)
-        return not self._thread.is_alive()
+            self._cond.notify_all()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for thread in self._threads:
+            if thread.is_alive():
+                thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return not any(t.is_alive() for t in self._threads)
 
     @property
     def queue_depth(self) -> int:
@@ -185,26 +232,30 @@ class DynamicBatcher:
 
     @property
     def worker_alive(self) -> bool:
-        return self._thread.is_alive()
+        """Every worker thread is running (one dead worker is a broken server)."""
+        return all(t.is_alive() for t in self._threads)
 
     def busy_for_s(self) -> float:
-        """Seconds the worker has been inside the current batch/job (0 when idle)."""
-        since = self._busy_since_ns
-        return 0.0 if since is None else (time.monotonic_ns() - since) / 1e9
+        """Seconds the longest-busy worker has been inside its current batch/job (0 when all idle)."""
+        now = time.monotonic_ns()
+        return max(((now - since) / 1e9 for since in self._busy_since_ns if since is not None), default=0.0)
 
     # ---- the worker thread -----------------------------------------------------------------
 
     def _retry_after_locked(self) -> int:
-        rate = self._items_per_s
+        rate = self._items_per_s * len(self._threads)  # the EWMA is per batch, i.e. per worker
         if rate <= 0:
             return 1
         return int(min(30, max(1, math.ceil(self._depth / rate))))
 
-    def _take_locked(self, now: int) -> tuple[list[_Item] | None, float | None]:
-        """Pick the batch to run now (if any) and how long to sleep otherwise."""
-        best: tuple[int, int] | None = None  # (head enqueued_ns, bucket index) of the most urgent ready bucket
+    def _take_locked(self, now: int, worker: int = 0) -> tuple[list[_Item] | None, float | None]:
+        """Pick the batch worker ``worker`` runs now (if any) and how long to sleep otherwise."""
+        limit = self._lane_limit if worker == 0 else None  # the short lane sees only its buckets
+        oldest: tuple[int, int] | None = None  # (head enqueued_ns, bucket index) of the oldest ready bucket
+        shortest: int | None = None  # index of the shortest ready bucket
+        overdue: tuple[int, int] | None = None  # the oldest ready bucket whose head waited max_age
         next_deadline: int | None = None
-        for b, queue in enumerate(self._queues):
+        for b, queue in enumerate(self._queues if limit is None else self._queues[:limit]):
             while queue and queue[0].future.cancelled():  # dropped clients don't hold a slot
                 queue.popleft()
                 self._depth -= 1
@@ -216,13 +267,22 @@ class DynamicBatcher:
             deadline = queue[0].enqueued_ns + self.max_wait_ns
             ready = n < len(queue) or n == self.max_batch_size or now >= deadline or self._stopping
             if ready:
-                if best is None or queue[0].enqueued_ns < best[0]:
-                    best = (queue[0].enqueued_ns, b)
+                head = (queue[0].enqueued_ns, b)
+                if oldest is None or head < oldest:
+                    oldest = head
+                if shortest is None:
+                    shortest = b
+                if now - head[0] >= self.max_age_ns and (overdue is None or head < overdue):
+                    overdue = head
             elif next_deadline is None or deadline < next_deadline:
                 next_deadline = deadline
-        if best is not None:
-            queue = self._queues[best[1]]
-            n, _ = self._fit(best[1], queue)
+        if oldest is not None:
+            if self.priority == "oldest":
+                pick = oldest[1]
+            else:
+                pick = overdue[1] if overdue is not None else shortest
+            queue = self._queues[pick]
+            n, _ = self._fit(pick, queue)
             items = [queue.popleft() for _ in range(n)]
             self._depth -= n
             return items, None
@@ -244,21 +304,25 @@ class DynamicBatcher:
             n += 1
         return n, longest
 
-    def _run(self) -> None:
+    def _run(self, worker: int) -> None:
+        embed = self._embeds[worker]
+        jobs = self._jobs[worker]
         while True:
             with self._cond:
                 while True:
-                    if self._jobs:
-                        fn, job_future = self._jobs.popleft()
+                    if jobs:
+                        fn, job_future = jobs.popleft()
                         items = None
                         break
-                    items, wait_s = self._take_locked(time.monotonic_ns())
+                    items, wait_s = self._take_locked(time.monotonic_ns(), worker)
                     if items:
+                        if self._depth and len(self._threads) > 1:
+                            self._cond.notify_all()  # more work queued: an idle worker may take it
                         break
                     if self._stopping and self._depth == 0:
                         return
                     self._cond.wait(wait_s)
-                self._busy_since_ns = time.monotonic_ns()
+                self._busy_since_ns[worker] = time.monotonic_ns()
             try:
                 if items is None:
                     if job_future.set_running_or_notify_cancel():
@@ -267,7 +331,7 @@ class DynamicBatcher:
                         except BaseException as exc:  # the probe reports; the worker goes on
                             job_future.set_exception(exc)
                 else:
-                    self._run_batch(items)
+                    self._run_batch(items, embed, self._busy_since_ns[worker])
             except Exception:
                 # A bug outside the engine call (e.g. in a metrics callback) must neither kill the
                 # worker nor leave callers waiting forever.
@@ -276,10 +340,10 @@ class DynamicBatcher:
                     if not item.future.done():
                         item.future.set_exception(BatchFailedError("internal error while running the batch"))
             finally:
-                self._busy_since_ns = None
+                self._busy_since_ns[worker] = None
 
-    def _run_batch(self, items: list[_Item]) -> None:
-        started = self._busy_since_ns or time.monotonic_ns()
+    def _run_batch(self, items: list[_Item], embed: EmbedFn, started: int | None) -> None:
+        started = started or time.monotonic_ns()
         live = [it for it in items if it.future.set_running_or_notify_cancel()]
         if len(live) < len(items) and self._on_drop:
             self._on_drop(len(items) - len(live))
@@ -295,7 +359,7 @@ class DynamicBatcher:
             attention_mask[row, : len(item.ids)] = 1
         t0 = time.monotonic_ns()
         try:
-            vectors = np.asarray(self._embed(input_ids, attention_mask), dtype=np.float32)  # (B, dim)
+            vectors = np.asarray(embed(input_ids, attention_mask), dtype=np.float32)  # (B, dim)
             if vectors.ndim != 2 or vectors.shape[0] != len(live):
                 raise RuntimeError(f"engine returned shape {vectors.shape} for a batch of {len(live)}")
         except Exception as exc:

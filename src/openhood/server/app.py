@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import logging
 import re
 import time
@@ -72,13 +73,20 @@ class RequestRecord:
 
 @dataclass
 class Engine:
-    """The model as the server sees it: a tokenizer and a backend (``Embedder``'s two halves)."""
+    """The model as the server sees it: a tokenizer and a backend (``Embedder``'s two halves),
+    plus one more backend instance per extra inference worker (``--workers``)."""
 
     tokenizer: object
     backend: object
     model_name: str
     max_length: int
     dim: int
+    more_backends: list = field(default_factory=list)
+
+    @property
+    def backends(self) -> list:
+        """One per worker; worker ``i`` only ever calls ``backends[i]``."""
+        return [self.backend, *self.more_backends]
 
 
 class ObservabilityMiddleware:
@@ -153,7 +161,7 @@ class ServerState:
         self.buckets = LengthBuckets.for_model(config.buckets, engine.max_length)
         self.metrics = ServerMetrics(config.stats_window, in_flight_fn=lambda: self.lifecycle.in_flight)
         self.batcher = DynamicBatcher(
-            engine.backend.embed,
+            [backend.embed for backend in engine.backends],
             self.buckets,
             pad_id=int(engine.tokenizer.pad_id),
             max_batch_size=config.max_batch_size,
@@ -161,6 +169,9 @@ class ServerState:
             max_wait_ms=config.max_wait_ms,
             max_queue=config.max_queue,
             pad_to=config.pad_to,
+            priority=config.priority,
+            max_age_ms=config.max_age_ms,
+            short_lane_tokens=config.short_lane_tokens,
             on_batch=self.metrics.observe_batch,
             on_drop=self.metrics.dropped.inc,
         )
@@ -168,18 +179,23 @@ class ServerState:
         self.readiness = ReadinessProbe(
             self.batcher,
             engine.tokenizer,
-            engine.backend,
+            engine.backends,
             timeout_s=config.health_timeout_s,
             stall_timeout_s=config.stall_timeout_s,
         )
         # Accepted values of the request's "model" field: the full id and its last path part.
         self.model_aliases = {engine.model_name, engine.model_name.rsplit("/", 1)[-1]}
 
-    def warm_up(self) -> None:
+    def warm_up(self, backend) -> None:
+        """One call per bucket length on ``backend`` (run on the worker that owns it)."""
         for length in self.buckets.bounds:
             ids = np.full((1, length), self.engine.tokenizer.pad_id, dtype=np.int64)  # (1, T)
             ids[0, 0], ids[0, -1] = self.engine.tokenizer.cls_id, self.engine.tokenizer.sep_id
-            self.engine.backend.embed(ids, np.ones_like(ids))
+            backend.embed(ids, np.ones_like(ids))
+
+    async def warm_up_all(self) -> None:
+        jobs = [self.batcher.run_exclusive(functools.partial(self.warm_up, b), worker=w) for w, b in enumerate(self.engine.backends)]
+        await asyncio.gather(*(asyncio.wrap_future(j) for j in jobs))
 
 
 def create_app(config: ServerConfig, engine: Engine, *, tracer=None, lifecycle: Lifecycle | None = None) -> FastAPI:
@@ -191,7 +207,7 @@ def create_app(config: ServerConfig, engine: Engine, *, tracer=None, lifecycle: 
         # Warm the engine once per bucket length before the port opens, so the first real
         # requests do not pay for first-call allocations (runs on the worker, like all inference).
         t0 = time.perf_counter()
-        await asyncio.wrap_future(state.batcher.run_exclusive(state.warm_up))
+        await state.warm_up_all()
         log.info("engine warmed up for buckets %s in %.2f s", state.buckets, time.perf_counter() - t0)
         yield
         # Normally DrainingServer already stopped the worker; this covers in-process use.
@@ -242,6 +258,7 @@ def create_app(config: ServerConfig, engine: Engine, *, tracer=None, lifecycle: 
             "in_flight": state.lifecycle.in_flight,
             "rss_bytes": state.metrics.rss_bytes(),
             "worker_busy_s": round(state.batcher.busy_for_s(), 3),
+            "workers": state.batcher.workers,
             "backend": engine.backend.name,
             "model": engine.model_name,
         }

@@ -25,9 +25,11 @@ def register(subparsers) -> None:
     p.add_argument("--model", default=None, help="Hugging Face model folder (default: the bundled all-MiniLM-L6-v2)")
     p.add_argument("--backend", default=d.backend, choices=("numpy", "onnxruntime"))
     p.add_argument("--precision", default=d.precision, help="passed to the engine (fp32; others when the backend offers them)")
+    p.add_argument("--workers", type=int, default=d.workers,
+                   help="inference worker threads, each with its own engine (default: 2 where there are 2+ cores); "
+                   "with more than one, a short request can start while a long batch runs (docs/benchmarks.md)")
     p.add_argument("--threads", type=int, default=d.threads,
-                   help="engine intra-op threads (default: every core); 1 answers a lone request faster, "
-                   "2 gives more batched throughput on 2 cores (docs/benchmarks.md)")
+                   help="intra-op threads per engine (default: the cores divided by --workers)")
     p.add_argument("--host", default=d.host)
     p.add_argument("--port", type=int, default=d.port)
     p.add_argument("--max-batch-size", type=int, default=d.max_batch_size, help="rows per engine call")
@@ -39,6 +41,12 @@ def register(subparsers) -> None:
         help="comma list of padded lengths (the model max is always added); derive yours with `openhood buckets --corpus`",
     )
     p.add_argument("--pad-to", default=d.pad_to, choices=("longest", "bucket"), help="pad a batch to its longest sequence or to its bucket's bound")
+    p.add_argument("--priority", default=d.priority, choices=("shortest", "oldest"),
+                   help="which ready bucket runs first: the shortest (unless another waited --max-age-ms) or the oldest")
+    p.add_argument("--max-age-ms", type=float, default=d.max_age_ms, help="with --priority shortest: a request this old goes first")
+    p.add_argument("--short-lane-tokens", type=int, default=d.short_lane_tokens,
+                   help="with 2+ workers, worker 0 only runs buckets up to this many tokens, so a short request "
+                   "never waits behind long batches on every worker (0 = off)")
     p.add_argument("--max-queue", type=int, default=d.max_queue, help="queued sequences before requests get 429")
     p.add_argument("--max-inputs-per-request", type=int, default=d.max_inputs_per_request)
     p.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes)
@@ -75,6 +83,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         model=args.model,
         backend=args.backend,
         precision=args.precision,
+        workers=args.workers,
         threads=args.threads,
         host=args.host,
         port=args.port,
@@ -83,6 +92,9 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         max_wait_ms=args.max_wait_ms,
         buckets=buckets,
         pad_to=args.pad_to,
+        priority=args.priority,
+        max_age_ms=args.max_age_ms,
+        short_lane_tokens=args.short_lane_tokens,
         max_queue=args.max_queue,
         max_inputs_per_request=args.max_inputs_per_request,
         max_body_bytes=args.max_body_bytes,
@@ -100,17 +112,24 @@ def load_engine(config: ServerConfig):
     import logging
 
     from openhood import Embedder
+    from openhood.backends import load_backend
+    from openhood.engine.parallel import available_cores
     from openhood.server.app import Engine
     from openhood.server.faults import ENV_VAR, FaultInjectingBackend, parse_faults
 
-    options = {} if config.threads is None else {"threads": config.threads}
-    embedder = Embedder.from_pretrained(config.model, backend=config.backend, precision=config.precision, **options)
-    backend = embedder.backend
+    cores = available_cores()
+    threads = config.engine_threads(cores)
+    embedder = Embedder.from_pretrained(config.model, backend=config.backend, precision=config.precision, threads=threads)
+    # One engine instance per worker: no backend is ever called from two threads at once.
+    backends = [embedder.backend] + [
+        load_backend(config.backend, embedder.backend.model_dir, precision=config.precision, threads=threads)
+        for _ in range(config.worker_count(cores) - 1)
+    ]
     faults = parse_faults(os.environ.get(ENV_VAR))
     if faults:
         logging.getLogger("openhood.server").warning("TEST-ONLY fault injection active: %s", sorted(faults))
-        backend = FaultInjectingBackend(backend, faults)
-    return Engine(embedder.tokenizer, backend, embedder.model_name, int(embedder.max_length), int(embedder.dim))
+        backends = [FaultInjectingBackend(b, faults) for b in backends]
+    return Engine(embedder.tokenizer, backends[0], embedder.model_name, int(embedder.max_length), int(embedder.dim), backends[1:])
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -137,9 +156,10 @@ def serve(config: ServerConfig, engine) -> int:
     app = create_app(config, engine, tracer=tracer, lifecycle=lifecycle)
     state = app.state.openhood
     log.info(
-        "serving %s on http://%s:%d (backend=%s, buckets=%s, max_batch_size=%d, max_wait_ms=%g)",
-        engine.model_name, config.host, config.port, engine.backend.name, state.buckets,
-        config.max_batch_size, config.max_wait_ms,
+        "serving %s on http://%s:%d (backend=%s, workers=%d, buckets=%s, max_batch_size=%d, max_batch_tokens=%d, "
+        "max_wait_ms=%g, priority=%s)",
+        engine.model_name, config.host, config.port, engine.backend.name, len(engine.backends), state.buckets,
+        config.max_batch_size, config.max_batch_tokens, config.max_wait_ms, config.priority,
     )
     uv_config = uvicorn.Config(
         app,
@@ -155,9 +175,10 @@ def serve(config: ServerConfig, engine) -> int:
     )
     server = DrainingServer(uv_config, lifecycle, config.grace_period_s, state.batcher.stop)
     server.run()
-    close = getattr(engine.backend, "close", None)
-    if close is not None:
-        close()  # release the engine's thread pool and weights only after the worker stopped
+    for backend in engine.backends:
+        close = getattr(backend, "close", None)
+        if close is not None:
+            close()  # release the engine's thread pool and weights only after the workers stopped
     if provider is not None:
         provider.shutdown()  # flush spans still buffered for the OTLP exporter
     if not server.started:

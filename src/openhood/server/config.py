@@ -21,18 +21,29 @@ class ServerConfig:
     model: str | None = None  # HF folder; None = bundled all-MiniLM-L6-v2
     backend: str = "numpy"
     precision: str = "fp32"
-    threads: int | None = None  # engine intra-op threads; None = every core
+    # Inference worker threads, each with its own engine instance; None = 2 where there are
+    # 2+ cores. Measured with `openhood loadtest` (docs/benchmarks.md): two 1-thread engines let
+    # a short request start while a long batch holds the other core.
+    workers: int | None = None
+    threads: int | None = None  # intra-op threads per engine; None = the cores split over the workers
     host: str = "127.0.0.1"
     port: int = 8000
 
     max_batch_size: int = 32
-    # Tuned with `openhood loadtest` (docs/benchmarks.md, run 3): on these 2 cores the engine does
-    # ~2-3 padded tokens/ms, so 8192 tokens meant multi-second batches that short requests queued
-    # behind; ~1024 keeps a batch near 0.3-0.5 s, and a 2 ms wait costs a lone request little.
-    max_batch_tokens: int = 1024  # padded B x T per engine call
+    # From benchmarks/batching.py (docs/benchmarks.md, "Batch size on this CPU"): per sentence, a
+    # call of up to ~512 padded tokens is as cheap as it gets here (ONNX Runtime: 1.19x batch-1
+    # throughput at 512, 1.14x at 1024, 0.93x at 4096) and it bounds how long a short request can
+    # wait behind one batch; 8192 (the first default) meant multi-second batches.
+    max_batch_tokens: int = 512  # padded B x T per engine call
     max_wait_ms: float = 2.0
     buckets: tuple[int, ...] = DEFAULT_BUCKETS
     pad_to: str = "longest"  # "longest" in the batch (within its bucket) or "bucket" (static shapes)
+    priority: str = "shortest"  # which ready bucket first: "shortest" (age-capped) or "oldest"
+    max_age_ms: float = 100.0  # with "shortest": a bucket whose head waited this long goes first
+    # With 2+ workers: worker 0 only runs buckets up to this many tokens (0 = off), so short requests
+    # (81% of the dev corpus is <= 80 tokens) always have a worker no long batch holds. Measured
+    # with `openhood loadtest --sweep` (docs/benchmarks.md).
+    short_lane_tokens: int = 80
     max_queue: int = 1024  # queued sequences, not requests
     max_inputs_per_request: int = 256
     max_body_bytes: int = 2 * 1024 * 1024
@@ -51,7 +62,22 @@ class ServerConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads must be >= 1, got {self.threads}")
+        if self.workers is not None and self.workers < 1:
+            raise ValueError(f"workers must be >= 1, got {self.workers}")
+        if self.priority not in ("shortest", "oldest"):
+            raise ValueError(f"priority must be 'shortest' or 'oldest', got {self.priority!r}")
+        if self.short_lane_tokens < 0:
+            raise ValueError(f"short_lane_tokens must be >= 0, got {self.short_lane_tokens}")
+        if self.max_age_ms < 0:
+            raise ValueError(f"max_age_ms must be >= 0, got {self.max_age_ms}")
         if self.max_wait_ms < 0 or self.grace_period_s < 0:
             raise ValueError("max_wait_ms and grace_period_s must be >= 0")
         if self.pad_to not in ("longest", "bucket"):
             raise ValueError(f"pad_to must be 'longest' or 'bucket', got {self.pad_to!r}")
+
+    def worker_count(self, cores: int) -> int:
+        return self.workers if self.workers is not None else min(2, max(1, cores))
+
+    def engine_threads(self, cores: int) -> int:
+        """Intra-op threads for each worker's engine: ``threads`` if set, else the cores shared out."""
+        return self.threads if self.threads is not None else max(1, cores // self.worker_count(cores))

@@ -3,7 +3,8 @@
 ``/health/ready`` is 200 only if (1) the server is not draining, (2) the worker thread is alive
 and not stuck inside one batch for longer than ``stall_timeout_s``, and (3) a probe — the
 backend's own ``health()`` plus our check of a real 1-sequence embedding (finite, unit norm,
-right width) — ran on the worker thread and came back within ``health_timeout_s``. Running the
+right width) — ran on a worker thread and came back within ``health_timeout_s``; with several
+workers the probe goes to each in turn, on that worker's own backend. Running the
 probe on the worker (between batches) means the engine is never called from two threads, and a
 wedged worker cannot answer: readiness then fails by timeout instead of hanging. Concurrent
 probes share one in-flight probe, so a wedged worker never accumulates probe jobs, and a probe
@@ -13,6 +14,7 @@ that passed less than a second ago is reused (the stall check still runs every t
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from concurrent.futures import Future
 
@@ -27,28 +29,30 @@ PROBE_REUSE_S = 1.0  # a passing probe younger than this answers readiness witho
 
 
 class ReadinessProbe:
-    def __init__(self, batcher: DynamicBatcher, tokenizer, backend, *, timeout_s: float, stall_timeout_s: float):
+    def __init__(self, batcher: DynamicBatcher, tokenizer, backends: list, *, timeout_s: float, stall_timeout_s: float):
         self.batcher = batcher
-        self.backend = backend
+        self.backends = list(backends)  # backends[i] belongs to worker i
+        self._next_worker = 0
         self.timeout_s = timeout_s
         self.stall_timeout_s = stall_timeout_s
         self._probe_ids = np.asarray(tokenizer.encode(PROBE_TEXT), dtype=np.int64)[None, :]  # (1, T)
         self._pending: Future | None = None
         self._last_ok: tuple[float, dict] | None = None  # (monotonic time, details) of the last passing probe
 
-    def _probe(self) -> dict:
-        """Runs on the worker thread. Raises on any sign of a broken engine."""
+    def _probe(self, worker: int) -> dict:
+        """Runs on worker ``worker``'s thread, on its own backend. Raises on any sign of a broken engine."""
+        backend = self.backends[worker]
         t0 = time.perf_counter()
-        report = self.backend.health()
-        vec = np.asarray(self.backend.embed(self._probe_ids, np.ones_like(self._probe_ids)))  # (1, dim)
-        if vec.shape != (1, self.backend.dim):
-            raise RuntimeError(f"probe embedding has shape {vec.shape}, expected (1, {self.backend.dim})")
+        report = backend.health()
+        vec = np.asarray(backend.embed(self._probe_ids, np.ones_like(self._probe_ids)))  # (1, dim)
+        if vec.shape != (1, backend.dim):
+            raise RuntimeError(f"probe embedding has shape {vec.shape}, expected (1, {backend.dim})")
         if not np.isfinite(vec).all():
             raise RuntimeError("probe embedding is not finite")
         norm = float(np.linalg.norm(vec))
         if abs(norm - 1.0) > NORM_TOLERANCE:
             raise RuntimeError(f"probe embedding norm is {norm:.6f}, expected 1")
-        return {"probe_ms": round((time.perf_counter() - t0) * 1000, 3), "backend_health": report}
+        return {"probe_ms": round((time.perf_counter() - t0) * 1000, 3), "worker": worker, "backend_health": report}
 
     async def check(self) -> tuple[bool, dict]:
         """(ready, details). Never waits longer than ``timeout_s``."""
@@ -60,7 +64,9 @@ class ReadinessProbe:
         if self._last_ok is not None and time.monotonic() - self._last_ok[0] < PROBE_REUSE_S:
             return True, {**self._last_ok[1], "cached": True}  # many probers must not tax the worker
         if self._pending is None or self._pending.done():
-            self._pending = self.batcher.run_exclusive(self._probe)
+            # Workers take turns, so every engine gets probed as readiness is polled.
+            worker, self._next_worker = self._next_worker, (self._next_worker + 1) % len(self.backends)
+            self._pending = self.batcher.run_exclusive(functools.partial(self._probe, worker), worker=worker)
         probe = asyncio.wrap_future(self._pending)
         deadline = time.monotonic() + self.timeout_s
         while True:

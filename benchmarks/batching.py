@@ -1,0 +1,135 @@
+"""How batch size and engine threading change the cost of a sentence on this machine.
+
+The server's defaults rest on two measurements, both made here on dev-corpus texts (cut at
+1000 characters like the load tests, length-sorted so padding is nearly zero):
+
+1. **Padded-token budget per engine call.** Texts are packed shortest-first into batches of at
+   most ``budget`` padded tokens (budget 1 = one text per call), every batch run through one
+   engine with all cores; sentences/s per budget. On a CPU whose caches hold a small batch's
+   activations, larger batches stop paying (and can cost) beyond a few hundred tokens.
+2. **One 2-thread engine vs two 1-thread engines side by side** (two Python threads, each
+   owning its engine, each fed half of the batches): the layout ``openhood serve --workers 2``
+   uses on 2 cores.
+
+Backends are run one after the other, each batch list twice; the best round counts.
+
+    flock /tmp/openhood-bench.lock .venv/bin/python benchmarks/batching.py \\
+        --corpus /work/shared/data/dev_corpus.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+
+import numpy as np
+
+
+def pack(lengths: np.ndarray, seqs: list[np.ndarray], budget: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Shortest-first batches of at most ``budget`` padded tokens (at least one text each)."""
+    batches, cur = [], []
+    for length, seq in zip(lengths, seqs):
+        if cur and (len(cur) + 1) * int(length) > budget:
+            batches.append(cur)
+            cur = []
+        cur.append(seq)
+    if cur:
+        batches.append(cur)
+    out = []
+    for b in batches:
+        t = max(len(s) for s in b)
+        ids = np.zeros((len(b), t), dtype=np.int64)  # (B, T)
+        mask = np.zeros_like(ids)
+        for r, s in enumerate(b):
+            ids[r, : len(s)], mask[r, : len(s)] = s, 1
+        out.append((ids, mask))
+    return out
+
+
+def run_batches(backend, batches) -> float:
+    t0 = time.perf_counter()
+    for ids, mask in batches:
+        backend.embed(ids, mask)
+    return time.perf_counter() - t0
+
+
+def run_side_by_side(backends, batches) -> float:
+    """Each backend on its own thread, taking every other batch."""
+    threads = [threading.Thread(target=run_batches, args=(b, batches[i :: len(backends)])) for i, b in enumerate(backends)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from openhood.backends import load_backend
+    from openhood.corpus import read_texts
+    from openhood.engine.parallel import available_cores
+    from openhood.models import resolve_model_dir
+    from openhood.tokenizer import Tokenizer
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--corpus", required=True)
+    ap.add_argument("--texts", type=int, default=500)
+    ap.add_argument("--max-chars", type=int, default=1000)
+    ap.add_argument("--budgets", default="1,128,256,512,1024,2048,4096")
+    ap.add_argument("--backends", nargs="+", default=["onnxruntime", "numpy"], choices=["onnxruntime", "numpy"])
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+
+    folder = resolve_model_dir(None)
+    tok = Tokenizer.from_pretrained(folder)
+    texts = read_texts(args.corpus)
+    pick = np.random.default_rng(args.seed).choice(len(texts), size=min(args.texts, len(texts)), replace=False)
+    texts = [texts[int(i)][: args.max_chars] for i in pick]
+    rb = tok.encode_batch(texts, max_length=256)
+    order = np.argsort(rb.lengths, kind="stable")
+    lengths = np.asarray(rb.lengths)[order]
+    seqs = [rb[int(i)] for i in order]
+    budgets = [int(b) for b in args.budgets.split(",")]
+    cores = available_cores()
+    print(f"{len(texts)} texts (seed {args.seed}, cut at {args.max_chars} chars): tokens mean {lengths.mean():.1f}, "
+          f"p50 {np.median(lengths):.0f}, p90 {np.percentile(lengths, 90):.0f}; {cores} cores; best of {args.rounds} rounds",
+          file=sys.stderr)
+    packed = {b: pack(lengths, seqs, b) for b in budgets}
+    print("| backend | layout | padded tokens per call | calls | sentences/s | vs budget 1 |")
+    print("|---|---|---:|---:|---:|---:|")
+    for name in args.backends:
+        full = load_backend(name, folder, threads=cores)
+        halves = [load_backend(name, folder, threads=max(1, cores // 2)) for _ in range(2)]
+        for ids, mask in packed[budgets[-1]][:4]:  # warm-up: first-call allocations
+            full.embed(ids, mask)
+            for h in halves:
+                h.embed(ids, mask)
+        rates: dict[tuple[str, int], float] = {}
+        for _ in range(args.rounds):
+            for b in budgets:
+                rates[("full", b)] = max(rates.get(("full", b), 0.0), len(seqs) / run_batches(full, packed[b]))
+            for b in (budgets[0], 512):
+                batches = packed[b] if b in packed else pack(lengths, seqs, b)
+                rates[("halves", b)] = max(rates.get(("halves", b), 0.0), len(seqs) / run_side_by_side(halves, batches))
+        base = rates[("full", budgets[0])]
+        for b in budgets:
+            label = "1 text per call" if b == 1 else f"≤ {b}"
+            print(f"| {name} | one engine, {cores} threads | {label} | {len(packed[b])} | {rates[('full', b)]:.1f} | "
+                  f"{rates[('full', b)] / base:.2f}x |")
+        for b in (budgets[0], 512):
+            label = "1 text per call" if b == 1 else f"≤ {b}"
+            n_calls = len(packed[b]) if b in packed else len(pack(lengths, seqs, b))
+            print(f"| {name} | two engines × {max(1, cores // 2)} thread side by side | {label} | {n_calls} | "
+                  f"{rates[('halves', b)]:.1f} | {rates[('halves', b)] / base:.2f}x |")
+        for be in (full, *halves):
+            close = getattr(be, "close", None)
+            if close:
+                close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
