@@ -109,3 +109,19 @@ def test_non_mean_pooling_is_refused(tmp_path):
     (tmp_path / "1_Pooling" / "config.json").write_text('{"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false}')
     with pytest.raises(ValueError, match="only mean pooling"):
         read_config(tmp_path)
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_replica_is_a_separate_engine_with_the_same_output(embedders, reference, name):
+    emb = embedders(name)
+    replica = emb.backend.replicate()
+    assert isinstance(replica, Backend) and replica is not emb.backend
+    batch = emb.tokenizer.encode_batch(reference[0][:6], max_length=emb.max_length).pad()
+    np.testing.assert_array_equal(replica.embed(batch.input_ids, batch.attention_mask),
+                                  emb.backend.embed(batch.input_ids, batch.attention_mask))
+    if name == "numpy":  # weights shared, not loaded again; thread pool and scratch its own
+        assert replica.graph is emb.backend.graph and replica.executor is not emb.backend.executor
+    else:
+        assert replica.session is not emb.backend.session
+    replica.close()
+    assert emb.backend.embed(batch.input_ids, batch.attention_mask).shape == (6, emb.dim)  # the original still works

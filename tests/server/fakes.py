@@ -84,4 +84,4 @@ def fake_engine(**backend_kwargs):
     from openhood.server.app import Engine
 
     backend = FakeBackend(**backend_kwargs)
-    return Engine(FakeTokenizer(), backend, "fake/fake-model", backend.max_length, backend.dim)
+    return Engine(FakeTokenizer(), [backend], "fake/fake-model", backend.max_length, backend.dim)

@@ -20,7 +20,7 @@ MARKER = "qqzzsecretmarker"
 
 @pytest.fixture(scope="module")
 def engine(embedder):
-    return Engine(embedder.tokenizer, embedder.backend, embedder.model_name, embedder.max_length, embedder.dim)
+    return Engine(embedder.tokenizer, [embedder.backend], embedder.model_name, embedder.max_length, embedder.dim)
 
 
 def test_spans_per_stage_carry_lengths_never_text(engine):

@@ -8,6 +8,7 @@ by the caller (each server worker owns its own backend), the backend itself hold
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +48,13 @@ class NumpyBackend:
 
     def health(self) -> dict:
         return probe(self)
+
+    def replicate(self) -> "NumpyBackend":
+        """Same graph (weights are only read during inference, so they are shared, not loaded
+        again), its own executor: thread pool and scratch buffers are per instance."""
+        twin = copy.copy(self)
+        twin.executor = Executor(self.graph, self.executor.splitter.threads)
+        return twin
 
     def close(self) -> None:
         self.executor.close()

@@ -56,6 +56,7 @@ class OnnxRuntimeBackend:
         self.max_length = model.config.max_length
         self.normalized = model.config.normalize
         self.threads = threads or available_cores()
+        self.fusion = fusion
 
     def embed(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
         ids, mask = check_inputs(input_ids, attention_mask, self.config.max_positions)
@@ -66,6 +67,11 @@ class OnnxRuntimeBackend:
 
     def health(self) -> dict:
         return probe(self)
+
+    def replicate(self) -> "OnnxRuntimeBackend":
+        """A new session built the same way: a session owns its weights, and keeping the graph
+        or the ONNX bytes around only to skip the ~1 s export would hold another model in memory."""
+        return OnnxRuntimeBackend(self.model_dir, self.precision, self.threads, self.fusion)
 
     def close(self) -> None:
         self.session = None

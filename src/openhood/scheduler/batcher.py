@@ -162,7 +162,6 @@ class DynamicBatcher:
         self._cond = threading.Condition()  # guards the fields below, never held during inference
         self._queues: list[deque[_Item]] = [deque() for _ in buckets.bounds]
         self._jobs: list[deque[tuple[Callable[[], object], Future]]] = [deque() for _ in embeds]  # per worker
-        self._next_job_worker = 0
         self._depth = 0
         self._stopping = False
         self._busy_since_ns: list[int | None] = [None] * len(embeds)
@@ -199,14 +198,10 @@ class DynamicBatcher:
             self._cond.notify_all()
         return [item.future for item in items]
 
-    def run_exclusive(self, fn: Callable[[], object], worker: int | None = None) -> Future:
-        """Run ``fn`` on worker ``worker``'s thread before its next batch (``None``: the workers
-        take turns); its result comes in the future."""
+    def run_exclusive(self, fn: Callable[[], object], worker: int = 0) -> Future:
+        """Run ``fn`` on worker ``worker``'s thread before its next batch; its result comes in the future."""
         future: Future = Future()
         with self._cond:
-            if worker is None:
-                worker = self._next_job_worker
-                self._next_job_worker = (worker + 1) % len(self._threads)
             if not 0 <= worker < len(self._threads):
                 raise ValueError(f"worker must be in [0, {len(self._threads)}), got {worker}")
             if self._stopping and not self._threads[worker].is_alive():

@@ -73,20 +73,19 @@ class RequestRecord:
 
 @dataclass
 class Engine:
-    """The model as the server sees it: a tokenizer and a backend (``Embedder``'s two halves),
-    plus one more backend instance per extra inference worker (``--workers``)."""
+    """The model as the server sees it: a tokenizer and one backend instance per inference
+    worker (``--workers``; ``Embedder``'s two halves, the backend replicated)."""
 
     tokenizer: object
-    backend: object
+    backends: list  # one per worker; worker ``i`` only ever calls ``backends[i]``
     model_name: str
     max_length: int
     dim: int
-    more_backends: list = field(default_factory=list)
 
     @property
-    def backends(self) -> list:
-        """One per worker; worker ``i`` only ever calls ``backends[i]``."""
-        return [self.backend, *self.more_backends]
+    def backend(self):
+        """The first worker's backend: name, dim and other facts shared by all of them."""
+        return self.backends[0]
 
 
 class ObservabilityMiddleware:

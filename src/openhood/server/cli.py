@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from openhood.scheduler.batcher import PRIORITIES
 from openhood.server.config import DEFAULT_BUCKETS, ServerConfig
 
 
@@ -41,7 +42,7 @@ def register(subparsers) -> None:
         help="comma list of padded lengths (the model max is always added); derive yours with `openhood buckets --corpus`",
     )
     p.add_argument("--pad-to", default=d.pad_to, choices=("longest", "bucket"), help="pad a batch to its longest sequence or to its bucket's bound")
-    p.add_argument("--priority", default=d.priority, choices=("shortest", "oldest"),
+    p.add_argument("--priority", default=d.priority, choices=PRIORITIES,
                    help="which ready bucket runs first: the shortest (unless another waited --max-age-ms) or the oldest")
     p.add_argument("--max-age-ms", type=float, default=d.max_age_ms, help="with --priority shortest: a request this old goes first")
     p.add_argument("--short-lane-tokens", type=int, default=d.short_lane_tokens,
@@ -112,7 +113,6 @@ def load_engine(config: ServerConfig):
     import logging
 
     from openhood import Embedder
-    from openhood.backends import load_backend
     from openhood.engine.parallel import available_cores
     from openhood.server.app import Engine
     from openhood.server.faults import ENV_VAR, FaultInjectingBackend, parse_faults
@@ -121,15 +121,12 @@ def load_engine(config: ServerConfig):
     threads = config.engine_threads(cores)
     embedder = Embedder.from_pretrained(config.model, backend=config.backend, precision=config.precision, threads=threads)
     # One engine instance per worker: no backend is ever called from two threads at once.
-    backends = [embedder.backend] + [
-        load_backend(config.backend, embedder.backend.model_dir, precision=config.precision, threads=threads)
-        for _ in range(config.worker_count(cores) - 1)
-    ]
+    backends = [embedder.backend] + [embedder.backend.replicate() for _ in range(config.worker_count(cores) - 1)]
     faults = parse_faults(os.environ.get(ENV_VAR))
     if faults:
         logging.getLogger("openhood.server").warning("TEST-ONLY fault injection active: %s", sorted(faults))
         backends = [FaultInjectingBackend(b, faults) for b in backends]
-    return Engine(embedder.tokenizer, backends[0], embedder.model_name, int(embedder.max_length), int(embedder.dim), backends[1:])
+    return Engine(embedder.tokenizer, backends, embedder.model_name, int(embedder.max_length), int(embedder.dim))
 
 
 def run_serve(args: argparse.Namespace) -> int:

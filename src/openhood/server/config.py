@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from openhood.scheduler.batcher import PRIORITIES
+
 # Derived with `openhood buckets --corpus dev_corpus.jsonl` (LengthBuckets.from_lengths): the
 # dev corpus has P50=43, P80=77, P95=159 tokens, so 81% of requests land in the first two
 # buckets (see docs/server.md). Clipped to the model's max length at start-up.
@@ -64,8 +66,8 @@ class ServerConfig:
             raise ValueError(f"threads must be >= 1, got {self.threads}")
         if self.workers is not None and self.workers < 1:
             raise ValueError(f"workers must be >= 1, got {self.workers}")
-        if self.priority not in ("shortest", "oldest"):
-            raise ValueError(f"priority must be 'shortest' or 'oldest', got {self.priority!r}")
+        if self.priority not in PRIORITIES:
+            raise ValueError(f"priority must be one of {PRIORITIES}, got {self.priority!r}")
         if self.short_lane_tokens < 0:
             raise ValueError(f"short_lane_tokens must be >= 0, got {self.short_lane_tokens}")
         if self.max_age_ms < 0:
