@@ -104,32 +104,29 @@ def _bias_or_zeros(bias: np.ndarray | None, width: int) -> np.ndarray:
 
 
 _ZEROS: dict[int, np.ndarray] = {}
+_NO_RESIDUAL = np.empty((0, 0), dtype=np.float32)
 
 
-def _split(fn, y: np.ndarray, splitter: RowSplitter, parallel: bool) -> np.ndarray:
-    """``fn(start, stop)`` on each thread's row range of y, or on all rows on this thread."""
+def _split(fn, y: np.ndarray, splitter: RowSplitter) -> np.ndarray:
+    """``fn(start, stop)`` on each thread's row range of y (one range when y is small)."""
     n, width = _rows(y).shape
-    if parallel:
-        splitter.run(fn, n, width, MIN_PARALLEL_ELEMENTWISE)
-    else:
-        fn(0, n)
+    splitter.run(fn, n, width, MIN_PARALLEL_ELEMENTWISE)
     return y
 
 
-def gelu_(y: np.ndarray, splitter: RowSplitter, bias: np.ndarray | None = None, parallel: bool = True) -> np.ndarray:
-    """y (N, F) ← GELU(y + bias) in place (exact-erf GELU); ``parallel=False`` stays on the
-    calling thread (for epilogues already running inside a worker)."""
+def gelu_(y: np.ndarray, splitter: RowSplitter, bias: np.ndarray | None = None) -> np.ndarray:
+    """y (N, F) ← GELU(y + bias) in place (exact-erf GELU)."""
     b = _bias_or_zeros(bias, y.shape[1])
-    return _split(lambda s, e: kernels.gelu_rows(y[s:e], b), y, splitter, parallel)
+    return _split(lambda s, e: kernels.gelu_rows(y[s:e], b), y, splitter)
 
 
-def relu_(y: np.ndarray, splitter: RowSplitter, bias: np.ndarray | None = None, parallel: bool = True) -> np.ndarray:
+def relu_(y: np.ndarray, splitter: RowSplitter, bias: np.ndarray | None = None) -> np.ndarray:
     """y (N, F) ← max(y + bias, 0) in place."""
     b = _bias_or_zeros(bias, y.shape[1])
-    return _split(lambda s, e: kernels.relu_rows(y[s:e], b), y, splitter, parallel)
+    return _split(lambda s, e: kernels.relu_rows(y[s:e], b), y, splitter)
 
 
-def softmax_(y: np.ndarray, splitter: RowSplitter, bias: np.ndarray | None = None, parallel: bool = True) -> np.ndarray:
+def softmax_(y: np.ndarray, splitter: RowSplitter, bias: np.ndarray | None = None) -> np.ndarray:
     """y (N, F) ← softmax(y + bias) over the last axis, in place; bias (F,)."""
     f = y.shape[1]
     b = _bias_or_zeros(bias, f).reshape(1, f)  # one bias row shared by every row
@@ -138,12 +135,12 @@ def softmax_(y: np.ndarray, splitter: RowSplitter, bias: np.ndarray | None = Non
     def run(s: int, e: int) -> None:
         kernels.softmax_rows(y[s:e], b, max(1, e - s), one, splitter.scratch("bits", (f,), "int32"))
 
-    return _split(run, y, splitter, parallel)
+    return _split(run, y, splitter)
 
 
-def add_(y: np.ndarray, bias: np.ndarray, splitter: RowSplitter, parallel: bool = True) -> np.ndarray:
+def add_(y: np.ndarray, bias: np.ndarray, splitter: RowSplitter) -> np.ndarray:
     """y (N, F) += bias (F,), in place."""
-    return _split(lambda s, e: kernels.add_rows(y[s:e], bias), y, splitter, parallel)
+    return _split(lambda s, e: kernels.add_rows(y[s:e], bias), y, splitter)
 
 
 def layernorm_(
@@ -154,7 +151,6 @@ def layernorm_(
     splitter: RowSplitter,
     residual: np.ndarray | None = None,
     bias: np.ndarray | None = None,
-    parallel: bool = True,
 ) -> np.ndarray:
     """y (N, C) ← LayerNorm(y + bias + residual) in place (the fused epilogue of a Linear);
     residual (N, C) C-contiguous or None."""
@@ -162,10 +158,10 @@ def layernorm_(
     b = _bias_or_zeros(bias, c)
     eps32 = np.float32(eps)
     if residual is None:
-        none = np.empty((0, c), dtype=np.float32)  # the kernel's "no residual"
-        return _split(lambda s, e: kernels.layernorm_rows(y[s:e], b, none, gamma, beta, eps32), y, splitter, parallel)
+        none = _NO_RESIDUAL  # the kernel's "no residual": zero rows
+        return _split(lambda s, e: kernels.layernorm_rows(y[s:e], b, none, gamma, beta, eps32), y, splitter)
     res = _rows(residual)
-    return _split(lambda s, e: kernels.layernorm_rows(y[s:e], b, res[s:e], gamma, beta, eps32), y, splitter, parallel)
+    return _split(lambda s, e: kernels.layernorm_rows(y[s:e], b, res[s:e], gamma, beta, eps32), y, splitter)
 
 
 def attention_mask_bias(attention_mask: np.ndarray) -> np.ndarray | None:

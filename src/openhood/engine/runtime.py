@@ -18,7 +18,7 @@ import numpy as np
 
 from openhood.engine import ops
 from openhood.engine.graph import Graph, Node
-from openhood.engine.parallel import MIN_PARALLEL_ELEMENTWISE, RowSplitter
+from openhood.engine.parallel import RowSplitter
 
 # Arithmetic per element of the compiled elementwise kernels (engine/kernels.py, an FMA counts
 # 2, the bias add is counted by the caller): GELU's clamp + two Horner polynomials + divide,
@@ -37,54 +37,34 @@ class OpProfiler(Protocol):
     def record(self, node: Node, seconds: float, flops: int) -> None: ...
 
 
-def _fused_linear(node: Node, ctx: RunContext, x: np.ndarray, epilogue) -> np.ndarray:
-    """y = x @ W (one BLAS-threaded GEMM), then ``epilogue(y_rows, start, stop)`` on each
-    thread's row range, in place in the GEMM's output (the compiled epilogues release the GIL).
+_ACTIVATION_KERNELS = {"gelu": ops.gelu_, "relu": ops.relu_, "softmax": ops.softmax_}
+
+
+def k_linear(node: Node, ctx: RunContext, x: np.ndarray):
+    """y = x @ W (one BLAS-threaded GEMM), then bias (+ activation) in place in the GEMM's output,
+    split over the threads by the op itself.
 
     Measured alternative, rejected: row-blocked GEMM with the epilogue right after each block
     on the same thread (oneDNN style) ran ~12% slower here: single-threaded BLAS on
     ~40-row blocks is less efficient than one 2-thread GEMM over all rows.
     """
-    y = node.linear.matmul(x)  # (N, out)
-    ctx.splitter.run(lambda s, e: epilogue(y[s:e], s, e), y.shape[0], y.shape[1], MIN_PARALLEL_ELEMENTWISE)
-    return y
-
-
-_ACTIVATION_KERNELS = {"gelu": ops.gelu_, "relu": ops.relu_, "softmax": ops.softmax_}
-
-
-def k_linear(node: Node, ctx: RunContext, x: np.ndarray):
     lin = node.linear
     act = node.attrs.get("activation")
     n = x.shape[0]
     flops = lin.flops(n) + n * lin.out_features * (1 + (_ELEMENTWISE_FLOPS[act.capitalize()] if act else 0))
-    if act is None:
-        y = lin.matmul(x)  # (N, out)
-        if lin.bias is not None:
-            ops.add_(y, lin.bias, ctx.splitter)
-        return y, flops
-    kernel = _ACTIVATION_KERNELS.get(act)
-    sp = ctx.splitter
-
-    def epilogue(yb, b0, b1):
-        if kernel is not None:
-            kernel(yb, sp, bias=lin.bias, parallel=False)
-        elif lin.bias is not None:
-            ops.add_(yb, lin.bias, sp, parallel=False)
-
-    return _fused_linear(node, ctx, x, epilogue), flops
+    y = lin.matmul(x)  # (N, out)
+    if act is not None:
+        _ACTIVATION_KERNELS[act](y, ctx.splitter, bias=lin.bias)
+    elif lin.bias is not None:
+        ops.add_(y, lin.bias, ctx.splitter)
+    return y, flops
 
 
 def k_linear_add_layernorm(node: Node, ctx: RunContext, x: np.ndarray, residual: np.ndarray):
     p = node.params
     lin = node.linear
-    sp = ctx.splitter
-    eps = node.attrs["eps"]
-
-    def epilogue(yb, b0, b1):
-        ops.layernorm_(yb, p["gamma"], p["beta"], eps, sp, residual=residual[b0:b1], bias=lin.bias, parallel=False)
-
-    y = _fused_linear(node, ctx, x, epilogue)
+    y = lin.matmul(x)  # (N, out)
+    ops.layernorm_(y, p["gamma"], p["beta"], node.attrs["eps"], ctx.splitter, residual=residual, bias=lin.bias)
     return y, lin.flops(x.shape[0]) + y.size * (2 + _ELEMENTWISE_FLOPS["LayerNorm"])
 
 
