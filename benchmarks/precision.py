@@ -209,11 +209,9 @@ def main(argv=None) -> int:
     method = info.get("method", "percentile")
     # Layers stored with SmoothQuant factors are calibrated on their smoothed input x / s.
     smooth = {n: tensors[f"{n}.smooth"] for n in plan["layers"] if f"{n}.smooth" in tensors}
-    inv = {n: 1.0 / smooth[n] if n in smooth else np.ones(graph.node(n).linear.in_features, np.float32)
-           for n in plan["layers"]}
-    ranges = {"short only": calibrate(graph, [prb[int(i)] for i in short_idx], method, inv_smooth=inv if smooth else None),
-              "length-matched": calibrate(graph, [prb[int(i)] for i in matched_idx], method,
-                                          inv_smooth=inv if smooth else None)}
+    inv = {n: 1.0 / s for n, s in smooth.items()}
+    ranges = {"short only": calibrate(graph, [prb[int(i)] for i in short_idx], method, inv_smooth=inv),
+              "length-matched": calibrate(graph, [prb[int(i)] for i in matched_idx], method, inv_smooth=inv)}
     long_ids = [i for i in range(len(seqs)) if len(seqs[i]) >= np.percentile(rb.lengths, 90)]
     long_seqs = [seqs[i] for i in long_ids]
     long_ref = embed_all(variants["onnxruntime fp32"], long_seqs)

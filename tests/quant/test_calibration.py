@@ -53,6 +53,8 @@ def test_empty_set_is_refused(n):
 def test_too_small_set_is_refused():
     with pytest.raises(CalibrationSetError, match="fewer than the minimum"):
         split_calibration(skewed_lengths(30), 30)
+    with pytest.raises(CalibrationSetError, match="fewer than the minimum"):
+        split_calibration(skewed_lengths(1000), 70)  # 70 drawn pass, but only 56 would calibrate
     with pytest.raises(CalibrationSetError, match="only 100 texts"):
         stratified_sample(skewed_lengths(100), 800)
     assert issubclass(CalibrationSetError, ValueError)

@@ -96,12 +96,14 @@ def split_calibration(
     """Draw ``samples`` length-matched texts and split them into calibrate / held-out parts.
 
     Both parts are length-stratified (the held-out part is every k-th text in length order).
+    The size check applies to the part that calibrates, the one the minimum is about.
     """
-    check_calibration_size(len(lengths), min_samples)
+    check_calibration_size(len(lengths), min_samples)  # empty / too small corpus
     check_calibration_size(samples, min_samples)
     idx = stratified_sample(lengths, samples, seed=seed)
     by_length = idx[np.argsort(np.asarray(lengths)[idx], kind="stable")]
     step = max(2, int(round(1.0 / holdout_fraction)))
     holdout = np.sort(by_length[::step])
     calibrate = np.sort(np.setdiff1d(idx, holdout))
+    check_calibration_size(len(calibrate), min_samples)
     return CalibrationSplit(calibrate=calibrate, holdout=holdout)

@@ -59,7 +59,7 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     from openhood.engine.bert import load_bert
     from openhood.engine.fusion import fuse
     from openhood.engine.quant.calibration import (
-        MIN_CALIBRATION_SAMPLES, format_length_table, length_summary, split_calibration,
+        MIN_CALIBRATION_SAMPLES, CalibrationSetError, format_length_table, length_summary, split_calibration,
     )
     from openhood.engine.quant.progress import Progress
     from openhood.engine.quant.quantizer import format_decisions, quantize
@@ -79,29 +79,33 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     tok = Tokenizer.from_pretrained(model.folder)
     rb = tok.encode_batch(texts, max_length=model.config.max_length)
     lengths = np.asarray(rb.lengths)
-    split = split_calibration(lengths, min(args.samples, len(texts)) if texts else 0, args.holdout_fraction,
-                              MIN_CALIBRATION_SAMPLES, args.seed)
+    drawn = min(args.samples, len(texts))
+    try:
+        split = split_calibration(lengths, drawn, args.holdout_fraction, MIN_CALIBRATION_SAMPLES, args.seed)
+    except CalibrationSetError as exc:
+        raise SystemExit(f"openhood quantize: {exc}") from None
     lengths_table = {"corpus": length_summary(lengths), "calibration": length_summary(lengths[split.calibrate]),
                      "held-out": length_summary(lengths[split.holdout])}
-    _log(f"token lengths ({len(texts)} corpus texts read, {args.samples} drawn stratified on length):")
+    _log(f"token lengths ({len(texts)} corpus texts read, {drawn} drawn stratified on length):")
     _log(format_length_table(lengths_table))
 
+    holdout = [rb[int(i)] for i in split.holdout]
     result = quantize(
-        graph, [rb[int(i)] for i in split.calibrate], [rb[int(i)] for i in split.holdout],
+        graph, [rb[int(i)] for i in split.calibrate], holdout,
         method=args.method, target_cosine=args.target_cosine, min_samples=MIN_CALIBRATION_SAMPLES, log=_log,
         weight_qmax=qmax, smooth_alpha=args.smooth_alpha,
         progress=lambda label, total: Progress(f"{label:<11}", total, always=True),
     )
     print(format_decisions(result.decisions))
     out = write_folder(Path(args.out), model, graph, result, {
-        "source_model": model.config.model_name, "method": args.method, "samples": int(args.samples),
+        "source_model": model.config.model_name, "method": args.method, "samples": int(drawn),
         "calibration_texts": int(len(split.calibrate)), "holdout_texts": int(len(split.holdout)),
         "target_cosine": args.target_cosine, "seed": args.seed, "token_lengths": lengths_table,
         "weights": f"int8 symmetric per output channel [-{qmax}, {qmax}]", "weight_qmax": qmax,
         "activations": "uint8 asymmetric per tensor", "smooth_alpha": args.smooth_alpha,
         "smoothed_layers": sorted(result.smooth),
         "onnx_weight_encoding": "s8 (7-bit codes, u8xs8 kernel)" if qmax <= 63 else "u8 + zero point 128 (u8xu8 kernel)",
-    }, [rb[int(i)] for i in split.holdout])
+    }, holdout)
     _log(f"wrote {out} in {time.perf_counter() - t0:.0f} s")
     return 0
 

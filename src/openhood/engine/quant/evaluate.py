@@ -20,14 +20,14 @@ Batch = tuple[np.ndarray, np.ndarray]  # (input_ids (B, T) int64, attention_mask
 
 
 def make_session(model: onnx.ModelProto | bytes | str, threads: int = 0):
-    """An ONNX Runtime CPU session with full graph optimizations (the int8 fusions need them)."""
+    """An ONNX Runtime CPU session with the server's options (``session_options``: full graph
+    optimizations, which the int8 fusions need); ``threads`` 0 = every core."""
     import onnxruntime as ort
 
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    from openhood.backends.onnxruntime_backend import session_options
+
+    opts = session_options(threads or None)
     opts.log_severity_level = 3  # shape-merge warnings on dynamic dims are noise here
-    if threads:
-        opts.intra_op_num_threads = threads
     data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else model
     return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
 

@@ -74,9 +74,10 @@ class Int8Linear(Linear):
         self.smooth = None if smooth is None else np.asarray(smooth, dtype=np.float32)
         self.inv_smooth = None if smooth is None else (1.0 / self.smooth).astype(np.float32)
         w = dequantize_weight(codes, self.scale, axis=0).T  # (in, out): the (smoothed) weight the kernel uses
-        self.kernel_weight = np.ascontiguousarray(w)
         # Weight-only NumPy path: fold 1/s back into the weight once, so x needs no extra pass.
-        self.weight = self.kernel_weight if smooth is None else np.ascontiguousarray(w * self.inv_smooth[:, None])
+        self.weight = np.ascontiguousarray(w if smooth is None else w * self.inv_smooth[:, None])
+        # Emulation multiplies by the smoothed weight itself; only it keeps that second copy.
+        self.kernel_weight = np.ascontiguousarray(w) if emulate and smooth is not None else self.weight
 
     def matmul(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         if not self.emulate:

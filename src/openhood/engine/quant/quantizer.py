@@ -31,6 +31,7 @@ import numpy as np
 
 from openhood.engine.graph import Graph
 from openhood.engine.quant.calibration import check_calibration_size
+from openhood.engine.quant.evaluate import cosine_rows
 from openhood.engine.quant.linear import Int8Linear, ObservingLinear
 from openhood.engine.quant.observers import ChannelAbsMaxObserver, ScaledObserver, TeeObserver, make_observer
 from openhood.engine.quant.ops import activation_qparams, quantize_weight, smoothing_factors
@@ -122,10 +123,6 @@ def run_graph(graph: Graph, batches: Sequence[tuple[np.ndarray, np.ndarray]]) ->
         ex.close()
 
 
-def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.sum(a * b, 1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-12)
-
-
 def apply_plan(graph: Graph, decisions: Sequence[LayerPlan], codes: dict, embedding=None, emulate: bool = False,
                weight_encoding: str = "auto", smooth: dict | None = None) -> Graph:
     """A copy of ``graph`` with each non-fp32 layer swapped for an ``Int8Linear`` (and the
@@ -151,7 +148,7 @@ def calibrate(graph: Graph, seqs: Sequence[np.ndarray], method: str = "percentil
               channel_absmax: dict[str, np.ndarray] | None = None) -> dict[str, tuple[float, float]]:
     """Layer name → (lo, hi) range of its input over ``seqs``, by observer ``method``.
 
-    ``inv_smooth`` (layer → 1/s): observe the smoothed input ``x / s`` instead of ``x``.
+    ``inv_smooth`` (layer → 1/s): observe the smoothed input ``x / s`` of the layers it names.
     ``channel_absmax``: a dict this fills with each layer's per-channel max |x| (in,).
     """
     names = list(graph.linears())
@@ -159,7 +156,7 @@ def calibrate(graph: Graph, seqs: Sequence[np.ndarray], method: str = "percentil
     channel = {n: ChannelAbsMaxObserver() for n in names}
     g_obs = graph.clone()
     for n in names:
-        obs = observers[n] if not inv_smooth else ScaledObserver(observers[n], inv_smooth[n])
+        obs = observers[n] if n not in (inv_smooth or {}) else ScaledObserver(observers[n], inv_smooth[n])
         if channel_absmax is not None:
             obs = TeeObserver(obs, channel[n])
         g_obs.replace_linear(n, ObservingLinear(graph.node(n).linear, obs))
@@ -256,7 +253,7 @@ def quantize(
     def error(modes: dict[str, str], emb: bool, smoothed: dict[str, bool] | None = None) -> np.ndarray:
         ds, cs = decisions_for(modes, smoothed or {})
         g = apply_plan(graph, ds, cs, embedding if emb else None, emulate=True, smooth=factors)
-        return 1.0 - _cosine(reference, run_graph(g, hold_batches))
+        return 1.0 - cosine_rows(reference, run_graph(g, hold_batches))
 
     trials = 4 if smooth_alpha else 2
     tick = progress("sensitivity", trials * len(names))
