@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import onnx
 import pytest
 
 from openhood.engine.quant import apply_precision, ops
@@ -12,7 +13,7 @@ from openhood.engine.quant.linear import Int8Linear, ObservingLinear
 from openhood.engine.quant.quantizer import format_decisions, length_groups, padded_batches, quantize, run_graph
 from openhood.engine.quant.storage import INT8_FILE, apply_int8, read_int8, save_fp16, save_int8
 from openhood.export.onnx_export import graph_to_onnx
-from openhood.export.qdq import quantize_embedding_tables, resolve_encoding, weight_codes
+from openhood.export.qdq import resolve_encoding, weight_codes
 from quant_tiny_bert import tiny_graph, token_seqs
 
 LAYERS = {f"layer.{i}.{n}" for i in range(2) for n in ("attention.qkv", "attention.out", "ffn.up", "ffn.down")}
@@ -66,12 +67,14 @@ def test_onnx_runtime_int8_matches_emulation(graph, saved, result):
     res, _ = result
     fresh = padded_batches(token_seqs(32, seed=4))
     g8 = apply_int8(graph, saved)
-    onnx_model = quantize_embedding_tables(graph_to_onnx(g8), {"embeddings.word": res.embedding})
+    onnx_model = graph_to_onnx(g8)
     ops_used = [n.op_type for n in onnx_model.graph.node]
     modes = [d.mode for d in res.decisions]
     assert ops_used.count("MatMulInteger") == modes.count("dynamic")
     assert ops_used.count("QuantizeLinear") == modes.count("static")
     assert "embeddings.word" not in {t.name for t in onnx_model.graph.initializer}  # the table is int8 now
+    table = next(t for t in onnx_model.graph.initializer if t.name == "embeddings.word.int8")
+    assert table.data_type == onnx.TensorProto.INT8  # straight from apply_int8 + graph_to_onnx: what ORT serves
     ort_out = embed_batches(make_session(onnx_model), fresh)
     emulated = run_graph(apply_int8(graph, saved, emulate=True), fresh)
     assert_same_up_to_code_flips(cosine_rows(ort_out, emulated))

@@ -24,6 +24,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from openhood.engine.graph import Graph, Node
 from openhood.engine.ops import MASK_NEG
+from openhood.export.qdq import emit_int8_gather
 
 OPSET = 17
 EXPORTER_VERSION = "1"
@@ -117,7 +118,10 @@ def _emit(b: OnnxGraphBuilder, node: Node, args: list[str]) -> None:
     op, p, name = node.op, node.params, node.name
     if op == "Embeddings":
         (ids,) = args
-        word = b.node("Gather", [b.initializer(f"{name}.word", p["word"]), ids], name=f"{name}.word_gather")  # (B, T, C)
+        if "word_int8" in p:  # an int8 model: the table stays int8 in the ONNX file too
+            word = emit_int8_gather(b, f"{name}.word", p["word_int8"], p["word_scale"], ids)  # (B, T, C)
+        else:
+            word = b.node("Gather", [b.initializer(f"{name}.word", p["word"]), ids], name=f"{name}.word_gather")  # (B, T, C)
         seq = b.node("Shape", [ids], name=f"{name}.seq_len", start=1, end=2)  # [T]
         pos = b.node("Slice", [b.initializer(f"{name}.position", p["position"]), b.const([0], "zero", np.int64), seq,
                                b.const([0], "axis0", np.int64)], name=f"{name}.positions")  # (T, C)

@@ -118,7 +118,6 @@ def write_folder(out: Path, model, graph, result, info: dict, holdout) -> Path:
     from openhood.engine.quant.quantizer import padded_batches
     from openhood.engine.quant.storage import FP16_FILE, INT8_FILE, apply_int8, save_fp16, save_int8
     from openhood.export.onnx_export import graph_to_onnx
-    from openhood.export.qdq import quantize_embedding_tables
 
     out.mkdir(parents=True, exist_ok=True)
     src = model.folder
@@ -137,9 +136,7 @@ def write_folder(out: Path, model, graph, result, info: dict, holdout) -> Path:
     int8_path = save_int8(out / INT8_FILE, graph, result, info)
     save_fp16(out / FP16_FILE, graph)
     int8_graph = apply_int8(graph, int8_path)
-    onnx_model = graph_to_onnx(int8_graph)
-    if result.embedding is not None:
-        onnx_model = quantize_embedding_tables(onnx_model, {"embeddings.word": result.embedding})
+    onnx_model = graph_to_onnx(int8_graph)  # the graph ONNX Runtime serves: int8 layers and table
     onnx.save(onnx_model, str(out / "model.int8.onnx"))
 
     batches = padded_batches(sorted(holdout, key=len))

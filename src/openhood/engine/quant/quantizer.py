@@ -35,6 +35,7 @@ from openhood.engine.quant.evaluate import cosine_rows
 from openhood.engine.quant.linear import Int8Linear, ObservingLinear
 from openhood.engine.quant.observers import ChannelAbsMaxObserver, ScaledObserver, TeeObserver, make_observer
 from openhood.engine.quant.ops import activation_qparams, quantize_weight, smoothing_factors
+from openhood.engine.quant.storage import EMBEDDING_NODE, int8_embedding_params
 from openhood.engine.runtime import Executor
 
 # Static saves the run-time min/max pass over the activation; prefer dynamic only when it
@@ -43,7 +44,6 @@ DYNAMIC_GAIN = 0.5
 # Plan on the additive prediction down to this share of the error budget (1 - target), then
 # measure: the prediction is slightly optimistic when many layers are quantized.
 PREDICTION_MARGIN = 0.9
-EMBEDDING_NODE = "embeddings"
 # 7-bit weight codes by default: measured on this AVX2 machine (MiniLM, batch 32, same plan) the
 # u8×s8 kernel they allow is 1.38× fp32 vs 1.25× for exact 8-bit codes on u8×u8, for ~1e-3 cosine.
 WEIGHT_QMAX = 63
@@ -139,7 +139,7 @@ def apply_plan(graph: Graph, decisions: Sequence[LayerPlan], codes: dict, embedd
                                              smooth=factors))
     if embedding is not None:
         node = g.node(EMBEDDING_NODE)
-        node.params = dict(node.params, word=(embedding[0].astype(np.float32) * embedding[1][:, None]))
+        node.params = int8_embedding_params(node.params, *embedding)
     return g
 
 

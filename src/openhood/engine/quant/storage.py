@@ -33,12 +33,19 @@ from safetensors.numpy import save_file
 
 from openhood.engine.graph import Graph
 from openhood.engine.quant.linear import Fp16Linear, Int8Linear
+from openhood.engine.quant.ops import dequantize_weight
 
 INT8_FORMAT = "openhood-int8"
 FP16_FORMAT = "openhood-fp16"
 INT8_FILE = "model.int8.safetensors"
 FP16_FILE = "model.fp16.safetensors"
 EMBEDDING_NODE = "embeddings"
+
+
+def int8_embedding_params(params: dict, codes: np.ndarray, scale: np.ndarray) -> dict:
+    """Embeddings params with the vocabulary table int8 per row: ``word_int8`` (V, D) and
+    ``word_scale`` (V,) for the ONNX exporter, ``word`` dequantized for the NumPy kernel."""
+    return dict(params, word=dequantize_weight(codes, scale, axis=0), word_int8=codes, word_scale=scale.astype(np.float32))
 
 
 def _non_linear_params(graph: Graph, dtype=np.float32) -> dict[str, np.ndarray]:
@@ -133,7 +140,7 @@ def apply_int8(graph: Graph, path: str | Path, emulate: bool = False, weight_enc
         q, s = tensors[f"{EMBEDDING_NODE}.word.int8"], tensors[f"{EMBEDDING_NODE}.word.scale"]
         if q.shape != node.params["word"].shape:
             raise ValueError(f"{path}: embedding table {q.shape} does not match the model's {node.params['word'].shape}")
-        node.params = dict(node.params, word=q.astype(np.float32) * s[:, None])
+        node.params = int8_embedding_params(node.params, q, s)
     g.meta["precision"] = "int8"
     return g
 
