@@ -155,17 +155,12 @@ def main() -> int:
 
 def stage_breakdown(tok, texts: list[str], repeat: int) -> list[tuple[str, float, int]]:
     """String half vs kernel half, one NumPy pass for scale, and the naive per-character reference."""
-    from openhood.tokenizer import kernel, reference
+    from openhood.tokenizer import reference
 
     n_chars = sum(map(len, texts))
     str_s, (cps, starts, ends) = best_time(lambda: tok.batch_code_points(texts), repeat)
 
-    def run_kernel():
-        out = np.empty(cps.size + len(texts) * tok._n_special, dtype=np.int32)
-        lengths, truncated = np.empty(len(texts), np.int64), np.empty(len(texts), np.bool_)
-        return kernel.encode_batch_kernel(cps, starts, ends, 1 << 40, *tok._tables, out, lengths, truncated)
-
-    kernel_s, _ = best_time(run_kernel, repeat)
+    kernel_s, _ = best_time(lambda: tok.encode_code_points(cps, starts, ends, tok._limit(None)), repeat)
     class_table = tok.normalizer.class_table
     gather_s, _ = best_time(lambda: class_table[cps], repeat)
     sample = texts[: max(1, len(texts) // 40)]

@@ -49,15 +49,10 @@ class Embedder:
         order = np.argsort(rb.lengths, kind="stable")  # shortest first: minimal padding per batch
         for start in range(0, len(texts), batch_size):
             idx = order[start : start + batch_size]
-            padded = _subset(rb, idx).pad()
+            padded = rb.take(idx).pad()
             out[idx] = self.backend.embed(padded.input_ids, padded.attention_mask)
         return out
 
     def __repr__(self) -> str:
         return f"Embedder({self.model_name}, backend={self.backend.name}, dim={self.dim}, max_length={self.max_length})"
 
-
-def _subset(rb, idx: np.ndarray):
-    """The rows ``idx`` of a RaggedBatch as a new RaggedBatch (ids gathered, nothing re-tokenized)."""
-    ids = np.concatenate([rb[int(i)] for i in idx])
-    return type(rb)(ids, rb.lengths[idx], rb.truncated[idx], pad_id=rb.pad_id, pad_type_id=rb.pad_type_id, pad_left=rb.pad_left)

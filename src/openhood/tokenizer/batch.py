@@ -56,6 +56,13 @@ class RaggedBatch:
     def __repr__(self) -> str:
         return f"RaggedBatch(n={len(self)}, tokens={self.ids.size}, truncated={int(self.truncated.sum())})"
 
+    def take(self, idx) -> "RaggedBatch":
+        """Rows ``idx`` (in that order) as a new batch: ids gathered, nothing re-tokenized."""
+        idx = np.asarray(idx, dtype=np.int64)
+        ids = np.concatenate([self[int(i)] for i in idx]) if idx.size else self.ids[:0]
+        return RaggedBatch(ids, self.lengths[idx], self.truncated[idx], pad_id=self.pad_id,
+                           pad_type_id=self.pad_type_id, pad_left=self.pad_left)
+
     def pad(self, length: int | None = None) -> PaddedBatch:
         """Pad to the longest row (``None``) or to ``length`` (a fixed size or a bucket).
 

@@ -170,7 +170,12 @@ class Tokenizer:
         if n == 0:
             empty = np.empty(0, np.int64)
             return RaggedBatch(np.empty(0, np.int32), empty, np.empty(0, np.bool_), pad_id=self.pad_id)
-        cps, starts, ends = self.batch_code_points(texts)
+        return self.encode_code_points(*self.batch_code_points(texts), limit)
+
+    def encode_code_points(self, cps: np.ndarray, starts: np.ndarray, ends: np.ndarray, limit: int) -> RaggedBatch:
+        """The kernel half of ``encode_batch``: normalized code points (from ``batch_code_points``)
+        of texts ``cps[starts[i]:ends[i]]`` → ids, at most ``limit`` per text (specials included)."""
+        n = len(starts)
         out = np.empty(cps.size + n * self._n_special, dtype=np.int32)
         lengths = np.empty(n, dtype=np.int64)
         truncated = np.empty(n, dtype=np.bool_)
