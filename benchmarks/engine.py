@@ -7,7 +7,7 @@ Texts are tokenized once with openhood's tokenizer (max_length 256); tokenizatio
 timed. For each backend it measures sentences/s and tokens/s (real tokens, padding excluded)
 at batch 32 length-sorted (the first ``--limit`` texts), batch 32 in corpus order ("unsorted",
 the first ``--limit-unsorted``) and batch 1 (the first ``--limit-single``), plus the NumPy
-engine with fusion off. Backends are interleaved batch by batch (rotating who goes first) so
+engine with fusion off. Backends are interleaved batch by batch (cycling through every order of the backends) so
 all see the same load on this shared machine; each batch counts with its best time over
 ``--rounds`` rounds. At the end it prints the numba compile time of the engine kernels
 (paid once per process) and ns/element of each compiled epilogue at 1 vs 2 threads.
@@ -19,6 +19,7 @@ numbers move with the machine's load; the ratios are the result.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 import time
@@ -36,9 +37,8 @@ def model_flops(cfg, b: int, t: int) -> float:
 
 
 def make_batches(rb, order, batch_size):
-    from openhood.embedder import _subset
 
-    return [_subset(rb, order[s : s + batch_size]).pad() for s in range(0, len(order), batch_size)]
+    return [rb.take(order[s : s + batch_size]).pad() for s in range(0, len(order), batch_size)]
 
 
 def time_batches(backend, batches) -> float:
@@ -132,13 +132,15 @@ def main() -> int:
     best: dict[tuple[str, str], float] = {}
     for cfg_name, (batches, _, _) in configs.items():
         names = [b for b in backends if b != "numpy (fusion off)" or cfg_name != "batch 32, unsorted"]
-        # Interleave per batch (rotating who goes first) so load spikes from other processes on
-        # this shared machine hit every backend alike; keep each batch's best over the rounds.
+        # Interleave per batch so load spikes hit every backend alike, cycling through every
+        # order of the backends: each one follows each other equally often (a NumPy call right
+        # after an ORT call runs slower, so a fixed rotation biased whoever came after ORT).
+        # Keep each batch's best over the rounds.
+        orders = list(itertools.permutations(names))
         per_batch = {b: np.full((args.rounds, len(batches)), np.inf) for b in names}
         for r in range(args.rounds):
             for i, pb in enumerate(batches):
-                for k in range(len(names)):
-                    b = names[(i + k) % len(names)]
+                for b in orders[(i + r) % len(orders)]:
                     t0 = time.perf_counter()
                     backends[b].embed(pb.input_ids, pb.attention_mask)
                     per_batch[b][r, i] = time.perf_counter() - t0

@@ -6,8 +6,8 @@ per row while the row sits in L1, with no temporaries.
 
 Why numba: the same math as a chain of NumPy ufuncs costs one Python call (~1 µs) and one
 memory pass per operation, and GELU alone is ~27 of them; with two ``RowSplitter`` threads the
-tiny calls also ping-pong the GIL, so a second thread did not help (the ufunc chain's 1- vs
-2-thread ns/element is in docs/benchmarks.md, Engine). Compiled with ``nogil=True``, a kernel runs on a thread's whole row range without
+tiny calls also ping-pong the GIL, so a second thread did not help (measured while the choice
+was made; docs/benchmarks.md § Engine tables the compiled kernels). Compiled with ``nogil=True``, a kernel runs on a thread's whole row range without
 the GIL, so the splitter's threads really run in parallel, and LLVM vectorizes the inner loops
 (AVX2 + FMA on the host CPU).
 
