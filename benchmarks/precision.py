@@ -111,7 +111,9 @@ def main(argv=None) -> int:
     from openhood.engine.quant.calibration import stratified_sample
     from openhood.engine.quant.evaluate import quality
     from openhood.engine.quant.ops import quantize_weight
-    from openhood.engine.quant.quantizer import LayerPlan, apply_plan, calibrate, with_ranges
+    from openhood.engine.quant.plan import LayerPlan, apply_plan, with_ranges
+    from openhood.engine.quant.quantizer import calibrate
+    from openhood.engine.quant.storage import load_plan
     from openhood.engine.quant.storage import FP16_FILE, INT8_FILE, apply_fp16, read_int8
     from openhood.export.onnx_export import graph_to_onnx
     from openhood.tokenizer import Tokenizer
@@ -200,8 +202,8 @@ def main(argv=None) -> int:
     if args.skip_calibration_experiment:
         return 0
     # Calibration experiment: short-only vs length-matched ranges, evaluated on long texts.
-    tensors, plan, info = read_int8(qdir / INT8_FILE)
     graph = fuse(model.graph)
+    base_plan, codes, smooth, _, info = load_plan(graph, qdir / INT8_FILE)
     pool = all_texts[: args.offset]
     prb = tok.encode_batch(pool, max_length=256)
     plen = np.asarray(prb.lengths)
@@ -210,18 +212,15 @@ def main(argv=None) -> int:
     short_idx = np.random.default_rng(0).choice(short_idx, size=min(n_cal, len(short_idx)), replace=False)
     matched_idx = stratified_sample(plen, n_cal, seed=1)
     method = info.get("method", "percentile")
-    # Layers stored with SmoothQuant factors are calibrated on their smoothed input x / s.
-    smooth = {n: tensors[f"{n}.smooth"] for n in plan["layers"] if f"{n}.smooth" in tensors}
-    inv = {n: 1.0 / s for n, s in smooth.items()}
+    inv = {n: 1.0 / s for n, s in smooth.items()}  # smoothed layers are calibrated on x / s
     ranges = {"short only": calibrate(graph, [prb[int(i)] for i in short_idx], method, inv_smooth=inv),
               "length-matched": calibrate(graph, [prb[int(i)] for i in matched_idx], method, inv_smooth=inv)}
     long_ids = [i for i in range(len(seqs)) if len(seqs[i]) >= np.percentile(rb.lengths, 90)]
     long_seqs = [seqs[i] for i in long_ids]
     long_ref = embed_all(variants["onnxruntime fp32"], long_seqs)
     qmax = int(info.get("weight_qmax", 127))  # files from before 7-bit weights were 8-bit
-    codes = {n: (tensors[f"{n}.weight.int8"], tensors[f"{n}.weight.scale"]) if f"{n}.weight.int8" in tensors
-             else quantize_weight(graph.node(n).linear.weight.T, qmax=qmax) for n in plan["layers"]}  # stored codes; fp32 layers' as the quantizer made them
-    base_plan = [LayerPlan(layer=n, **{k: (tuple(v) if k == "input_range" else v) for k, v in d.items()}) for n, d in plan["layers"].items()]
+    for d in base_plan:  # the all-static variant also needs codes for the plan's float layers
+        codes.setdefault(d.layer, quantize_weight(graph.node(d.layer).linear.weight.T, qmax=qmax))
     all_static = [LayerPlan(**{**p.__dict__, "mode": "static"}) for p in base_plan]
     cal_lengths = {k: f"median {np.median(plen[idx]):.0f}, p90 {np.percentile(plen[idx], 90):.0f}" for k, idx in
                    (("short only", short_idx), ("length-matched", matched_idx))}
@@ -235,7 +234,7 @@ def main(argv=None) -> int:
             q = quality(long_ref, embed_all(OrtFile(graph_to_onnx(g), dim), long_seqs))
             print(f"| {plan_name} | {cal_name} ({cal_lengths[cal_name]}) | {q['cos_mean']:.4f} | {q['cos_min']:.4f} | {100 * q['top10']:.1f}% |")
     print(f"\n# total {time.perf_counter() - t_start:.0f} s; plan modes: "
-          + json.dumps({m: sum(d['mode'] == m for d in plan['layers'].values()) for m in ('static', 'dynamic', 'fp32')}))
+          + json.dumps({m: sum(d.mode == m for d in base_plan) for m in ('static', 'dynamic', 'fp32')}))
     return 0
 
 

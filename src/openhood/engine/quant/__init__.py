@@ -4,7 +4,8 @@
 fusion: ``"fp16"`` swaps every Linear for an ``Fp16Linear``; ``"int8"`` applies the plan in
 ``<model_dir>/model.int8.safetensors`` written by ``openhood quantize``. Modules: ``ops``
 (quantization arithmetic), ``observers`` (calibration ranges), ``calibration`` (length-matched
-sampling), ``linear`` (Int8Linear / Fp16Linear), ``quantizer`` (sensitivity pass and plan),
+sampling), ``linear`` (Int8Linear / Fp16Linear), ``plan`` (per-layer decisions → graph), ``quantizer``
+(calibration, sensitivity pass, planning),
 ``storage`` (safetensors), ``evaluate`` (quality metrics), ``cli`` (``openhood quantize``).
 """
 

@@ -32,10 +32,10 @@ import numpy as np
 from openhood.engine.graph import Graph
 from openhood.engine.quant.calibration import check_calibration_size
 from openhood.engine.quant.evaluate import cosine_rows
-from openhood.engine.quant.linear import Int8Linear, ObservingLinear
+from openhood.engine.quant.linear import ObservingLinear
 from openhood.engine.quant.observers import ChannelAbsMaxObserver, ScaledObserver, TeeObserver, make_observer
 from openhood.engine.quant.ops import activation_qparams, quantize_weight, smoothing_factors
-from openhood.engine.quant.storage import EMBEDDING_NODE, int8_embedding_params
+from openhood.engine.quant.plan import EMBEDDING_NODE, LayerPlan, apply_plan
 from openhood.engine.runtime import Executor
 
 # Static saves the run-time min/max pass over the activation; prefer dynamic only when it
@@ -47,23 +47,6 @@ PREDICTION_MARGIN = 0.9
 # 7-bit weight codes by default: measured on this AVX2 machine (MiniLM, batch 32, same plan) the
 # u8×s8 kernel they allow is 1.38× fp32 vs 1.25× for exact 8-bit codes on u8×u8, for ~1e-3 cosine.
 WEIGHT_QMAX = 63
-
-
-@dataclass
-class LayerPlan:
-    """One Linear layer's chosen mode, its int8 data, and the measurements behind it."""
-
-    layer: str
-    mode: str  # "static" | "dynamic" | "fp32"
-    reason: str
-    static_error: float  # mean 1 − cos on held-out texts, this layer alone static
-    dynamic_error: float  # same, this layer alone dynamic
-    input_range: tuple[float, float]
-    input_scale: float
-    input_zero_point: int
-    smooth: bool = False  # SmoothQuant factors applied (stored beside the codes)
-    smooth_static_error: float | None = None  # the two errors again with smoothing (None: not tried)
-    smooth_dynamic_error: float | None = None
 
 
 @dataclass
@@ -123,26 +106,6 @@ def run_graph(graph: Graph, batches: Sequence[tuple[np.ndarray, np.ndarray]]) ->
         ex.close()
 
 
-def apply_plan(graph: Graph, decisions: Sequence[LayerPlan], codes: dict, embedding=None, emulate: bool = False,
-               weight_encoding: str = "auto", smooth: dict | None = None) -> Graph:
-    """A copy of ``graph`` with each non-fp32 layer swapped for an ``Int8Linear`` (and the
-    embedding table replaced by its dequantized int8 version when given). A decision with
-    ``smooth`` takes its factors from ``smooth`` (and ``codes`` must hold its smoothed codes)."""
-    g = graph.clone()
-    for d in decisions:
-        if d.mode == "fp32":
-            continue
-        q, s = codes[d.layer]
-        bias = g.node(d.layer).linear.bias
-        factors = smooth[d.layer] if d.smooth else None
-        g.replace_linear(d.layer, Int8Linear(q, s, bias, d.mode, d.input_scale, d.input_zero_point, emulate, weight_encoding,
-                                             smooth=factors))
-    if embedding is not None:
-        node = g.node(EMBEDDING_NODE)
-        node.params = int8_embedding_params(node.params, *embedding)
-    return g
-
-
 def calibrate(graph: Graph, seqs: Sequence[np.ndarray], method: str = "percentile",
               tick: Callable[[int, int], None] | None = None, inv_smooth: dict[str, np.ndarray] | None = None,
               channel_absmax: dict[str, np.ndarray] | None = None) -> dict[str, tuple[float, float]]:
@@ -172,15 +135,6 @@ def calibrate(graph: Graph, seqs: Sequence[np.ndarray], method: str = "percentil
     if channel_absmax is not None:
         channel_absmax.update({n: channel[n].result() for n in names})
     return {n: observers[n].range() for n in names}
-
-
-def with_ranges(decisions: Sequence[LayerPlan], ranges: dict[str, tuple[float, float]]) -> list[LayerPlan]:
-    """The same per-layer modes with activation qparams recomputed from other ``ranges``."""
-    out = []
-    for d in decisions:
-        s, z = activation_qparams(*ranges[d.layer])
-        out.append(LayerPlan(**{**asdict(d), "input_range": ranges[d.layer], "input_scale": float(s), "input_zero_point": int(z)}))
-    return out
 
 
 def quantize(

@@ -32,20 +32,13 @@ from safetensors import safe_open
 from safetensors.numpy import save_file
 
 from openhood.engine.graph import Graph
-from openhood.engine.quant.linear import Fp16Linear, Int8Linear
-from openhood.engine.quant.ops import dequantize_weight
+from openhood.engine.quant.linear import Fp16Linear
+from openhood.engine.quant.plan import EMBEDDING_NODE, LayerPlan, apply_plan
 
 INT8_FORMAT = "openhood-int8"
 FP16_FORMAT = "openhood-fp16"
 INT8_FILE = "model.int8.safetensors"
 FP16_FILE = "model.fp16.safetensors"
-EMBEDDING_NODE = "embeddings"
-
-
-def int8_embedding_params(params: dict, codes: np.ndarray, scale: np.ndarray) -> dict:
-    """Embeddings params with the vocabulary table int8 per row: ``word_int8`` (V, D) and
-    ``word_scale`` (V,) for the ONNX exporter, ``word`` dequantized for the NumPy kernel."""
-    return dict(params, word=dequantize_weight(codes, scale, axis=0), word_int8=codes, word_scale=scale.astype(np.float32))
 
 
 def _non_linear_params(graph: Graph, dtype=np.float32) -> dict[str, np.ndarray]:
@@ -110,37 +103,48 @@ def read_int8(path: str | Path) -> tuple[dict[str, np.ndarray], dict, dict]:
     return tensors, json.loads(meta["plan"]), json.loads(meta.get("quantization", "{}"))
 
 
+def load_plan(graph: Graph, path: str | Path) -> tuple[list[LayerPlan], dict, dict, tuple | None, dict]:
+    """(decisions, codes, smoothing factors, embedding, quantization info) of the plan at
+    ``path``, checked against ``graph`` (the fused fp32 graph it must have been made for)."""
+    tensors, plan, info = read_int8(path)
+    linears = graph.linears()
+    unknown = sorted(set(plan["layers"]) - set(linears))
+    if unknown:
+        raise ValueError(f"{path} was made for another graph: it quantizes layers {unknown[:3]} this model does not have")
+    decisions, codes, smooth = [], {}, {}
+    for name, d in plan["layers"].items():
+        decisions.append(LayerPlan(layer=name, **{k: (tuple(v) if k == "input_range" else v) for k, v in d.items()}))
+        if d["mode"] == "fp32":
+            continue
+        codes[name] = (tensors[f"{name}.weight.int8"], tensors[f"{name}.weight.scale"])
+        if codes[name][0].shape != (linears[name].out_features, linears[name].in_features):
+            raise ValueError(f"{path}: layer {name} is {codes[name][0].shape}, the model's is "
+                             f"{(linears[name].out_features, linears[name].in_features)}")
+        if d.get("smooth"):
+            if f"{name}.smooth" not in tensors:
+                raise ValueError(f"{path}: layer {name} is planned with SmoothQuant factors but {name}.smooth is missing")
+            smooth[name] = tensors[f"{name}.smooth"]
+    embedding = None
+    if f"{EMBEDDING_NODE}.word.int8" in tensors:
+        embedding = (tensors[f"{EMBEDDING_NODE}.word.int8"], tensors[f"{EMBEDDING_NODE}.word.scale"])
+        if embedding[0].shape != graph.node(EMBEDDING_NODE).params["word"].shape:
+            raise ValueError(f"{path}: embedding table {embedding[0].shape} does not match the model's "
+                             f"{graph.node(EMBEDDING_NODE).params['word'].shape}")
+    fp16 = {name: tensors[f"{name}.weight.fp16"] for name, d in plan["layers"].items() if d["mode"] == "fp32"}
+    return decisions, codes, smooth, embedding, {**info, "fp16_weights": fp16}
+
+
 def apply_int8(graph: Graph, path: str | Path, emulate: bool = False, weight_encoding: str = "auto") -> Graph:
     """A copy of the fused fp32 ``graph`` running the int8 plan stored at ``path``.
 
     NumPy execution is weight-only (dequantized int8 weights, fp32 activations) unless
-    ``emulate``; exported to ONNX the layers become integer sub-graphs (``Int8Linear``).
+    ``emulate``; exported to ONNX the layers become integer sub-graphs (``Int8Linear``). Layers
+    the plan keeps in float run from their stored fp16 weights.
     """
-    tensors, plan, _ = read_int8(path)
-    g = graph.clone()
-    linears = g.linears()
-    unknown = sorted(set(plan["layers"]) - set(linears))
-    if unknown:
-        raise ValueError(f"{path} was made for another graph: it quantizes layers {unknown[:3]} this model does not have")
-    for name, d in plan["layers"].items():
-        if d["mode"] == "fp32":
-            g.replace_linear(name, Fp16Linear(tensors[f"{name}.weight.fp16"].T, linears[name].bias))
-            continue
-        codes, scale = tensors[f"{name}.weight.int8"], tensors[f"{name}.weight.scale"]
-        if codes.shape != (linears[name].out_features, linears[name].in_features):
-            raise ValueError(f"{path}: layer {name} is {codes.shape}, the model's is "
-                             f"{(linears[name].out_features, linears[name].in_features)}")
-        smooth = tensors.get(f"{name}.smooth") if d.get("smooth") else None
-        if d.get("smooth") and smooth is None:
-            raise ValueError(f"{path}: layer {name} is planned with SmoothQuant factors but {name}.smooth is missing")
-        g.replace_linear(name, Int8Linear(codes, scale, linears[name].bias, d["mode"], d["input_scale"],
-                                          d["input_zero_point"], emulate, weight_encoding, smooth=smooth))
-    if f"{EMBEDDING_NODE}.word.int8" in tensors:
-        node = g.node(EMBEDDING_NODE)
-        q, s = tensors[f"{EMBEDDING_NODE}.word.int8"], tensors[f"{EMBEDDING_NODE}.word.scale"]
-        if q.shape != node.params["word"].shape:
-            raise ValueError(f"{path}: embedding table {q.shape} does not match the model's {node.params['word'].shape}")
-        node.params = int8_embedding_params(node.params, q, s)
+    decisions, codes, smooth, embedding, info = load_plan(graph, path)
+    g = apply_plan(graph, decisions, codes, embedding, emulate, weight_encoding, smooth)
+    for name, w16 in info["fp16_weights"].items():
+        g.replace_linear(name, Fp16Linear(w16.T, g.node(name).linear.bias))
     g.meta["precision"] = "int8"
     return g
 
