@@ -32,26 +32,11 @@ def make_session(model: onnx.ModelProto | bytes | str, threads: int = 0):
     return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
 
 
-def feeds(session, input_ids: np.ndarray, attention_mask: np.ndarray) -> dict[str, np.ndarray]:
-    """Map a batch onto the session's inputs by name (token_type_ids → zeros when asked for)."""
-    out = {}
-    for inp in session.get_inputs():
-        dtype = np.int32 if inp.type == "tensor(int32)" else np.int64
-        if inp.name == "input_ids":
-            out[inp.name] = input_ids.astype(dtype)
-        elif inp.name == "attention_mask":
-            out[inp.name] = attention_mask.astype(dtype)
-        elif inp.name == "token_type_ids":
-            out[inp.name] = np.zeros_like(input_ids, dtype=dtype)
-        else:
-            raise ValueError(f"model input {inp.name!r} is not one of input_ids, attention_mask, token_type_ids")
-    return out
-
-
 def embed_batches(session, batches: Iterable[Batch], output: str | None = None) -> np.ndarray:
-    """Run every batch; concatenate the first (or named) output → (N, dim) float32."""
+    """Run every batch through a graph of ours (inputs: int64 input_ids, attention_mask);
+    concatenate the first (or named) output → (N, dim) float32."""
     name = output or session.get_outputs()[0].name
-    parts = [session.run([name], feeds(session, ids, mask))[0] for ids, mask in batches]
+    parts = [session.run([name], {"input_ids": ids.astype(np.int64), "attention_mask": mask.astype(np.int64)})[0] for ids, mask in batches]
     return np.concatenate(parts).astype(np.float32)
 
 
