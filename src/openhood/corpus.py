@@ -2,8 +2,8 @@
 
 Every command that takes ``--corpus`` / ``--input`` / ``--calibration`` reads through here, so
 they all accept the same format and fail the same way: a ``CorpusError`` naming the file and
-line. The trade-off: the whole list is held in memory (fine for the 40k-text dev corpus, ~6 MB);
-streaming consumers (``openhood tokenize --input``) keep their own loop for byte-level progress.
+line. ``read_texts`` holds the whole list in memory (fine for the 40k-text dev corpus, ~6 MB);
+``iter_texts`` streams, with the bytes consumed for progress bars (``openhood tokenize --input``).
 """
 
 from __future__ import annotations
@@ -16,6 +16,27 @@ class CorpusError(ValueError):
     """The corpus file is missing or a line is not an object with a string text field."""
 
 
+def iter_texts(path: str | Path, field: str = "text"):
+    """Stream ``(bytes consumed, text)`` per non-blank line, for readers that report progress
+    by file position (``openhood tokenize --input``); the same checks and errors as ``read_texts``."""
+    path = Path(path)
+    if not path.is_file():
+        raise CorpusError(f"corpus file {path} does not exist")
+    with path.open("rb") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                yield len(line), None
+                continue
+            try:
+                obj = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                raise CorpusError(f"{path}:{lineno}: not JSON ({getattr(exc, 'msg', 'not UTF-8')})") from None
+            value = obj.get(field) if isinstance(obj, dict) else None
+            if not isinstance(value, str):
+                raise CorpusError(f"{path}:{lineno}: no string field {field!r} (expected one JSON object per line)")
+            yield len(line), value
+
+
 def read_texts(path: str | Path, field: str = "text", limit: int | None = None) -> list[str]:
     """Texts of a JSONL file, blank lines skipped; ``limit`` keeps the first N texts.
 
@@ -25,22 +46,12 @@ def read_texts(path: str | Path, field: str = "text", limit: int | None = None) 
     >>> read_texts(p)
     ['a', 'b']
     """
-    path = Path(path)
-    if not path.is_file():
-        raise CorpusError(f"corpus file {path} does not exist")
     texts: list[str] = []
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if limit is not None and len(texts) >= limit:
+    if limit is not None and limit <= 0:
+        return texts
+    for _, text in iter_texts(path, field):
+        if text is not None:
+            texts.append(text)
+            if len(texts) == limit:  # stop before reading (and judging) the next line
                 break
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise CorpusError(f"{path}:{lineno}: not JSON ({exc.msg})") from None
-            value = obj.get(field) if isinstance(obj, dict) else None
-            if not isinstance(value, str):
-                raise CorpusError(f"{path}:{lineno}: no string field {field!r} (expected one JSON object per line)")
-            texts.append(value)
     return texts

@@ -80,6 +80,8 @@ class _Progress:
 def _encode_file(tok, src: Path, dst: Path, max_length: int | None, batch_size: int) -> int:
     import orjson
 
+    from openhood.corpus import CorpusError, iter_texts
+
     if not src.is_file():
         print(f"openhood tokenize: {src} does not exist", file=sys.stderr)
         return 2
@@ -87,7 +89,7 @@ def _encode_file(tok, src: Path, dst: Path, max_length: int | None, batch_size: 
     n_texts = n_tokens = n_chars = 0
     busy = 0.0  # seconds spent encoding, to report the tokenizer's own throughput too
     t0 = time.perf_counter()
-    with src.open("rb") as fin, dst.open("wb") as fout:
+    with dst.open("wb") as fout:
         batch: list[str] = []
         done_bytes = 0
 
@@ -103,23 +105,17 @@ def _encode_file(tok, src: Path, dst: Path, max_length: int | None, batch_size: 
             batch.clear()
             progress.update(done_bytes, n_texts)
 
-        for lineno, line in enumerate(fin, 1):
-            done_bytes += len(line)
-            if not line.strip():
-                continue
-            try:
-                record = orjson.loads(line)
-                text = record["text"]
-            except (orjson.JSONDecodeError, KeyError, TypeError):
-                print(f'\nopenhood tokenize: {src}:{lineno}: expected a JSON object with a "text" string',
-                      file=sys.stderr)
-                return 1
-            if not isinstance(text, str):
-                print(f'\nopenhood tokenize: {src}:{lineno}: "text" is not a string', file=sys.stderr)
-                return 1
-            batch.append(text)
-            if len(batch) >= batch_size:
-                flush()
+        try:
+            for nbytes, text in iter_texts(src):
+                done_bytes += nbytes
+                if text is None:  # a blank line
+                    continue
+                batch.append(text)
+                if len(batch) >= batch_size:
+                    flush()
+        except CorpusError as exc:
+            print(f"\nopenhood tokenize: {exc}", file=sys.stderr)
+            return 1
         if batch:
             flush()
     progress.update(done_bytes, n_texts, force=True)
