@@ -100,6 +100,8 @@ def main(argv=None) -> int:
                          "contended speed comparison on 2 cores")
     ap.add_argument("--skip-calibration-experiment", action="store_true")
     args = ap.parse_args(argv)
+    if "onnxruntime" not in args.backends:
+        ap.error("--backends must include onnxruntime: the quantize_dynamic anchors are measured against ONNX Runtime fp32")
 
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic

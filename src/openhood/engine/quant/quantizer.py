@@ -34,8 +34,8 @@ from openhood.engine.quant.calibration import check_calibration_size
 from openhood.engine.quant.evaluate import cosine_rows
 from openhood.engine.quant.linear import ObservingLinear
 from openhood.engine.quant.observers import ChannelAbsMaxObserver, ScaledObserver, TeeObserver, make_observer
-from openhood.engine.quant.ops import activation_qparams, quantize_weight, smoothing_factors
-from openhood.engine.quant.plan import EMBEDDING_NODE, LayerPlan, apply_plan
+from openhood.engine.quant.ops import quantize_weight, smoothing_factors
+from openhood.engine.quant.plan import EMBEDDING_NODE, LayerPlan, apply_plan, with_ranges
 from openhood.engine.runtime import Executor
 
 # Static saves the run-time min/max pass over the activation; prefer dynamic only when it
@@ -174,33 +174,30 @@ def quantize(
     # 2. Calibration (a second pass for the smoothed inputs, whose factors need the first).
     absmax: dict[str, np.ndarray] = {}
     ranges = calibrate(graph, calibration, method, progress("calibrate", 0), channel_absmax=absmax if smooth_alpha else None)
-    plans = {}
-    for n in names:
-        s, z = activation_qparams(*ranges[n])
-        plans[n] = LayerPlan(n, "static", "", 0.0, 0.0, ranges[n], float(s), int(z))
+    # One record per layer (errors, reason); ranges and codes per variant (plain / smoothed).
+    plans = {d.layer: d for d in with_ranges([LayerPlan(n, "static", "", 0.0, 0.0, ranges[n], 0.0, 0) for n in names], ranges)}
     factors: dict[str, np.ndarray] = {}
     smooth_codes: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    smooth_plans: dict[str, LayerPlan] = {}
+    smooth_ranges: dict[str, tuple[float, float]] = {}
     if smooth_alpha:
         for n, lin in linears.items():
             factors[n] = smoothing_factors(absmax[n], lin.weight, smooth_alpha)  # (in,)
             smooth_codes[n] = quantize_weight((lin.weight * factors[n][:, None]).T, axis=0, qmax=weight_qmax)
         smooth_ranges = calibrate(graph, calibration, method, progress("calibrate smoothed", 0),
                                   inv_smooth={n: 1.0 / f for n, f in factors.items()})
-        for n in names:
-            s, z = activation_qparams(*smooth_ranges[n])
-            smooth_plans[n] = LayerPlan(n, "static", "", 0.0, 0.0, smooth_ranges[n], float(s), int(z), smooth=True)
 
     # 3. Sensitivity on held-out texts.
     hold_batches = padded_batches(sorted(holdout, key=len))
     reference = run_graph(graph, hold_batches)  # (n_hold, dim)
 
     def decisions_for(modes: dict[str, str], smoothed: dict[str, bool]) -> tuple[list[LayerPlan], dict]:
+        """Each layer's record with the chosen mode and its variant's range; the matching codes."""
         ds, cs = [], dict(codes)
         for n in names:
-            base = smooth_plans[n] if smoothed.get(n) else plans[n]
-            ds.append(LayerPlan(**{**asdict(base), "mode": modes.get(n, "fp32")}))
-            if smoothed.get(n):
+            sm = bool(smoothed.get(n))
+            d = LayerPlan(**{**asdict(plans[n]), "mode": modes.get(n, "fp32"), "smooth": sm})
+            ds.extend(with_ranges([d], {n: smooth_ranges[n]}) if sm else [d])
+            if sm:
                 cs[n] = smooth_codes[n]
         return ds, cs
 
@@ -278,13 +275,10 @@ def quantize(
         if cos_mean >= target_cosine or not upgrade():
             break
     smoothed = smoothed_now()
+    for n in names:
+        if smoothed[n]:
+            plans[n].reason += " (with SmoothQuant factors: smaller measured error)"
     decisions, final_codes = decisions_for(modes, smoothed)
-    for d in decisions:
-        p = plans[d.layer]
-        d.reason, d.static_error, d.dynamic_error = p.reason, p.static_error, p.dynamic_error
-        d.smooth_static_error, d.smooth_dynamic_error = p.smooth_static_error, p.smooth_dynamic_error
-        if d.smooth:
-            d.reason += " (with SmoothQuant factors: smaller measured error)"
     quality = {"cos_mean": cos_mean, "cos_min": cos_min, "texts": float(len(holdout))}
     return QuantResult(decisions, final_codes, embedding, quality, steps, {n: factors[n] for n in names if smoothed[n]})
 
