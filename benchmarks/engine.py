@@ -103,7 +103,7 @@ def main() -> int:
     from openhood.tokenizer import Tokenizer
 
     t0 = time.perf_counter()
-    compile_seconds = kernels.compile_all()  # first use in this process: what a server start pays
+    compile_seconds = kernels.compile_all()  # first use in this process (a server pays it at its first forward pass)
     compile_total = time.perf_counter() - t0
     texts = read_texts(args.corpus, limit=args.limit)
     folder = default_model_dir()

@@ -20,7 +20,8 @@ to ``contract`` (FMA), ``reassoc`` (vector partial sums in reductions) and ``nsz
 
 Trade-off: compile time at first use. No on-disk cache (numba's cache pickles), so each kernel
 is compiled once per process for ONE explicit signature on its first call (``compile_all``
-does them all up front; ~1 s total, see docs/design.md § Engine). A call with another layout
+compiles and times them all, for ``benchmarks/engine.py``; the seconds are tabled in
+docs/benchmarks.md § Engine). A call with another layout
 (non-contiguous rows, float64) raises ``TypeError`` instead of silently compiling a copy.
 """
 
