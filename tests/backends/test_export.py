@@ -16,11 +16,8 @@ from openhood.export.onnx_export import export_onnx, graph_to_onnx
 
 
 def run_numpy(graph, feeds):
-    ex = Executor(graph, threads=1)
-    try:
+    with Executor(graph, threads=1) as ex:
         return next(iter(ex.run(feeds).values()))
-    finally:
-        ex.close()
 
 
 def run_ort(model, feeds):

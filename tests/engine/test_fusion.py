@@ -12,11 +12,8 @@ from openhood.engine.runtime import Executor
 
 
 def run(graph, feeds):
-    ex = Executor(graph, threads=2)
-    try:
+    with Executor(graph, threads=2) as ex:
         return next(iter(ex.run(feeds).values()))
-    finally:
-        ex.close()
 
 
 @pytest.fixture(scope="module")

@@ -87,16 +87,13 @@ class OpProfile:
 
 def profile_graph(graph: Graph, feeds: dict[str, np.ndarray], runs: int = 3, threads: int | None = None) -> OpProfile:
     """Warm up once, then profile ``runs`` forward passes."""
-    ex = Executor(graph, threads)
-    try:
+    with Executor(graph, threads) as ex:
         ex.run(feeds)
         prof = OpProfile()
         for _ in range(runs):
             ex.run(feeds, profiler=prof)
             prof.forwards += 1
         return prof
-    finally:
-        ex.close()
 
 
 def random_batch(batch: int, seq: int, vocab: int = 30522, padded_fraction: float = 0.0, seed: int = 0) -> dict[str, np.ndarray]:

@@ -184,3 +184,9 @@ class Executor:
 
     def close(self) -> None:
         self.splitter.close()
+
+    def __enter__(self) -> "Executor":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()  # the thread pool is released however the block ends

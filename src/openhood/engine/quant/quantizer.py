@@ -98,12 +98,9 @@ def padded_batches(seqs: Sequence[np.ndarray], batch: int = 32) -> list[tuple[np
 
 def run_graph(graph: Graph, batches: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
     """Embeddings (N, dim) of every batch through the NumPy engine."""
-    ex = Executor(graph)
-    try:
+    with Executor(graph) as ex:
         out_name = graph.outputs[0]
         return np.concatenate([ex.run({"input_ids": ids, "attention_mask": mask})[out_name] for ids, mask in batches])
-    finally:
-        ex.close()
 
 
 def calibrate(graph: Graph, seqs: Sequence[np.ndarray], method: str = "percentile",
@@ -124,14 +121,11 @@ def calibrate(graph: Graph, seqs: Sequence[np.ndarray], method: str = "percentil
             obs = TeeObserver(obs, channel[n])
         g_obs.replace_linear(n, ObservingLinear(graph.node(n).linear, obs))
     batches = length_groups(seqs)  # unpadded: padding rows would widen the ranges for nothing
-    ex = Executor(g_obs)
-    try:
+    with Executor(g_obs) as ex:
         for i, (ids, mask) in enumerate(batches):
             ex.run({"input_ids": ids, "attention_mask": mask})
             if tick:
                 tick(i + 1, len(batches))
-    finally:
-        ex.close()
     if channel_absmax is not None:
         channel_absmax.update({n: channel[n].result() for n in names})
     return {n: observers[n].range() for n in names}
