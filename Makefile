@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.openhood-installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: serve test install bench clean
+.PHONY: serve test install bench-env clean
 
 install: $(STAMP)
 
@@ -25,5 +25,20 @@ serve: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
+# Peers for reference scripts and benchmarks only (PyTorch, transformers, llama.cpp, scikit-learn):
+# their own environment, never openhood's runtime or `make test`'s. torch 2.13.0 is the CPU wheel
+# this machine keeps on disk; llama-cpp-python builds llama.cpp from source (several minutes).
+REF_VENV := .venv-ref
+bench-env: $(REF_VENV)/.installed
+
+$(REF_VENV)/.installed: Makefile
+	test -x $(REF_VENV)/bin/python || $(PYTHON) -m venv $(REF_VENV)
+	$(REF_VENV)/bin/python -m pip install -q --upgrade pip
+	$(REF_VENV)/bin/python -m pip install -q torch==2.13.0
+	$(REF_VENV)/bin/python -m pip install -q 'numpy<2.4' transformers gguf scikit-learn pillow onnx onnxruntime tokenizers safetensors jinja2 psutil httpx fastapi 'uvicorn[standard]' orjson pyarrow
+	$(REF_VENV)/bin/python -m pip install -q llama-cpp-python
+	$(REF_VENV)/bin/python -m pip install -q -e . --no-deps
+	touch $@
+
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache
+	rm -rf $(VENV) $(REF_VENV) build src/*.egg-info .pytest_cache

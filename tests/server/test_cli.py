@@ -7,7 +7,7 @@ import json
 import pytest
 
 from openhood.cli import build_parser, main
-from openhood.server.cli import config_from_args
+from openhood.cli.serve import config_from_args
 from openhood.server.config import DEFAULT_BUCKETS, ServerConfig
 
 

@@ -1,7 +1,7 @@
 """The ``openhood`` command: one sub-command per capability.
 
-Each package registers its own sub-commands (``register(subparsers)`` in its ``cli`` module),
-so this file only wires them together and stays small. Imports are lazy per command: ``openhood
+Each command family is one module of this package defining ``register(subparsers)``, so this
+file only wires them together and stays small. Imports are lazy per command: ``openhood
 tokenize`` must not pay for importing ONNX Runtime or FastAPI.
 """
 
@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import sys
 
 # module path → it defines register(subparsers); modules that do not exist yet are skipped.
 COMMAND_MODULES = (
-    "openhood.tokenizer.cli",
-    "openhood.engine.cli",
-    "openhood.server.cli",
-    "openhood.loadtest.cli",
-    "openhood.engine.quant.cli",
+    "openhood.cli.tokenize",
+    "openhood.cli.engine",
+    "openhood.cli.serve",
+    "openhood.cli.loadtest",
+    "openhood.cli.quantize",
 )
 
 
@@ -41,6 +40,3 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     return int(args.func(args) or 0)
 
-
-if __name__ == "__main__":
-    sys.exit(main())
