@@ -52,12 +52,9 @@ class OrtFile:
     """A plain ONNX file behind the backend's ``embed`` (for the quantize_dynamic anchors)."""
 
     def __init__(self, model, dim):
-        import onnxruntime as ort
+        from openhood.backends.ort_session import make_session
 
-        from openhood.backends.onnxruntime_backend import session_options
-
-        source = model.SerializeToString() if hasattr(model, "SerializeToString") else str(model)
-        self.session = ort.InferenceSession(source, session_options(), providers=["CPUExecutionProvider"])
+        self.session = make_session(model if hasattr(model, "SerializeToString") else str(model))
         self.output = self.session.get_outputs()[0].name
         self.dim = dim
 

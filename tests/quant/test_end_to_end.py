@@ -8,7 +8,8 @@ import pytest
 
 from openhood.engine.quant import apply_precision, ops
 from openhood.engine.quant.calibration import CalibrationSetError
-from openhood.engine.quant.evaluate import cosine_rows, embed_batches, make_session, quality, with_outputs
+from openhood.backends.ort_session import embed_batches, make_session, with_outputs
+from openhood.engine.quant.evaluate import cosine_rows, quality
 from openhood.engine.quant.linear import Int8Linear, ObservingLinear
 from openhood.engine.quant.quantizer import format_decisions, length_groups, padded_batches, quantize, run_graph
 from openhood.engine.quant.storage import INT8_FILE, apply_int8, read_int8, save_fp16, save_int8

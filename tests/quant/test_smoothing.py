@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from openhood.engine.quant import ops
-from openhood.engine.quant.evaluate import cosine_rows, embed_batches, make_session, with_outputs
+from openhood.backends.ort_session import embed_batches, make_session, with_outputs
+from openhood.engine.quant.evaluate import cosine_rows
 from openhood.engine.quant.linear import Int8Linear, ObservingLinear
 from openhood.engine.quant.observers import ChannelAbsMaxObserver
 from openhood.engine.quant.quantizer import format_decisions, padded_batches, quantize, run_graph

@@ -4,10 +4,10 @@ At load the engine's graph (fused, precision applied) is exported in memory with
 ``openhood.export.onnx_export`` and handed to ``onnxruntime.InferenceSession`` as bytes:
 nothing is written to disk, so there is no cache to invalidate and site-packages stays
 read-only; the price is the export time at every load (~1 s for MiniLM, reported as
-``export_seconds``). Sessions get explicit ``SessionOptions``: ``threads`` intra-op threads
-(default: the cores available), one inter-op thread, sequential execution, all graph
-optimizations (on our graph ORT fuses bias + erf-GELU into ``BiasGelu``; attention and
-Add + LayerNormalization stay as exported).
+``export_seconds``). Sessions get openhood's one set of options (``ort_session.session_options``:
+``threads`` intra-op threads, default the cores available, and all graph optimizations; on our
+graph ORT fuses bias + erf-GELU into ``BiasGelu``; attention and Add + LayerNormalization stay
+as exported).
 """
 
 from __future__ import annotations
@@ -19,20 +19,10 @@ import numpy as np
 
 from openhood.backends import apply_precision
 from openhood.backends.checks import check_inputs, probe
+from openhood.backends.ort_session import session_options
 from openhood.engine.bert import load_bert
 from openhood.engine.fusion import fuse
 from openhood.engine.parallel import available_cores
-
-
-def session_options(threads: int | None = None):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads or available_cores()
-    so.inter_op_num_threads = 1
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    return so
 
 
 class OnnxRuntimeBackend:

@@ -114,7 +114,8 @@ def write_folder(out: Path, model, graph, result, info: dict, holdout) -> Path:
     """Write the output model folder and check the ONNX int8 model on the held-out texts."""
     import onnx
 
-    from openhood.engine.quant.evaluate import embed_batches, make_session, quality
+    from openhood.backends.ort_session import embed_batches, make_session
+    from openhood.engine.quant.evaluate import quality
     from openhood.engine.quant.quantizer import padded_batches
     from openhood.engine.quant.storage import FP16_FILE, INT8_FILE, apply_int8, save_fp16, save_int8
     from openhood.export.onnx_export import graph_to_onnx

@@ -10,7 +10,9 @@ replacement implements:
   (fused kernels add the bias in their own cache-resident epilogue)
 - ``forward(x, out=None)``: matmul + bias
 - ``flops(m)``: arithmetic of one call on M rows, for the profiler; ``nbytes()``: stored size
-- ``onnx_matmul(builder, x_name, prefix) -> str``: emit the product into an ONNX graph (export)
+
+ONNX export of each kind lives in ``openhood.export.linear`` (export depends on the engine,
+never the reverse).
 
 The trade-off: weights are stored (in, out) so ``x @ W`` is a plain row-major GEMM with no
 transpose at run time; loading transposes the (out, in) PyTorch layout once.
@@ -65,10 +67,6 @@ class Linear:
 
     def nbytes(self) -> int:
         return self.weight.nbytes + (0 if self.bias is None else self.bias.nbytes)
-
-    def onnx_matmul(self, builder, x_name: str, prefix: str) -> str:
-        w = builder.initializer(f"{prefix}.weight", self.weight)
-        return builder.node("MatMul", [x_name, w], name=f"{prefix}.matmul")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.in_features}->{self.out_features}, {self.precision})"

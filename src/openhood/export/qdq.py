@@ -1,6 +1,6 @@
 """Int8 ONNX: the integer sub-graph of a quantized Linear, and int8 embedding tables.
 
-A quantized Linear (``openhood.engine.quant.linear.Int8Linear``) exports itself through
+A quantized Linear (``openhood.engine.quant.linear.Int8Linear``) is exported (``export.linear``) through
 ``emit_int8_matmul``, per activation mode, in the two shapes ONNX Runtime's optimizer turns
 into *one* fused integer kernel each (checked on the optimized graph, and tested):
 
