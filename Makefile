@@ -30,6 +30,9 @@ test: lint
 # 1 the default once the tree is formatted.
 FORMAT_CHECK ?= 0
 lint: $(STAMP)
+	$(BIN)/ruff check .
+	@if [ "$(FORMAT_CHECK)" = 1 ]; then $(BIN)/ruff format --check .; \
+	else echo "ruff format --check: off until the one-off format (make lint FORMAT_CHECK=1)"; fi
 	$(BIN)/lint-imports --no-cache
 
 # Peers for reference scripts and benchmarks only (PyTorch, transformers, llama.cpp, scikit-learn):

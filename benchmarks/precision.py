@@ -69,7 +69,7 @@ def throughput(variants, batch_sets, rounds):
     # A fresh (seeded) order for every batch: a fixed rotation keeps the same variant right after
     # the same neighbour, and a NumPy call right after an ORT call runs slower (docs/benchmarks.md).
     rng = np.random.default_rng(0)
-    for r in range(rounds):
+    for _ in range(rounds):
         for label, bs in batch_sets.items():
             for i, (ids, mask) in enumerate(bs):
                 for name in rng.permutation(names):
@@ -104,16 +104,15 @@ def main(argv=None) -> int:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     from openhood.backends import load_backend
+    from openhood.corpus import read_texts
     from openhood.engine.bert import load_bert
     from openhood.engine.fusion import fuse
-    from openhood.corpus import read_texts
     from openhood.engine.quant.calibration import stratified_sample
     from openhood.engine.quant.evaluate import quality
     from openhood.engine.quant.ops import quantize_weight
     from openhood.engine.quant.plan import LayerPlan, apply_plan, with_ranges
     from openhood.engine.quant.quantizer import calibrate
-    from openhood.engine.quant.storage import load_plan
-    from openhood.engine.quant.storage import FP16_FILE, INT8_FILE, apply_fp16, read_int8
+    from openhood.engine.quant.storage import FP16_FILE, INT8_FILE, apply_fp16, load_plan, read_int8
     from openhood.export.onnx_export import graph_to_onnx
     from openhood.tokenizer import Tokenizer
 
@@ -188,7 +187,7 @@ def main(argv=None) -> int:
         qual[name] = quality(ref[base], embed_all(v, seqs))
     print(f"# quality done ({time.perf_counter() - t_start:.0f} s)", flush=True)
 
-    print(f"\n| variant | size on disk | size vs fp32 | b32 texts/s | b32 vs fp32 | b1 texts/s | b1 vs fp32 | cos mean | cos min | top-10 agreement |")
+    print("\n| variant | size on disk | size vs fp32 | b32 texts/s | b32 vs fp32 | b1 texts/s | b1 vs fp32 | cos mean | cos min | top-10 agreement |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name in variants:
         fam = name.split()[0]

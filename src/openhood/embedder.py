@@ -26,7 +26,7 @@ class Embedder:
         self.dim = backend.dim
 
     @classmethod
-    def from_pretrained(cls, path: str | Path | None = None, backend: str = "numpy", precision: str = "fp32", **backend_options) -> "Embedder":
+    def from_pretrained(cls, path: str | Path | None = None, backend: str = "numpy", precision: str = "fp32", **backend_options) -> Embedder:
         """``path=None`` → the bundled all-MiniLM-L6-v2; ``backend`` "numpy" | "onnxruntime"."""
         from openhood.engine.bert import read_config
         from openhood.tokenizer import Tokenizer

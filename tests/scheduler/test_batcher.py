@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
-from fakes import FakeBackend, FakeTokenizer  # noqa: E402
+from fakes import FakeBackend, FakeTokenizer
 
-from openhood.scheduler import (  # noqa: E402
+from openhood.scheduler import (
     BatchFailedError,
     DynamicBatcher,
     LengthBuckets,
@@ -48,7 +48,7 @@ def test_batched_equals_unbatched_and_rows_stay_in_order():
     results = [f.result(timeout=10) for f in futures]
     batcher.stop(5)
     assert max(r.batch.size for r in results) > 1  # they really were batched
-    for text, r in zip(texts, results):
+    for text, r in zip(texts, results, strict=True):
         np.testing.assert_allclose(r.vector, single(backend, text), atol=1e-5)
 
 
@@ -61,7 +61,7 @@ def test_batches_never_mix_buckets_and_respect_caps():
     backend.gate.set()
     results = [f.result(timeout=10) for f in futures]
     batcher.stop(5)
-    for seq, r in zip(seqs, results):
+    for seq, r in zip(seqs, results, strict=True):
         assert r.batch.padded_len >= len(seq)
         assert r.batch.bucket == BUCKETS.upper(BUCKETS.index(len(seq)))
         assert r.batch.size <= 4 and r.batch.padded_tokens <= 64
@@ -239,7 +239,7 @@ def test_each_worker_calls_only_its_own_engine_and_they_run_concurrently():
     assert names == ["openhood-worker-0", "openhood-worker-1"]
     assert backends[0].threads == {"openhood-worker-0"} and backends[1].threads == {"openhood-worker-1"}
     assert all(b.calls for b in backends)
-    for n, r in zip((2, 3, 4, 5), results):
+    for n, r in zip((2, 3, 4, 5), results, strict=True):
         np.testing.assert_allclose(r.vector, single(backends[0], words(n, salt=f"c{n}_")), atol=1e-5)
 
 

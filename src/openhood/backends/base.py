@@ -26,7 +26,7 @@ class Backend(Protocol):
         """Run a tiny real inference and report on it; raise if the output is not sane."""
         ...
 
-    def replicate(self) -> "Backend":
+    def replicate(self) -> Backend:
         """Another engine instance of the same model, precision and threads, for another thread
         (the server runs one per worker). Shares what it safely can with this one."""
         ...

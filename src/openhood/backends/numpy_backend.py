@@ -49,7 +49,7 @@ class NumpyBackend:
     def health(self) -> dict:
         return probe(self)
 
-    def replicate(self) -> "NumpyBackend":
+    def replicate(self) -> NumpyBackend:
         """Same graph (weights are only read during inference, so they are shared, not loaded
         again), its own executor: thread pool and scratch buffers are per instance."""
         twin = copy.copy(self)

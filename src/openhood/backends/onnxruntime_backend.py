@@ -58,7 +58,7 @@ class OnnxRuntimeBackend:
     def health(self) -> dict:
         return probe(self)
 
-    def replicate(self) -> "OnnxRuntimeBackend":
+    def replicate(self) -> OnnxRuntimeBackend:
         """A new session built the same way: a session owns its weights, and keeping the graph
         or the ONNX bytes around only to skip the ~1 s export would hold another model in memory."""
         return OnnxRuntimeBackend(self.model_dir, self.precision, self.threads, self.fusion)

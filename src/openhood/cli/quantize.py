@@ -56,14 +56,18 @@ def _log(msg: str) -> None:
 def cmd_quantize(args: argparse.Namespace) -> int:
     import numpy as np
 
+    from openhood.corpus import CorpusError, read_texts
     from openhood.engine.bert import load_bert
     from openhood.engine.fusion import fuse
     from openhood.engine.quant.calibration import (
-        MIN_CALIBRATION_SAMPLES, CalibrationSetError, format_length_table, length_summary, split_calibration,
+        MIN_CALIBRATION_SAMPLES,
+        CalibrationSetError,
+        format_length_table,
+        length_summary,
+        split_calibration,
     )
     from openhood.engine.quant.progress import Progress
     from openhood.engine.quant.quantizer import format_decisions, quantize
-    from openhood.corpus import CorpusError, read_texts
     from openhood.tokenizer import Tokenizer
 
     t0 = time.perf_counter()
@@ -99,7 +103,7 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     print(format_decisions(result.decisions))
     out = write_folder(Path(args.out), model, graph, result, {
         "source_model": model.config.model_name, "method": args.method, "samples": int(drawn),
-        "calibration_texts": int(len(split.calibrate)), "holdout_texts": int(len(split.holdout)),
+        "calibration_texts": len(split.calibrate), "holdout_texts": len(split.holdout),
         "target_cosine": args.target_cosine, "seed": args.seed, "token_lengths": lengths_table,
         "weights": f"int8 symmetric per output channel [-{qmax}, {qmax}]", "weight_qmax": qmax,
         "activations": "uint8 asymmetric per tensor", "smooth_alpha": args.smooth_alpha,

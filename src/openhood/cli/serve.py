@@ -185,7 +185,6 @@ def serve(config: ServerConfig, engine) -> int:
 
 
 def run_buckets(args: argparse.Namespace) -> int:
-    import json
 
     import numpy as np
 
@@ -205,7 +204,7 @@ def run_buckets(args: argparse.Namespace) -> int:
     print(f"{len(lengths)} texts; token length percentiles: " + ", ".join(f"P{p}={v:.0f}" for p, v in pct.items()))
     print(f"max length {max_length}; derived buckets: --buckets {buckets}")
     shares = buckets.share_per_bucket(lengths)
-    for bound, share in zip(buckets.bounds, shares):
+    for bound, share in zip(buckets.bounds, shares, strict=True):
         print(f"  <= {bound:4d}: {share:6.1%}")
     print(f"first two buckets hold {sum(shares[:2]):.1%} of the texts")
     return 0

@@ -105,7 +105,7 @@ def read_weights(folder: Path) -> dict[str, np.ndarray]:
     path = weights_file(folder)  # raises UnsafeModelFormatError for pickle-only folders
     tensors: dict[str, np.ndarray] = {}
     with safe_open(str(path), framework="np") as f:
-        for key in f.keys():
+        for key in f.keys():  # noqa: SIM118 -- safe_open has keys() but is not iterable
             name = key[len("bert.") :] if key.startswith("bert.") else key
             tensors[name] = f.get_tensor(key)
     return tensors

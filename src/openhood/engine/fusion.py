@@ -59,7 +59,7 @@ def merge_qkv(graph: Graph) -> Graph:
         att.inputs = (packed, att.inputs[3])
         att.attrs["scale"] = 1.0
     g.nodes = [replace.get(n.name, n) for n in g.nodes if n.name not in drop]
-    g.meta["fusions"] = g.meta.get("fusions", []) + ["merge_qkv"]
+    g.meta["fusions"] = [*g.meta.get("fusions", []), "merge_qkv"]
     return g
 
 
@@ -77,7 +77,7 @@ def fuse_linear_activation(graph: Graph) -> Graph:
         lin.outputs = act.outputs
         drop.add(act.name)
     g.nodes = [n for n in g.nodes if n.name not in drop]
-    g.meta["fusions"] = g.meta.get("fusions", []) + ["linear_activation"]
+    g.meta["fusions"] = [*g.meta.get("fusions", []), "linear_activation"]
     return g
 
 
@@ -122,7 +122,7 @@ def fuse_linear_add_layernorm(graph: Graph) -> Graph:
             continue
         out.append(n)
     g.nodes = out
-    g.meta["fusions"] = g.meta.get("fusions", []) + ["linear_add_layernorm"]
+    g.meta["fusions"] = [*g.meta.get("fusions", []), "linear_add_layernorm"]
     return g
 
 

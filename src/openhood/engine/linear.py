@@ -40,7 +40,7 @@ class Linear:
         self.bias = bias
 
     @classmethod
-    def from_torch_layout(cls, weight_out_in: np.ndarray, bias: np.ndarray | None) -> "Linear":
+    def from_torch_layout(cls, weight_out_in: np.ndarray, bias: np.ndarray | None) -> Linear:
         """PyTorch/safetensors store (out, in); transpose once at load."""
         return cls(np.asarray(weight_out_in).T, bias)
 

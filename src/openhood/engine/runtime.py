@@ -11,8 +11,9 @@ nodes per forward), negligible beside the GEMMs at any useful batch size.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -185,7 +186,7 @@ class Executor:
     def close(self) -> None:
         self.splitter.close()
 
-    def __enter__(self) -> "Executor":
+    def __enter__(self) -> Executor:
         return self
 
     def __exit__(self, *exc) -> None:

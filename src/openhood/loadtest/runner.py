@@ -236,7 +236,7 @@ async def _drain(tasks: set, timeout: float) -> int:
     if not tasks:
         return 0
     pending = set(tasks)
-    done, still = await asyncio.wait(pending, timeout=timeout)
+    _, still = await asyncio.wait(pending, timeout=timeout)
     for t in still:
         t.cancel()
     if still:
@@ -289,7 +289,7 @@ async def run_async(cfg: RunConfig, plan: ClientPlan, sampler: TextSampler,
             await client.aclose()
     wall = time.perf_counter() - t0
     rows = rec.rows
-    cols = list(zip(*rows)) if rows else [()] * 7
+    cols = list(zip(*rows, strict=True)) if rows else [()] * 7
     return RunResult(
         config=cfg, plan=plan,
         scheduled=np.asarray(cols[0], dtype=np.float64), sent=np.asarray(cols[1], dtype=np.float64),

@@ -100,7 +100,7 @@ def summarize(result, slo: Slo = Slo()) -> dict:
         "mode": cfg.mode, "url": cfg.url, "offered_rate": cfg.rate, "concurrency": cfg.concurrency,
         "duration_s": cfg.duration, "warmup_s": cfg.warmup, "batch": cfg.batch, "seed": cfg.seed,
         "client": result.plan.describe(),
-        "requests": int(len(result.status)) + result.cancelled, "ok": n_ok, "error_count": n_err,
+        "requests": len(result.status) + result.cancelled, "ok": n_ok, "error_count": n_err,
         "errors": dict(sorted(errors.items())), "warmup_requests": result.warmup_requests,
         "throughput_rps": n_ok / span if span > 0 else 0.0,
         "texts_per_s": float(result.n_texts[ok].sum()) / span if span > 0 else 0.0,

@@ -101,7 +101,7 @@ def histogram(values, *, title: str, xlabel: str, plot_id: str, bins: int = 40,
     ax = _Axes(float(edges[0]), float(edges[-1]), 0.0, float(counts.max()))
     body = []
     y_base = float(ax.py(0))
-    for c, a, b in zip(counts, edges[:-1], edges[1:]):
+    for c, a, b in zip(counts, edges[:-1], edges[1:], strict=True):
         if c == 0:
             continue
         x0, x1, y = float(ax.px(a)), float(ax.px(b)), float(ax.py(c))
@@ -139,7 +139,7 @@ def scatter(xs, ys, *, title: str, xlabel: str, ylabel: str, plot_id: str, flags
     idx = _thin(x.size)
     px, py = ax.px(x[idx]), ax.py(y[idx])
     body = []
-    for a, b, bad in zip(px, py, f[idx]):
+    for a, b, bad in zip(px, py, f[idx], strict=True):
         color = COLORS[1] if bad else COLORS[0]
         body.append(f'<circle class="pt" cx="{a:.1f}" cy="{b:.1f}" r="1.6" fill="{color}" fill-opacity="0.5"/>')
     if f.any():
@@ -165,11 +165,11 @@ def lines(series: list[tuple[str, list, list]], *, title: str, xlabel: str, ylab
     body = []
     for i, (name, x, y) in enumerate(data):
         color = COLORS[i % len(COLORS)]
-        pts = " ".join(f"{a:.1f},{b:.1f}" for a, b in zip(ax.px(x), ax.py(y)))
+        pts = " ".join(f"{a:.1f},{b:.1f}" for a, b in zip(ax.px(x), ax.py(y), strict=True))
         body.append(f'<polyline class="series" points="{pts}" fill="none" stroke="{color}" stroke-width="1.5"/>')
         if x.size <= 40:
             body.extend(f'<circle cx="{a:.1f}" cy="{b:.1f}" r="2.5" fill="{color}"/>'
-                        for a, b in zip(ax.px(x), ax.py(y)))
+                        for a, b in zip(ax.px(x), ax.py(y), strict=True))
         body.append(f'<text x="{PAD_L + 8}" y="{PAD_T + 12 + 13 * i}" font-size="11" fill="{color}" '
                     f'font-family="sans-serif">{escape(name)}</text>')
     if hline is not None:

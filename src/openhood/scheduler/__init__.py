@@ -14,11 +14,11 @@ from openhood.scheduler.batcher import (
 from openhood.scheduler.buckets import LENGTH_LABELS, LengthBuckets, length_label
 
 __all__ = [
+    "LENGTH_LABELS",
     "BatchFailedError",
     "BatchInfo",
     "DynamicBatcher",
     "ItemResult",
-    "LENGTH_LABELS",
     "LengthBuckets",
     "QueueFullError",
     "SchedulerStoppedError",

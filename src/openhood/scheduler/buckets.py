@@ -42,7 +42,7 @@ class LengthBuckets:
         self.bounds: tuple[int, ...] = tuple(bounds)
 
     @classmethod
-    def for_model(cls, bounds: Sequence[int], max_length: int) -> "LengthBuckets":
+    def for_model(cls, bounds: Sequence[int], max_length: int) -> LengthBuckets:
         """Clip ``bounds`` to the model's ``max_length`` and make sure the last bucket is it."""
         kept = [b for b in bounds if 0 < b < max_length]
         return cls([*kept, max_length])
@@ -53,7 +53,7 @@ class LengthBuckets:
         lengths: Sequence[int] | np.ndarray,
         max_length: int,
         quantiles: Sequence[float] = DEFAULT_QUANTILES,
-    ) -> "LengthBuckets":
+    ) -> LengthBuckets:
         """Derive buckets from observed token lengths (special tokens included).
 
         >>> LengthBuckets.from_lengths([10] * 50 + [70] * 30 + [150] * 15 + [300] * 5, 256).bounds
@@ -116,4 +116,4 @@ def length_label(length: int) -> str:
     return f"{LENGTH_LABEL_EDGES[-1] + 1}+"
 
 
-LENGTH_LABELS = tuple(length_label(e) for e in LENGTH_LABEL_EDGES) + (length_label(LENGTH_LABEL_EDGES[-1] + 1),)
+LENGTH_LABELS = (*tuple(length_label(e) for e in LENGTH_LABEL_EDGES), length_label(LENGTH_LABEL_EDGES[-1] + 1))

@@ -91,7 +91,7 @@ class Engine:
 class ObservabilityMiddleware:
     """Request id, drain/auth gates for /v1, in-flight count, status metrics, the JSON log line."""
 
-    def __init__(self, app, *, state: "ServerState"):
+    def __init__(self, app, *, state: ServerState):
         self.app = app
         self.state = state
 
@@ -333,7 +333,7 @@ async def _embeddings(request: Request, st: ServerState) -> Response:
         else:
             sequences, truncated = await asyncio.to_thread(_tokenize, engine.tokenizer, req.texts, engine.max_length)
     except ValueError as exc:  # the tokenizer refuses text it cannot encode exactly (e.g. lone surrogates)
-        raise APIError(400, f"input could not be tokenized: {exc}", code="invalid_text", param="input")
+        raise APIError(400, f"input could not be tokenized: {exc}", code="invalid_text", param="input") from exc
     t_tok1 = time.monotonic_ns()
     lengths = [len(s) for s in sequences]
     bucket = length_label(max(lengths))
@@ -354,10 +354,10 @@ async def _embeddings(request: Request, st: ServerState) -> Response:
     except QueueFullError as exc:
         st.metrics.rejected.labels("queue_full").inc()
         raise APIError(429, str(exc) + "; retry later", type="rate_limit_error", code="queue_full", param=None,
-                       headers={"Retry-After": str(exc.retry_after_s)})
+                       headers={"Retry-After": str(exc.retry_after_s)}) from exc
     except SchedulerStoppedError:
         st.metrics.rejected.labels("draining").inc()
-        raise draining()
+        raise draining() from None
 
     results_task = asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
     disconnect_task = asyncio.ensure_future(_wait_disconnect(request.receive))
@@ -377,7 +377,7 @@ async def _embeddings(request: Request, st: ServerState) -> Response:
     except BatchFailedError as exc:
         for f in futures:  # sequences of this request still queued in other batches are moot now
             f.cancel()
-        raise APIError(500, f"{exc}; the server keeps serving, retry the request", type="server_error", code="inference_failed", param=None)
+        raise APIError(500, f"{exc}; the server keeps serving, retry the request", type="server_error", code="inference_failed", param=None) from exc
 
     t_post0 = time.monotonic_ns()
     vectors = np.stack([r.vector for r in results]).astype(np.float32, copy=False)  # (n, dim)
