@@ -34,6 +34,7 @@ lint: $(STAMP)
 	@if [ "$(FORMAT_CHECK)" = 1 ]; then $(BIN)/ruff format --check .; \
 	else echo "ruff format --check: off until the one-off format (make lint FORMAT_CHECK=1)"; fi
 	$(BIN)/lint-imports --no-cache
+	$(BIN)/mypy
 
 # Peers for reference scripts and benchmarks only (PyTorch, transformers, llama.cpp, scikit-learn):
 # their own environment, never openhood's runtime or `make test`'s. torch 2.13.0 is the CPU wheel

@@ -46,11 +46,11 @@ class Linear:
 
     @property
     def in_features(self) -> int:
-        return self.weight.shape[0]
+        return int(self.weight.shape[0])
 
     @property
     def out_features(self) -> int:
-        return self.weight.shape[1]
+        return int(self.weight.shape[1])
 
     def matmul(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         # (M, in) @ (in, out) -> (M, out): one sgemm, threaded by BLAS.

@@ -11,6 +11,8 @@ with ``NotImplementedError`` instead of exported as something it is not.
 
 from __future__ import annotations
 
+from typing import Any
+
 from onnx import TensorProto, helper
 
 from openhood.engine.linear import Linear
@@ -35,7 +37,7 @@ def emit_matmul(builder, lin: object, x: str, prefix: str) -> str:
 
 
 def _int8(builder, lin: Int8Linear, x: str, prefix: str) -> str:
-    def node(op: str, inputs: list[str], outputs: list[str], name: str, **attrs: object) -> None:
+    def node(op: str, inputs: list[str], outputs: list[str], name: str, **attrs: Any) -> None:
         builder.nodes.append(helper.make_node(op, inputs, outputs, name=name, **attrs))
 
     if lin.inv_smooth is not None:  # one elementwise pass over (M, in) before quantizing

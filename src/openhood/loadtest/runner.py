@@ -123,7 +123,7 @@ class _Recorder:
 def _encode_body(texts: list[str], model: str | None) -> bytes:
     import orjson
 
-    body = {"input": texts}
+    body: dict[str, object] = {"input": texts}
     if model is not None:
         body["model"] = model
     return orjson.dumps(body)
@@ -197,6 +197,7 @@ def _hard_timeout(plan: ClientPlan) -> float:
 
 async def _open_loop(client, cfg: RunConfig, plan: ClientPlan, sampler: TextSampler,
                      rec: _Recorder, t0: float) -> int:
+    assert cfg.rate is not None  # RunConfig.mode is "open" exactly when a rate is set
     schedule = poisson_schedule(cfg.rate, cfg.warmup + cfg.duration, cfg.seed, cfg.max_requests)
     hard = _hard_timeout(plan)
     tasks: set[asyncio.Task] = set()
@@ -227,6 +228,7 @@ async def _closed_loop(client, cfg: RunConfig, plan: ClientPlan, sampler: TextSa
             rec.sent += 1
             await _one_request(client, cfg.url, sampler.draw(cfg.batch), cfg.model, now, t0, hard, rec)
 
+    assert cfg.concurrency is not None  # RunConfig.mode is "closed" exactly when no rate is set
     tasks = {asyncio.create_task(one_client()) for _ in range(cfg.concurrency)}
     return await _drain(tasks, end + hard)
 
@@ -282,7 +284,7 @@ async def run_async(cfg: RunConfig, plan: ClientPlan, sampler: TextSampler,
         else:
             cancelled = await _closed_loop(client, cfg, plan, sampler, rec, t0)
     finally:
-        if ticker is not None:
+        if ticker is not None and progress is not None:
             ticker.cancel()
             progress.finish()
         if own_client:

@@ -12,9 +12,11 @@ down-sampled (seeded, evenly) to ``MAX_POINTS`` so the page stays small for long
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from html import escape
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 W, H = 640, 320
 PAD_L, PAD_R, PAD_T, PAD_B = 64, 16, 34, 46
@@ -148,7 +150,7 @@ def scatter(xs, ys, *, title: str, xlabel: str, ylabel: str, plot_id: str, flags
     return _frame(ax, title, xlabel, ylabel, plot_id, body)
 
 
-def lines(series: list[tuple[str, list, list]], *, title: str, xlabel: str, ylabel: str, plot_id: str,
+def lines(series: Sequence[tuple[str, ArrayLike, ArrayLike]], *, title: str, xlabel: str, ylabel: str, plot_id: str,
           hline: tuple[str, float] | None = None) -> str:
     """Polylines with a legend; ``hline`` draws a labelled horizontal reference (e.g. a budget)."""
     data = [(name, np.asarray(xs, float), np.asarray(ys, float)) for name, xs, ys in series]
@@ -173,9 +175,9 @@ def lines(series: list[tuple[str, list, list]], *, title: str, xlabel: str, ylab
         body.append(f'<text x="{PAD_L + 8}" y="{PAD_T + 12 + 13 * i}" font-size="11" fill="{color}" '
                     f'font-family="sans-serif">{escape(name)}</text>')
     if hline is not None:
-        y = float(ax.py(hline[1]))
-        body.append(f'<line x1="{PAD_L}" y1="{y:.1f}" x2="{W - PAD_R}" y2="{y:.1f}" stroke="#888" '
+        y_ref = float(ax.py(hline[1]))
+        body.append(f'<line x1="{PAD_L}" y1="{y_ref:.1f}" x2="{W - PAD_R}" y2="{y_ref:.1f}" stroke="#888" '
                     f'stroke-dasharray="6 4"/>')
-        body.append(f'<text x="{W - PAD_R - 4}" y="{y - 4:.1f}" text-anchor="end" font-size="11" fill="#666" '
+        body.append(f'<text x="{W - PAD_R - 4}" y="{y_ref - 4:.1f}" text-anchor="end" font-size="11" fill="#666" '
                     f'font-family="sans-serif">{escape(hline[0])}</text>')
     return _frame(ax, title, xlabel, ylabel, plot_id, body)

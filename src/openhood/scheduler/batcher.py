@@ -98,7 +98,7 @@ class _Item:
     ids: np.ndarray  # (L,) integer token ids, special tokens included
     bucket: int  # index into LengthBuckets
     enqueued_ns: int
-    future: Future = field(default_factory=Future)
+    future: Future[ItemResult] = field(default_factory=Future)
 
 
 PRIORITIES = ("shortest", "oldest")
@@ -161,7 +161,7 @@ class DynamicBatcher:
 
         self._cond = threading.Condition()  # guards the fields below, never held during inference
         self._queues: list[deque[_Item]] = [deque() for _ in buckets.bounds]
-        self._jobs: list[deque[tuple[Callable[[], object], Future]]] = [deque() for _ in embeds]  # per worker
+        self._jobs: list[deque[tuple[Callable[[], object], Future[object]]]] = [deque() for _ in embeds]  # per worker
         self._depth = 0
         self._stopping = False
         self._busy_since_ns: list[int | None] = [None] * len(embeds)
@@ -182,7 +182,7 @@ class DynamicBatcher:
         for thread in self._threads:
             thread.start()
 
-    def submit(self, sequences: Sequence[np.ndarray]) -> list[Future]:
+    def submit(self, sequences: Sequence[np.ndarray]) -> list[Future[ItemResult]]:
         """Enqueue all sequences of one request, or none of them (all-or-nothing admission)."""
         now = time.monotonic_ns()
         items = [_Item(ids, self.buckets.index(len(ids)), now) for ids in sequences]
@@ -198,9 +198,9 @@ class DynamicBatcher:
             self._cond.notify_all()
         return [item.future for item in items]
 
-    def run_exclusive(self, fn: Callable[[], object], worker: int = 0) -> Future:
+    def run_exclusive(self, fn: Callable[[], object], worker: int = 0) -> Future[object]:
         """Run ``fn`` on worker ``worker``'s thread before its next batch; its result comes in the future."""
-        future: Future = Future()
+        future: Future[object] = Future()
         with self._cond:
             if not 0 <= worker < len(self._threads):
                 raise ValueError(f"worker must be in [0, {len(self._threads)}), got {worker}")
@@ -275,7 +275,7 @@ class DynamicBatcher:
             if self.priority == "oldest":
                 pick = oldest[1]
             else:
-                pick = overdue[1] if overdue is not None else shortest
+                pick = overdue[1] if overdue is not None else shortest  # type: ignore[assignment]  # set with oldest
             queue = self._queues[pick]
             n, _ = self._fit(pick, queue)
             items = [queue.popleft() for _ in range(n)]

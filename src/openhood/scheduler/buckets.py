@@ -90,7 +90,8 @@ class LengthBuckets:
         arr = np.minimum(np.asarray(lengths, dtype=np.int64), self.bounds[-1])
         idx = np.searchsorted(np.asarray(self.bounds), arr, side="left")
         counts = np.bincount(idx, minlength=len(self.bounds))
-        return (counts / max(arr.size, 1)).tolist()
+        shares: list[float] = (counts / max(arr.size, 1)).tolist()
+        return shares
 
     def __len__(self) -> int:
         return len(self.bounds)

@@ -24,6 +24,7 @@ import time
 import uuid
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from fastapi import FastAPI, Request
@@ -48,6 +49,9 @@ from openhood.server.logs import log_access
 from openhood.server.metrics import ServerMetrics
 from openhood.server.schemas import parse_embeddings_request
 from openhood.server.tracing import to_epoch_ns
+
+if TYPE_CHECKING:
+    from openhood.tokenizer import Tokenizer
 
 log = logging.getLogger("openhood.server")
 
@@ -76,7 +80,7 @@ class Engine:
     """The model as the server sees it: a tokenizer and one backend instance per inference
     worker (``--workers``; ``Embedder``'s two halves, the backend replicated)."""
 
-    tokenizer: object
+    tokenizer: Tokenizer
     backends: list  # one per worker; worker ``i`` only ever calls ``backends[i]``
     model_name: str
     max_length: int
@@ -362,7 +366,8 @@ async def _embeddings(request: Request, st: ServerState) -> Response:
     results_task = asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
     disconnect_task = asyncio.ensure_future(_wait_disconnect(request.receive))
     try:
-        await asyncio.wait({results_task, disconnect_task}, return_when=asyncio.FIRST_COMPLETED)
+        pending: set[asyncio.Future[Any]] = {results_task, disconnect_task}
+        await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
     finally:  # also when this handler itself is cancelled (grace period over)
         disconnect_task.cancel()
         client_gone = not results_task.done()

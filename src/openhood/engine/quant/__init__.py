@@ -12,11 +12,15 @@ sampling), ``linear`` (Int8Linear / Fp16Linear), ``plan`` (per-layer decisions â
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from openhood.engine.graph import Graph
 
 PRECISIONS = ("fp32", "fp16", "int8")
 
 
-def apply_precision(graph, precision: str, model_dir: str | Path):
+def apply_precision(graph: Graph, precision: str, model_dir: str | Path) -> Graph:
     """The fused fp32 graph â†’ the same graph at ``precision``; ValueError for unknown ones."""
     from openhood.engine.quant.storage import INT8_FILE, apply_fp16, apply_int8
 

@@ -18,7 +18,8 @@ def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Row-wise cosine similarity of (N, D) arrays → (N,)."""
     num = np.sum(a * b, axis=1)
     den = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
-    return num / np.maximum(den, 1e-12)
+    cos: np.ndarray = num / np.maximum(den, 1e-12)
+    return cos
 
 
 def topk_neighbours(x: np.ndarray, k: int) -> np.ndarray:
@@ -40,7 +41,7 @@ def topk_agreement(ref: np.ndarray, test: np.ndarray, k: int = 10) -> float:
 
 def topk_agreement_naive(ref: np.ndarray, test: np.ndarray, k: int = 10) -> float:
     """Reference for ``topk_agreement``: full sort per row in plain Python."""
-    def top(x, i):
+    def top(x: np.ndarray, i: int) -> set[int]:
         sims = [(float(np.dot(x[i], x[j]) / (np.linalg.norm(x[i]) * np.linalg.norm(x[j]))), j) for j in range(len(x)) if j != i]
         return {j for _, j in sorted(sims, reverse=True)[:k]}
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from openhood.engine.linear import Linear
+from openhood.engine.quant.observers import Watcher
 from openhood.engine.quant.ops import dequantize_weight, dynamic_qparams, fake_quantize_activation
 
 
@@ -69,11 +70,16 @@ class Int8Linear(Linear):
         if smooth is not None and np.shape(smooth) != (codes.shape[1],):
             raise ValueError(f"smoothing factors must be ({codes.shape[1]},), got {np.shape(smooth)}")
         # With SmoothQuant factors s (in,), the codes hold W·diag(s) and the int8 kernel sees x / s.
-        self.smooth = None if smooth is None else np.asarray(smooth, dtype=np.float32)
-        self.inv_smooth = None if smooth is None else (1.0 / self.smooth).astype(np.float32)
+        self.smooth: np.ndarray | None = None
+        self.inv_smooth: np.ndarray | None = None
         w = dequantize_weight(codes, self.scale, axis=0).T  # (in, out): the (smoothed) weight the kernel uses
-        # Weight-only NumPy path: fold 1/s back into the weight once, so x needs no extra pass.
-        self.weight = np.ascontiguousarray(w if smooth is None else w * self.inv_smooth[:, None])
+        if smooth is None:
+            self.weight = np.ascontiguousarray(w)
+        else:
+            self.smooth = np.asarray(smooth, dtype=np.float32)
+            self.inv_smooth = (1.0 / self.smooth).astype(np.float32)
+            # Weight-only NumPy path: fold 1/s back into the weight once, so x needs no extra pass.
+            self.weight = np.ascontiguousarray(w * self.inv_smooth[:, None])
         # Emulation multiplies by the smoothed weight itself; only it keeps that second copy.
         self.kernel_weight = np.ascontiguousarray(w) if emulate and smooth is not None else self.weight
 
@@ -83,6 +89,7 @@ class Int8Linear(Linear):
         if self.inv_smooth is not None:
             x = x * self.inv_smooth  # (M, in)
         if self.mode == "static":
+            assert self.input_scale is not None and self.input_zero_point is not None  # checked at construction
             x = fake_quantize_activation(x, self.input_scale, self.input_zero_point)
         else:
             x = fake_quantize_activation(x, *dynamic_qparams(x))
@@ -115,10 +122,11 @@ class ObservingLinear(Linear):
 
     precision = "fp32"
 
-    def __init__(self, inner, observer):
+    def __init__(self, inner: Linear, observer: Watcher):
         self.inner, self.observer = inner, observer
         self.weight, self.bias = inner.weight, inner.bias
 
     def matmul(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         self.observer.update(x)  # (M, in) rows; calibration batches carry no padding rows
-        return self.inner.matmul(x, out=out)
+        y: np.ndarray = self.inner.matmul(x, out=out)
+        return y

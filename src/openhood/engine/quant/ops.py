@@ -19,6 +19,11 @@ import numpy as np
 INT8_MAX = 127  # narrow symmetric range: -127..127, so -w and w quantize to opposite codes
 UINT8_MAX = 255
 
+# An activation (scale, zero point): plain numbers from a saved plan, NumPy scalars from
+# ``activation_qparams``.
+Scale = float | np.float32
+ZeroPoint = int | np.uint8
+
 
 def weight_scales(w: np.ndarray, axis: int = 0, qmax: int = INT8_MAX) -> np.ndarray:
     """Per-channel symmetric scales: ``max|w|`` over every axis except ``axis``, over ``qmax``.
@@ -83,13 +88,14 @@ def activation_qparams(lo: float, hi: float) -> tuple[np.float32, np.uint8]:
     return scale, zero_point
 
 
-def quantize_activation(x: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+def quantize_activation(x: np.ndarray, scale: Scale, zero_point: ZeroPoint) -> np.ndarray:
     """float → uint8 codes; values outside the calibrated range clip to 0 or 255."""
     q = np.rint(np.asarray(x, dtype=np.float32) / np.float32(scale)) + np.float32(zero_point)
-    return np.clip(q, 0, UINT8_MAX).astype(np.uint8)
+    codes: np.ndarray = np.clip(q, 0, UINT8_MAX).astype(np.uint8)
+    return codes
 
 
-def quantize_activation_naive(x: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+def quantize_activation_naive(x: np.ndarray, scale: Scale, zero_point: ZeroPoint) -> np.ndarray:
     """Reference for ``quantize_activation``: one element at a time."""
     flat = np.asarray(x, dtype=np.float32).ravel()
     out = np.zeros(flat.shape, dtype=np.uint8)
@@ -99,7 +105,7 @@ def quantize_activation_naive(x: np.ndarray, scale: float, zero_point: int) -> n
     return out.reshape(np.shape(x))
 
 
-def dequantize_activation(q: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+def dequantize_activation(q: np.ndarray, scale: Scale, zero_point: ZeroPoint) -> np.ndarray:
     """uint8 codes → float32."""
     return (q.astype(np.float32) - np.float32(zero_point)) * np.float32(scale)
 
@@ -131,7 +137,7 @@ def int8_matmul_naive(xq: np.ndarray, x_scale: float, x_zp: int, wq: np.ndarray,
     return out
 
 
-def fake_quantize_activation(x: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+def fake_quantize_activation(x: np.ndarray, scale: Scale, zero_point: ZeroPoint) -> np.ndarray:
     """quantize → dequantize in one step: the value an int8 kernel effectively sees."""
     return dequantize_activation(quantize_activation(x, scale, zero_point), scale, zero_point)
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -33,9 +34,9 @@ from openhood.engine.graph import Graph
 from openhood.engine.quant.calibration import check_calibration_size
 from openhood.engine.quant.evaluate import cosine_rows
 from openhood.engine.quant.linear import ObservingLinear
-from openhood.engine.quant.observers import ChannelAbsMaxObserver, ScaledObserver, TeeObserver, make_observer
+from openhood.engine.quant.observers import ChannelAbsMaxObserver, ScaledObserver, TeeObserver, Watcher, make_observer
 from openhood.engine.quant.ops import quantize_weight, smoothing_factors
-from openhood.engine.quant.plan import EMBEDDING_NODE, LayerPlan, apply_plan, with_ranges
+from openhood.engine.quant.plan import EMBEDDING_NODE, Codes, EmbeddingCodes, LayerPlan, apply_plan, with_ranges
 from openhood.engine.runtime import Executor
 
 # Static saves the run-time min/max pass over the activation; prefer dynamic only when it
@@ -52,13 +53,13 @@ WEIGHT_QMAX = 63
 @dataclass
 class QuantResult:
     decisions: list[LayerPlan]
-    codes: dict[str, tuple[np.ndarray, np.ndarray]]  # layer → (int8 (out, in), scale (out,)), every Linear
-    embedding: tuple[np.ndarray, np.ndarray] | None  # (int8 (V, D), row scale (V,))
+    codes: Codes  # every Linear
+    embedding: EmbeddingCodes | None
     holdout_quality: dict[str, float]
     steps: list[str] = field(default_factory=list)
     smooth: dict[str, np.ndarray] = field(default_factory=dict)  # layer → factors s (in,), smoothed layers only
 
-    def plan_json(self) -> dict:
+    def plan_json(self) -> dict[str, Any]:
         """The plan as plain JSON types (stored in the safetensors metadata)."""
         return {
             "layers": {d.layer: {k: v for k, v in asdict(d).items() if k != "layer"} for d in self.decisions},
@@ -116,7 +117,7 @@ def calibrate(graph: Graph, seqs: Sequence[np.ndarray], method: str = "percentil
     channel = {n: ChannelAbsMaxObserver() for n in names}
     g_obs = graph.clone()
     for n in names:
-        obs = observers[n] if n not in (inv_smooth or {}) else ScaledObserver(observers[n], inv_smooth[n])
+        obs: Watcher = observers[n] if inv_smooth is None or n not in inv_smooth else ScaledObserver(observers[n], inv_smooth[n])
         if channel_absmax is not None:
             obs = TeeObserver(obs, channel[n])
         g_obs.replace_linear(n, ObservingLinear(graph.node(n).linear, obs))
@@ -136,19 +137,19 @@ class Variants:
     """Each layer's int8 forms: plain codes and range, and (when smoothing is tried) its
     SmoothQuant factors with the codes and range of the smoothed weight and input."""
 
-    codes: dict[str, tuple[np.ndarray, np.ndarray]]  # layer → (int8 (out, in), scale (out,))
+    codes: Codes
     ranges: dict[str, tuple[float, float]]  # layer → calibrated input range
     factors: dict[str, np.ndarray] = field(default_factory=dict)  # layer → s (in,)
-    smooth_codes: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    smooth_codes: Codes = field(default_factory=dict)
     smooth_ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
-def quantize_weights(graph: Graph, weight_qmax: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def quantize_weights(graph: Graph, weight_qmax: int) -> Codes:
     """Every Linear weight → int8 codes per output channel (symmetric): (out, in), (out,)."""
     return {n: quantize_weight(lin.weight.T, axis=0, qmax=weight_qmax) for n, lin in graph.linears().items()}
 
 
-def quantize_embedding_table(graph: Graph) -> tuple[np.ndarray, np.ndarray] | None:
+def quantize_embedding_table(graph: Graph) -> EmbeddingCodes | None:
     """The vocabulary table int8 per row ((V, D), (V,)), or None for a graph without one."""
     if EMBEDDING_NODE not in {n.name for n in graph.nodes}:
         return None
@@ -175,12 +176,12 @@ class Trials:
     """Runs a plan in emulation on the held-out texts and measures 1 − cos against fp32."""
 
     def __init__(self, graph: Graph, holdout: Sequence[np.ndarray], variants: Variants, plans: dict[str, LayerPlan],
-                 embedding: tuple[np.ndarray, np.ndarray] | None):
+                 embedding: EmbeddingCodes | None):
         self.graph, self.variants, self.plans, self.embedding = graph, variants, plans, embedding
         self.batches = padded_batches(sorted(holdout, key=len))
         self.reference = run_graph(graph, self.batches)  # (n_hold, dim)
 
-    def decisions(self, modes: dict[str, str], smoothed: dict[str, bool]) -> tuple[list[LayerPlan], dict]:
+    def decisions(self, modes: dict[str, str], smoothed: dict[str, bool]) -> tuple[list[LayerPlan], Codes]:
         """Each layer's record with the chosen mode and its variant's range; the matching codes."""
         ds, cs = [], dict(self.variants.codes)
         for n, plan in self.plans.items():
