@@ -22,7 +22,10 @@ $(STAMP): pyproject.toml Makefile
 serve: $(STAMP)
 	$(BIN)/openhood serve --host $(HOST) --port $(PORT)
 
+# The docstring examples run in their own pytest call: --doctest-modules over tests/ would import
+# its same-named conftest.py files as one module.
 test: lint
+	$(BIN)/python -m pytest -q --doctest-modules src/openhood
 	$(BIN)/python -m pytest -q
 
 # The gate (docs/development.md): lint, one-way imports, types. `ruff format --check` waits for

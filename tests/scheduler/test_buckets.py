@@ -43,11 +43,3 @@ def test_length_labels_are_bounded_and_inclusive():
     assert [length_label(n) for n in (0, 32, 33, 64, 65, 128, 129, 256, 257, 10**6)] == [
         "0-32", "0-32", "33-64", "33-64", "65-128", "65-128", "129-256", "129-256", "257+", "257+"
     ]
-
-
-def test_docstring_examples():
-    import doctest
-
-    from openhood.scheduler import buckets
-
-    assert doctest.testmod(buckets).failed == 0

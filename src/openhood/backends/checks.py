@@ -14,6 +14,13 @@ import numpy as np
 
 
 def check_inputs(input_ids: np.ndarray, attention_mask: np.ndarray, max_positions: int) -> tuple[np.ndarray, np.ndarray]:
+    """The (B, T) integer id and mask arrays a backend may run, or a clear error.
+
+    >>> check_inputs(np.ones((1, 600), np.int64), np.ones((1, 600), np.int64), 512)
+    Traceback (most recent call last):
+    ...
+    ValueError: sequence length 600 exceeds the model's 512 positions
+    """
     ids = np.asarray(input_ids)
     mask = np.asarray(attention_mask)
     if ids.ndim != 2:

@@ -24,7 +24,12 @@ import numpy as np
 
 
 class Linear:
-    """y = x @ weight + bias, float32; weight (in, out) C-contiguous."""
+    """y = x @ weight + bias, float32; weight (in, out) C-contiguous.
+
+    >>> lin = Linear(np.array([[1.0, 0.0], [0.0, 2.0]]), np.array([0.5, 0.5]))
+    >>> lin.forward(np.array([[1.0, 1.0]], np.float32)).tolist(), lin.flops(4)
+    ([[1.5, 2.5]], 32)
+    """
 
     precision = "fp32"
 

@@ -31,6 +31,11 @@ def erf_naive(x: np.ndarray) -> np.ndarray:
 
 
 def gelu_naive(x: np.ndarray) -> np.ndarray:
+    """Exact-erf GELU, float64.
+
+    >>> gelu_naive(np.array([-1.0, 0.0, 1.0])).round(4).tolist()
+    [-0.1587, 0.0, 0.8413]
+    """
     x = np.asarray(x, dtype=np.float64)
     return 0.5 * x * (1.0 + erf_naive(x / math.sqrt(2.0)))
 
@@ -40,6 +45,11 @@ def relu_naive(x: np.ndarray) -> np.ndarray:
 
 
 def softmax_naive(x: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis, float64.
+
+    >>> softmax_naive(np.array([0.0, np.log(3.0)])).tolist()
+    [0.25, 0.75]
+    """
     x = np.asarray(x, dtype=np.float64)
     e = np.exp(x - x.max(axis=-1, keepdims=True))
     out: np.ndarray = e / e.sum(axis=-1, keepdims=True)
@@ -177,6 +187,11 @@ def attention_mask_bias(attention_mask: np.ndarray) -> np.ndarray | None:
 
     ``None`` when nothing is padded (batch 1, length-sorted batches): attention then skips a
     full pass over its (B, H, T, T) scores.
+
+    >>> attention_mask_bias(np.array([[1, 1, 0]])).ravel().tolist()
+    [0.0, 0.0, -1000000000.0]
+    >>> attention_mask_bias(np.array([[1, 1]])) is None
+    True
     """
     m = np.asarray(attention_mask)
     if m.all():
@@ -234,7 +249,11 @@ def attention_(
 
 
 def mean_pool(hidden: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
-    """hidden (B, T, C), mask (B, T) → (B, C) float32 mean over real tokens (one batched GEMV)."""
+    """hidden (B, T, C), mask (B, T) → (B, C) float32 mean over real tokens (one batched GEMV).
+
+    >>> mean_pool(np.arange(6, dtype=np.float32).reshape(1, 3, 2), np.array([[1, 1, 0]])).tolist()
+    [[1.0, 2.0]]
+    """
     m = np.asarray(attention_mask, dtype=np.float32)
     summed: np.ndarray = np.matmul(m[:, None, :], hidden)[:, 0, :]  # (B, C)
     counts = np.maximum(m.sum(axis=1, keepdims=True), np.float32(1e-9))
@@ -243,7 +262,11 @@ def mean_pool(hidden: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
 
 
 def l2_normalize(x: np.ndarray) -> np.ndarray:
-    """(B, C) → rows scaled to unit L2 norm (norm floored at 1e-12 like torch's F.normalize)."""
+    """(B, C) → rows scaled to unit L2 norm (norm floored at 1e-12 like torch's F.normalize).
+
+    >>> l2_normalize(np.array([[3.0, 4.0]], np.float32)).astype(np.float64).round(6).tolist()
+    [[0.6, 0.8]]
+    """
     norms = np.sqrt(np.einsum("ij,ij->i", x, x))[:, None]
     np.maximum(norms, np.float32(1e-12), out=norms)
     out: np.ndarray = x / norms

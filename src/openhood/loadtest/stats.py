@@ -71,7 +71,11 @@ def tokens_per_text(result) -> tuple[np.ndarray, str]:
 
 
 def bucket_index(tokens: np.ndarray) -> np.ndarray:
-    """0..4 for the buckets 0-32, 33-64, 65-128, 129-256, 257+ (edges inclusive)."""
+    """0..4 for the buckets 0-32, 33-64, 65-128, 129-256, 257+ (edges inclusive).
+
+    >>> bucket_index(np.array([1, 32, 33, 300])).tolist()
+    [0, 0, 1, 4]
+    """
     return np.searchsorted(np.asarray(BUCKET_EDGES, dtype=np.float64), np.ceil(tokens), side="left")
 
 

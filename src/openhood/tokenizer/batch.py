@@ -66,7 +66,7 @@ class RaggedBatch:
     def pad(self, length: int | None = None) -> PaddedBatch:
         """Pad to the longest row (``None``) or to ``length`` (a fixed size or a bucket).
 
-        >>> RaggedBatch(np.array([101, 7, 102, 101, 102], np.int32), np.array([3, 2])).pad().input_ids.tolist()
+        >>> RaggedBatch(np.array([101, 7, 102, 101, 102], np.int32), np.array([3, 2]), np.zeros(2, bool)).pad().input_ids.tolist()
         [[101, 7, 102], [101, 102, 0]]
         """
         longest = int(self.lengths.max()) if len(self) else 0

@@ -52,7 +52,11 @@ def normalize(spec: TokenizerSpec, text: str) -> str:
 
 
 def pre_tokenize(text: str) -> list[str]:
-    """HF BertPreTokenizer: split on whitespace, isolate each punctuation character."""
+    """HF BertPreTokenizer: split on whitespace, isolate each punctuation character.
+
+    >>> pre_tokenize("Hello, world!")
+    ['Hello', ',', 'world', '!']
+    """
     words: list[str] = []
     current: list[str] = []
     for c in text:

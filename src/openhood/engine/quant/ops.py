@@ -42,6 +42,10 @@ def quantize_weight(w: np.ndarray, axis: int = 0, qmax: int = INT8_MAX) -> tuple
 
     ``qmax=63`` gives 7-bit weights (ORT's "reduce_range"), which avoids int16 saturation in
     u8×s8 kernels on CPUs without VNNI; 127 is the default.
+
+    >>> codes, scales = quantize_weight(np.array([[0.5, -1.0], [2.0, 0.25]]), axis=0)
+    >>> codes.tolist(), (scales * 127).round(6).tolist()
+    ([[64, -127], [127, 16]], [1.0, 2.0])
     """
     w = np.asarray(w, dtype=np.float32)
     scale = weight_scales(w, axis, qmax)
@@ -76,7 +80,13 @@ def activation_qparams(lo: float, hi: float) -> tuple[np.float32, np.uint8]:
     """Asymmetric uint8 (scale, zero_point) covering ``[lo, hi]`` widened to include 0.
 
     Widening to include 0 and rounding the zero point to an integer code is what makes 0.0
-    exactly representable. ``(-1.0, 3.0)`` → scale 4/255, zero point 64.
+    exactly representable.
+
+    >>> scale, zero_point = activation_qparams(-1.0, 3.0)
+    >>> round(float(scale) * 255, 5), int(zero_point)
+    (4.0, 64)
+    >>> quantize_activation(np.array([-1.0, 0.0, 3.0]), scale, zero_point).tolist()
+    [0, 64, 255]
     """
     lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
     if not (np.isfinite(lo) and np.isfinite(hi)):
