@@ -28,7 +28,7 @@ def register(subparsers) -> None:
     p.add_argument("--batch", type=int, default=1, help="texts per request (default 1)")
     p.add_argument("--model", help="value of the request's 'model' field (omitted by default)")
     p.add_argument("--seed", type=int, default=0, help="seed for arrivals and text draws (default 0)")
-    p.add_argument("--timeout", type=float, help="read timeout in s (default 3 x --p99-budget, per R13)")
+    p.add_argument("--timeout", type=float, help="read timeout in s (default 3 x --p99-budget)")
     p.add_argument("--pool", type=int, help="max connections (default: concurrency, or 2 x rate x P99 budget)")
     p.add_argument("--max-requests", type=int, default=200_000, help="hard cap on requests per run")
     p.add_argument("--p99-budget", type=float, default=500.0, help="SLO: overall P99 budget in ms (default 500)")

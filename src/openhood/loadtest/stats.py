@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# Upper bounds (inclusive) of the token buckets of MISSION.md R10; the last bucket is open.
+# Upper bounds (inclusive) of the latency-by-length token buckets; the last bucket is open.
 BUCKET_EDGES = (32, 64, 128, 256)
 BUCKET_NAMES = ("0-32", "33-64", "65-128", "129-256", "257+")
 CHARS_PER_TOKEN = 4.0

@@ -1,4 +1,4 @@
-"""Length buckets: which padded length a sequence is batched at (MISSION.md R2).
+"""Length buckets: which padded length a sequence is batched at.
 
 Online serving pads each request to the smallest bucket that fits it, so a 300-token document
 never drags twenty 20-token queries up to its length. The trade-off is density: more buckets
@@ -27,7 +27,7 @@ DEFAULT_QUANTILES = (0.50, 0.80, 0.95)
 ROUND_TO = 16
 MIN_RATIO = 1.5  # consecutive boundaries closer than this are merged: "not too dense"
 
-# The fixed, bounded label set for latency-by-length metrics (R10). It is independent of the
+# The fixed, bounded label set for latency-by-length metrics. It is independent of the
 # batching buckets so dashboards stay comparable when batching is retuned.
 LENGTH_LABEL_EDGES = (32, 64, 128, 256)
 

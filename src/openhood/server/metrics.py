@@ -1,6 +1,6 @@
 """Prometheus metrics (own registry) and the sliding-window latency table behind ``GET /stats``.
 
-What is exported, and why each exists (MISSION.md R10, R11):
+What is exported, and why each exists:
 - ``openhood_http_requests_total{route,status}`` — traffic and errors per route.
 - ``openhood_request_stage_seconds{stage}`` — total / tokenize / queue / inference / postprocess
   of each embeddings request: which stage a slow request spent its time in.

@@ -6,7 +6,7 @@ fusion: ``"fp16"`` swaps every Linear for an ``Fp16Linear``; ``"int8"`` applies 
 (quantization arithmetic), ``observers`` (calibration ranges), ``calibration`` (length-matched
 sampling), ``linear`` (Int8Linear / Fp16Linear), ``plan`` (per-layer decisions → graph), ``quantizer``
 (calibration, sensitivity pass, planning),
-``storage`` (safetensors), ``evaluate`` (quality metrics), ``cli`` (``openhood quantize``).
+``storage`` (safetensors), ``evaluate`` (quality metrics); the command is ``openhood.cli.quantize``.
 """
 
 from __future__ import annotations
