@@ -12,6 +12,7 @@ trade-off: CPU execution provider only, which is all this project's machines hav
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -33,13 +34,13 @@ def session_options(threads: int | None = None):
     return so
 
 
-def make_session(model: onnx.ModelProto | bytes | str, threads: int = 0):
-    """A CPU session over a model, its bytes or a file path; ``threads`` 0 = every core."""
+def make_session(model: onnx.ModelProto | bytes | str | Path, threads: int | None = None):
+    """A CPU session over a model, its bytes or a file path; ``threads`` None or 0 = every core."""
     import onnxruntime as ort
 
     opts = session_options(threads or None)
     opts.log_severity_level = 3  # shape-merge warnings on dynamic dims are noise here
-    data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else model
+    data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model) if isinstance(model, Path) else model
     return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
 
 

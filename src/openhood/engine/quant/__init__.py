@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 PRECISIONS = ("fp32", "fp16", "int8")
 
 
-def apply_precision(graph: Graph, precision: str, model_dir: str | Path) -> Graph:
+def apply_precision(graph: Graph, precision: str, model_dir: str | Path | None) -> Graph:
     """The fused fp32 graph → the same graph at ``precision``; ValueError for unknown ones."""
     from openhood.engine.quant.storage import INT8_FILE, apply_fp16, apply_int8
 
@@ -29,6 +29,8 @@ def apply_precision(graph: Graph, precision: str, model_dir: str | Path) -> Grap
     if precision == "fp16":
         return apply_fp16(graph)
     if precision == "int8":
+        if model_dir is None:
+            raise ValueError("precision int8 needs the model folder that holds its plan")
         path = Path(model_dir) / INT8_FILE
         if not path.is_file():
             raise FileNotFoundError(
