@@ -74,7 +74,7 @@ def register(subparsers) -> None:
 
     b = subparsers.add_parser(
         "buckets",
-        help="derive batching length buckets from a corpus's token lengths (MISSION R2)",
+        help="derive batching length buckets from the length quantiles of a corpus (P50, P80, P95)",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     b.add_argument("--corpus", required=True, help='JSONL file of {"text": ...} lines')

@@ -30,7 +30,7 @@ help when each engine is given fewer intra-op threads (``openhood serve --worker
 1`` on 2 cores): then a short request can start on one core while a long batch holds the other,
 instead of waiting for it, and small batches avoid the cache misses of big ones
 (docs/benchmarks.md measures both). The lock guards the queues only — intake never waits for
-inference (MISSION.md R8).
+inference.
 Cancellation: a caller cancels its future (its client went away); the worker's
 ``set_running_or_notify_cancel()`` check right before inference drops it, so dead requests
 never cost engine time.

@@ -1,6 +1,6 @@
 """Prometheus metrics (own registry) and the sliding-window latency table behind ``GET /stats``.
 
-What is exported, and why each exists (MISSION.md R10, R11):
+What is exported, and why each exists:
 Every series about a model's work carries a ``model`` label (its served name: a short, bounded
 set fixed at start-up); process-wide ones (HTTP status per route, RSS, in-flight) do not.
 - ``openhood_http_requests_total{route,status}`` — traffic and errors per route.
