@@ -281,7 +281,14 @@ def test_short_lane_worker_never_runs_a_long_bucket():
     batcher = DynamicBatcher([runner(lane), runner(other)], BUCKETS,
                              BatchPolicy(max_batch_size=1, max_wait_ms=0, short_lane_tokens=16))
     batcher.start()
+    # The other worker stalls on its first batch, so the short items must reach the lane (else,
+    # on a busy machine, the other worker could run them all before the lane thread wakes).
+    other.gate.clear()
     futures = batcher.submit([TOK.encode(words(n, salt=f"l{i}_")) for i, n in enumerate([2, 40, 10, 50, 3, 30] * 4)])
+    deadline = time.monotonic() + 10
+    while not lane.calls and time.monotonic() < deadline:
+        time.sleep(0.005)
+    other.gate.set()
     results = [f.result(timeout=10) for f in futures]
     batcher.stop(5)
     assert all(t <= 16 for _, t in lane.calls) and lane.calls  # buckets 8 and 16 only
