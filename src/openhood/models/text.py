@@ -26,11 +26,29 @@ class TextPreprocessor:
         self.tokenizer = tokenizer
         self.max_length = max_length
 
-    def prepare(self, inputs: Sequence[str]) -> Prepared:
-        """Texts → (L,) id arrays, special tokens included, truncated to ``max_length``."""
-        batch = self.tokenizer.encode_batch(list(inputs), max_length=self.max_length)
-        payloads = [np.asarray(ids) for ids in batch]
-        return Prepared(payloads, [len(p) for p in payloads], np.asarray(batch.truncated, dtype=bool))
+    def prepare(self, inputs: Sequence[str], direction: str = "right") -> Prepared:
+        """Texts → (L,) id arrays, special tokens included, truncated to ``max_length``: the end
+        of a long text is cut (``direction="right"``) or its beginning (``"left"``, TEI's option)."""
+        if direction == "right":
+            batch = self.tokenizer.encode_batch(list(inputs), max_length=self.max_length)
+            payloads = [np.asarray(ids) for ids in batch]
+            return Prepared(payloads, [len(p) for p in payloads], np.asarray(batch.truncated, dtype=bool))
+        if direction != "left":
+            raise ValueError(f"truncation direction must be 'left' or 'right', got {direction!r}")
+        # Left: encode whole, then keep the special prefix/suffix around the last tokens. Costs a
+        # full tokenization of long texts (the right cut stops early); only callers who ask pay it.
+        spec = self.tokenizer.spec
+        head, tail = len(spec.prefix_ids), len(spec.suffix_ids)
+        keep = self.max_length - head - tail
+        payloads, truncated = [], []
+        for ids in self.tokenizer.encode_batch(list(inputs)):
+            ids = np.asarray(ids)
+            cut = len(ids) > self.max_length
+            if cut:
+                ids = np.concatenate([ids[:head], ids[len(ids) - tail - keep : len(ids) - tail], ids[len(ids) - tail :]])
+            payloads.append(ids)
+            truncated.append(cut)
+        return Prepared(payloads, [len(p) for p in payloads], np.asarray(truncated, dtype=bool))
 
     def encode(self, texts: Sequence[str]) -> RaggedBatch:
         """The ragged batch itself (offline callers sort and slice it without re-tokenizing)."""

@@ -10,7 +10,7 @@ echo the input (pydantic's ``input`` field of an error is dropped).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import orjson
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, ValidationError
@@ -46,30 +46,51 @@ def _type_name(value: object) -> str:
 
 
 def parse_embeddings_request(body: bytes, *, max_inputs: int) -> EmbeddingsRequest:
+    raw = load_json_object(body)
+    parsed = validate_body(EmbeddingsBody, raw)
+    texts = texts_from(parsed.input, max_inputs=max_inputs)
+    return EmbeddingsRequest(texts, parsed.model, parsed.encoding_format, parsed.truncate, parsed.dimensions)
+
+
+Body = TypeVar("Body", bound=BaseModel)
+
+
+def validate_body(cls: type[Body], raw: dict, text_fields: tuple[str, ...] = ("input",)) -> Body:
+    """A JSON object → ``cls``, or 422 naming the first bad field (never echoing its value)."""
+    try:
+        return cls.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors(include_input=False, include_url=False)[0]
+        field = str(first["loc"][0]) if first["loc"] else None
+        if field in text_fields and len(first["loc"]) <= 2:  # a union: pydantic's per-member messages would only confuse
+            message = f"'{field}' must be a string or an array of strings, got {_type_name(raw.get(field))}"
+        else:
+            message = f"invalid field '{'.'.join(str(p) for p in first['loc'])}': {first['msg']}"
+        raise APIError(422, message, code="invalid_schema", param=field) from exc
+
+
+def load_json_object(body: bytes) -> dict:
+    """Bytes → a JSON object, or 400 (not JSON) / 422 (JSON, but not an object)."""
     try:
         raw = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise APIError(400, f"request body is not valid JSON: {exc.msg} at byte {exc.pos}", code="invalid_json", param=None) from exc
     if not isinstance(raw, dict):
         raise APIError(422, f"request body must be a JSON object, got {_type_name(raw)}", code="invalid_schema", param=None)
-    try:
-        parsed = EmbeddingsBody.model_validate(raw)
-    except ValidationError as exc:
-        first = exc.errors(include_input=False, include_url=False)[0]
-        field = str(first["loc"][0]) if first["loc"] else None
-        if field == "input":  # a union: pydantic's per-member messages would only confuse
-            message = f"'input' must be a string or an array of strings, got {_type_name(raw.get('input'))}"
-        else:
-            message = f"invalid field '{'.'.join(str(p) for p in first['loc'])}': {first['msg']}"
-        raise APIError(422, message, code="invalid_schema", param=field) from exc
+    return raw
 
-    texts = [parsed.input] if isinstance(parsed.input, str) else parsed.input
+
+def texts_from(value: str | list[Any], *, max_inputs: int, field: str = "input", over_limit_status: int = 400) -> list[str]:
+    """A string or array of strings → the list of texts; 400 naming the index for empty, non-string
+    or token-id items, ``over_limit_status`` for more than ``max_inputs`` items."""
+    texts = [value] if isinstance(value, str) else value
     if not texts:
-        raise bad_request("'input' must not be an empty list", code="empty_input")
+        raise bad_request(f"'{field}' must not be an empty list", code="empty_input", param=field)
     if len(texts) > max_inputs:
-        raise bad_request(
-            f"'input' has {len(texts)} items; at most {max_inputs} per request (split it into several requests)",
-            code="too_many_inputs",
+        raise APIError(
+            over_limit_status,
+            f"'{field}' has {len(texts)} items; at most {max_inputs} per request (split it into several requests)",
+            code="too_many_inputs", param=field,
         )
     if all(type(x) is int for x in texts) or all(
         isinstance(x, list) and x and all(type(t) is int for t in x) for x in texts
@@ -77,12 +98,12 @@ def parse_embeddings_request(body: bytes, *, max_inputs: int) -> EmbeddingsReque
         raise bad_request(
             "token-id input is not supported (ids of other tokenizers do not mean anything to this "
             "model); send the text as strings",
-            code="token_ids_unsupported",
+            code="token_ids_unsupported", param=field,
         )
     for i, item in enumerate(texts):
         if not isinstance(item, str):
-            raise bad_request(f"input[{i}] must be a string, got {_type_name(item)}", code="invalid_input_type")
+            raise bad_request(f"{field}[{i}] must be a string, got {_type_name(item)}", code="invalid_input_type", param=field)
         if not item:
-            what = "'input'" if isinstance(parsed.input, str) else f"input[{i}]"
-            raise bad_request(f"{what} is an empty string; every input must contain text", code="empty_string")
-    return EmbeddingsRequest(texts, parsed.model, parsed.encoding_format, parsed.truncate, parsed.dimensions)
+            what = f"'{field}'" if isinstance(value, str) else f"{field}[{i}]"
+            raise bad_request(f"{what} is an empty string; every input must contain text", code="empty_string", param=field)
+    return texts

@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -41,33 +43,92 @@ def register(app: FastAPI, state: ServerState) -> None:
         return await embeddings(request, state)
 
 
+@dataclass
+class Embedded:
+    """One request's pooled vectors, in input order, with what its response and log need."""
+
+    vectors: np.ndarray  # (n, dim) float32
+    lengths: list[int]
+    truncated: np.ndarray  # (n,) bool
+    finish: Callable[[], None]  # records metrics/spans/log fields; call once the response is built
+
+
 async def embeddings(request: Request, st: ServerState) -> Response:
-    record: RequestRecord = request.state.record
     config = st.config
     body = await read_body(request, config.max_body_bytes)
     req = parse_embeddings_request(body, max_inputs=config.max_inputs_per_request)
     rt = st.route(req.model, TASK)
-    model = rt.model
-    dim = model.output.shape[0]
-    if req.dimensions is not None and req.dimensions != dim:
-        raise APIError(400, f"this model returns {dim} dimensions; 'dimensions'={req.dimensions} is not supported",
-                       code="invalid_dimensions", param="dimensions")
+    if req.dimensions is not None:
+        check_dimensions(req.dimensions, rt.model.output.shape[0])
+    request.state.record.fields["encoding_format"] = req.encoding_format
     truncate = config.truncate if req.truncate is None else req.truncate
-    chars = sum(len(t) for t in req.texts)
-    record.fields.update(model=model.name, inputs=len(req.texts), chars=chars, encoding_format=req.encoding_format)
+    done = await embed_texts(request, st, rt, req.texts, truncate=truncate)
+    if isinstance(done, Response):
+        return done
+    vectors = done.vectors
+    if req.dimensions is not None:
+        vectors = shorten(vectors, req.dimensions, renormalize=True)
+    if req.encoding_format == "base64":
+        # OpenAI's base64 format: the little-endian float32 bytes of each vector.
+        little = vectors.astype("<f4", copy=False)
+        embeddings: list[Any] = [base64.b64encode(row.tobytes()).decode("ascii") for row in little]
+    else:
+        embeddings = list(vectors)  # orjson writes numpy rows directly
+    usage = sum(done.lengths)
+    payload = {
+        "object": "list",
+        "data": [{"object": "embedding", "index": i, "embedding": e} for i, e in enumerate(embeddings)],
+        "model": rt.model.name,
+        "usage": {"prompt_tokens": usage, "total_tokens": usage},
+        "truncated_inputs": np.flatnonzero(done.truncated).tolist(),
+    }
+    response = json_response(payload, headers={"X-Openhood-Truncated": str(int(done.truncated.sum()))})
+    done.finish()
+    return response
 
-    t_tok0 = time.monotonic_ns()
+
+def check_dimensions(dimensions: int, dim: int) -> None:
+    """``dimensions`` keeps the first N components (Matryoshka truncation): 1..dim."""
+    if not 1 <= dimensions <= dim:
+        raise APIError(400, f"'dimensions' must be between 1 and this model's {dim}, got {dimensions}",
+                       code="invalid_dimensions", param="dimensions")
+
+
+def shorten(vectors: np.ndarray, dimensions: int, *, renormalize: bool) -> np.ndarray:
+    """(n, dim) → (n, dimensions): the first components, L2-normalized again when asked (like
+    OpenAI's shortened embeddings: a cut unit vector is not unit any more)."""
+    cut = vectors[:, :dimensions]
+    if not renormalize:
+        return cut
+    norms = np.linalg.norm(cut, axis=1, keepdims=True)
+    return cut / np.maximum(norms, 1e-12)
+
+
+def prepare_texts(model, texts: list[str], direction: str):
+    """Tokenize (truncating at ``direction``); ValueError → 400 naming the problem."""
     try:
-        if chars <= INLINE_TOKENIZE_CHARS:
-            prepared = model.preprocessor.prepare(req.texts)
-        else:
-            prepared = await asyncio.to_thread(model.preprocessor.prepare, req.texts)
+        return model.preprocessor.prepare(texts, direction)
     except ValueError as exc:  # the tokenizer refuses text it cannot encode exactly (e.g. lone surrogates)
         raise APIError(400, f"input could not be tokenized: {exc}", code="invalid_text", param="input") from exc
+
+
+async def tokenize_checked(request: Request, rt: ModelRuntime, texts: list[str], *, truncate: bool,
+                           direction: str = "right"):
+    """Tokenize a request's texts (inline when small, else in a thread) and refuse (413) inputs
+    that were cut when the caller asked not to truncate. Returns (prepared, t_tok0, t_tok1)."""
+    record: RequestRecord = request.state.record
+    model = rt.model
+    chars = sum(len(t) for t in texts)
+    record.fields.update(model=model.name, inputs=len(texts), chars=chars)
+    t_tok0 = time.monotonic_ns()
+    if chars <= INLINE_TOKENIZE_CHARS:
+        prepared = prepare_texts(model, texts, direction)
+    else:
+        prepared = await asyncio.to_thread(prepare_texts, model, texts, direction)
     t_tok1 = time.monotonic_ns()
     lengths, truncated = prepared.lengths, prepared.truncated
-    bucket = length_label(max(lengths))
-    record.fields.update(tokens=sum(lengths), max_tokens=max(lengths), truncated=int(truncated.sum()), bucket=bucket)
+    record.fields.update(tokens=sum(lengths), max_tokens=max(lengths), truncated=int(truncated.sum()),
+                         bucket=length_label(max(lengths)))
     record.fields["tokenize_ms"] = round((t_tok1 - t_tok0) / 1e6, 3)
     if truncated.any() and not truncate:
         first = int(np.flatnonzero(truncated)[0])
@@ -78,7 +139,15 @@ async def embeddings(request: Request, st: ServerState) -> Response:
             code="input_too_long",
             param="input",
         )
+    return prepared, t_tok0, t_tok1
 
+
+async def embed_texts(request: Request, st: ServerState, rt: ModelRuntime, texts: list[str], *, truncate: bool,
+                      direction: str = "right") -> Embedded | Response:
+    """Texts → pooled vectors through the model's scheduler; a 499 ``Response`` when the client left."""
+    record: RequestRecord = request.state.record
+    prepared, t_tok0, t_tok1 = await tokenize_checked(request, rt, texts, truncate=truncate, direction=direction)
+    lengths, truncated = prepared.lengths, prepared.truncated
     try:
         futures = rt.batcher.submit(prepared.payloads, lengths)
     except QueueFullError as exc:
@@ -112,24 +181,12 @@ async def embeddings(request: Request, st: ServerState) -> Response:
 
     t_post0 = time.monotonic_ns()
     vectors = np.stack([r.output for r in results]).astype(np.float32, copy=False)  # (n, dim)
-    if req.encoding_format == "base64":
-        # OpenAI's base64 format: the little-endian float32 bytes of each vector.
-        little = vectors.astype("<f4", copy=False)
-        embeddings = [base64.b64encode(row.tobytes()).decode("ascii") for row in little]
-    else:
-        embeddings = list(vectors)  # orjson writes numpy rows directly
-    usage = sum(lengths)
-    payload = {
-        "object": "list",
-        "data": [{"object": "embedding", "index": i, "embedding": e} for i, e in enumerate(embeddings)],
-        "model": model.name,
-        "usage": {"prompt_tokens": usage, "total_tokens": usage},
-        "truncated_inputs": np.flatnonzero(truncated).tolist(),
-    }
-    response = json_response(payload, headers={"X-Openhood-Truncated": str(int(truncated.sum()))})
-    t_end = time.monotonic_ns()
-    finish(st, rt, record, results, lengths, int(truncated.sum()), bucket, (t_tok0, t_tok1, t_post0, t_end))
-    return response
+    bucket = length_label(max(lengths))
+
+    def done() -> None:
+        finish(st, rt, record, results, lengths, int(truncated.sum()), bucket, (t_tok0, t_tok1, t_post0, time.monotonic_ns()))
+
+    return Embedded(vectors, lengths, truncated, done)
 
 
 def finish(st: ServerState, rt: ModelRuntime, record: RequestRecord, results: list[ItemResult], lengths, truncated: int,
