@@ -54,7 +54,7 @@ class ObservabilityMiddleware:
         request_id = supplied if REQUEST_ID.match(supplied) else uuid.uuid4().hex
         record = RequestRecord(request_id, route, scope["method"])
         scope.setdefault("state", {})["record"] = record
-        is_api = path.startswith("/v1/")
+        is_api = path.startswith("/v1/") or path in st.api_paths  # e.g. the TEI routes
 
         async def send_wrapper(message):
             if message["type"] == "http.response.start":

@@ -55,15 +55,21 @@ def parse_embeddings_request(body: bytes, *, max_inputs: int) -> EmbeddingsReque
 Body = TypeVar("Body", bound=BaseModel)
 
 
-def validate_body(cls: type[Body], raw: dict, text_fields: tuple[str, ...] = ("input",)) -> Body:
-    """A JSON object → ``cls``, or 422 naming the first bad field (never echoing its value)."""
+TEXT_UNION = "a string or an array of strings"
+
+
+def validate_body(cls: type[Body], raw: dict, unions: dict[str, str] | None = None) -> Body:
+    """A JSON object → ``cls``, or 422 naming the first bad field (never echoing its value).
+    ``unions``: field → what it must be, for union fields (pydantic's per-member messages would
+    only confuse)."""
+    unions = {"input": TEXT_UNION} if unions is None else unions
     try:
         return cls.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors(include_input=False, include_url=False)[0]
         field = str(first["loc"][0]) if first["loc"] else None
-        if field in text_fields and len(first["loc"]) <= 2:  # a union: pydantic's per-member messages would only confuse
-            message = f"'{field}' must be a string or an array of strings, got {_type_name(raw.get(field))}"
+        if field in unions and len(first["loc"]) <= 2:
+            message = f"'{field}' must be {unions[field]}, got {_type_name(raw.get(field))}"
         else:
             message = f"invalid field '{'.'.join(str(p) for p in first['loc'])}': {first['msg']}"
         raise APIError(422, message, code="invalid_schema", param=field) from exc

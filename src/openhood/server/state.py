@@ -70,6 +70,8 @@ class ServerState:
         self.runtimes: dict[str, ModelRuntime] = {m.name: ModelRuntime(m, config, self.metrics) for m in models}
         self._aliases = {alias: rt for rt in reversed(self.runtimes.values()) for alias in rt.model.aliases}
         self.route_labels: set[str] = set()  # paths the app serves: the metrics' bounded route label
+        # API paths outside /v1/ (the TEI routes): auth, drain gate, in-flight count and access log apply.
+        self.api_paths: set[str] = set()
 
     @property
     def tasks(self) -> list[str]:

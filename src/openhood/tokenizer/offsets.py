@@ -63,7 +63,7 @@ def token_offsets(tokenizer: Tokenizer, text: str, ids: np.ndarray) -> list[Span
     n_prefix, n_suffix = len(tokenizer.spec.prefix_ids), len(tokenizer.spec.suffix_ids)
     body = np.asarray(ids)[n_prefix : len(ids) - n_suffix]
     spans = word_spans(text)
-    words = tokenizer.encode_batch([text[a:b] for a, b in spans]) if spans else []
+    words: list[np.ndarray] = list(tokenizer.encode_batch([text[a:b] for a, b in spans])) if spans else []
     out: list[Span] = []
     prefix = tokenizer.spec.continuing_subword_prefix
     for (a, b), word_ids in zip(spans, words, strict=True):

@@ -97,7 +97,7 @@ def check_dimensions(dimensions: int, dim: int) -> None:
 def shorten(vectors: np.ndarray, dimensions: int, *, renormalize: bool) -> np.ndarray:
     """(n, dim) → (n, dimensions): the first components, L2-normalized again when asked (like
     OpenAI's shortened embeddings: a cut unit vector is not unit any more)."""
-    cut = vectors[:, :dimensions]
+    cut = np.ascontiguousarray(vectors[:, :dimensions])  # orjson writes only contiguous arrays
     if not renormalize:
         return cut
     norms = np.linalg.norm(cut, axis=1, keepdims=True)

@@ -28,7 +28,7 @@ from openhood.models.served import Prepared
 from openhood.server.body import read_body
 from openhood.server.errors import APIError, json_response
 from openhood.server.routes.embeddings import TASK, check_dimensions, embed_texts, shorten, tokenize_checked
-from openhood.server.schemas import load_json_object, texts_from, validate_body
+from openhood.server.schemas import TEXT_UNION, load_json_object, texts_from, validate_body
 from openhood.server.state import ModelRuntime, ServerState
 from openhood.server.tei_schemas import DecodeBody, EmbedAllBody, EmbedBody, SimilarityBody, TokenizeBody
 
@@ -36,6 +36,7 @@ Handler = Callable[[Request, ServerState], Awaitable[Response]]
 
 # TEI's ErrorType values (its OpenAPI document) by status; tokenizer failures are "Tokenizer".
 ERROR_TYPES = {413: "Validation", 429: "Overloaded", 503: "Unhealthy"}
+INPUTS = {"inputs": TEXT_UNION}
 DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}  # openhood's precision → TEI's model_dtype
 
 
@@ -63,10 +64,15 @@ def tei_errors(handler: Handler, state: ServerState) -> Callable[[Request], Awai
 
 
 def register(app: FastAPI, state: ServerState) -> None:
-    for path, handler in (("/embed", embed), ("/", embed), ("/embed_all", embed_all), ("/tokenize", tokenize),
-                          ("/decode", decode), ("/similarity", similarity)):
-        app.add_api_route(path, tei_errors(handler, state), methods=["POST"], include_in_schema=True)
-    app.add_api_route("/info", tei_errors(info, state), methods=["GET"])
+    routes: dict[tuple[str, str], Handler] = {
+        ("POST", "/embed"): embed, ("POST", "/"): embed, ("POST", "/embed_all"): embed_all,
+        ("POST", "/tokenize"): tokenize, ("POST", "/decode"): decode, ("POST", "/similarity"): similarity,
+        ("GET", "/info"): info,
+    }
+    for (method, path), handler in routes.items():
+        app.add_api_route(path, tei_errors(handler, state), methods=[method])
+    # Like /v1/*: Bearer auth, the drain gate, the in-flight count and the access log line.
+    state.api_paths.update(path for _, path in routes)
 
 
 async def read_json(request: Request, st: ServerState, *, flatten: bool = True) -> dict:
@@ -82,7 +88,7 @@ def limits(st: ServerState) -> int:
 
 
 async def embed(request: Request, st: ServerState) -> Response:
-    req = validate_body(EmbedBody, await read_json(request, st), text_fields=("inputs",))
+    req = validate_body(EmbedBody, await read_json(request, st), unions=INPUTS)
     texts = texts_from(req.inputs, max_inputs=limits(st), field="inputs", over_limit_status=413)
     rt = st.route(req.model, TASK)
     dim = rt.model.output.shape[0]
@@ -107,7 +113,7 @@ async def embed(request: Request, st: ServerState) -> Response:
 
 
 async def embed_all(request: Request, st: ServerState) -> Response:
-    req = validate_body(EmbedAllBody, await read_json(request, st), text_fields=("inputs",))
+    req = validate_body(EmbedAllBody, await read_json(request, st), unions=INPUTS)
     texts = texts_from(req.inputs, max_inputs=limits(st), field="inputs", over_limit_status=413)
     rt = st.route(req.model, TASK)
     truncate = st.config.truncate if req.truncate is None else req.truncate
@@ -142,7 +148,7 @@ async def token_states(rt: ModelRuntime, prepared: Prepared) -> list[np.ndarray]
 async def tokenize(request: Request, st: ServerState) -> Response:
     from openhood.tokenizer.offsets import token_offsets
 
-    req = validate_body(TokenizeBody, await read_json(request, st), text_fields=("inputs",))
+    req = validate_body(TokenizeBody, await read_json(request, st), unions=INPUTS)
     texts = texts_from(req.inputs, max_inputs=limits(st), field="inputs", over_limit_status=413)
     rt = st.route(req.model, TASK)
     tokenizer = text_tokenizer(rt)
@@ -176,8 +182,8 @@ def text_tokenizer(rt: ModelRuntime):
 
 
 async def decode(request: Request, st: ServerState) -> Response:
-    req = validate_body(DecodeBody, await read_json(request, st), text_fields=())
-    rows: list[list[int]] = [req.ids] if req.ids and isinstance(req.ids[0], int) else req.ids  # type: ignore[list-item,assignment]
+    req = validate_body(DecodeBody, await read_json(request, st), unions={"ids": "an array of token ids or an array of such arrays"})
+    rows: list[list[int]] = [req.ids] if req.ids and isinstance(req.ids[0], int) else req.ids  # type: ignore[assignment]
     if len(rows) > limits(st):
         raise APIError(413, f"'ids' has {len(rows)} sequences; at most {limits(st)} per request",
                        code="too_many_inputs", param="ids")
@@ -192,12 +198,10 @@ async def decode(request: Request, st: ServerState) -> Response:
 
 
 async def similarity(request: Request, st: ServerState) -> Response:
-    req = validate_body(SimilarityBody, await read_json(request, st, flatten=False), text_fields=())
+    req = validate_body(SimilarityBody, await read_json(request, st, flatten=False), unions={})
     params = req.parameters
-    texts = texts_from([req.inputs.source_sentence, *req.inputs.sentences], max_inputs=limits(st) + 1,
-                       field="sentences", over_limit_status=413)
-    if len(texts) < 2:
-        raise APIError(400, "'sentences' must not be an empty list", code="empty_input", param="sentences")
+    sentences = texts_from(req.inputs.sentences, max_inputs=limits(st), field="sentences", over_limit_status=413)
+    texts = [*texts_from(req.inputs.source_sentence, max_inputs=1, field="source_sentence"), *sentences]
     rt = st.route(req.model, TASK)
     truncate = st.config.truncate if params is None or params.truncate is None else params.truncate
     direction = "right" if params is None else params.truncation_direction.lower()
