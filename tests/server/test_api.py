@@ -137,7 +137,7 @@ def test_truncation_reported_or_413(client, embedder):
         ({"input": ["ok", 3]}, 400, "invalid_input_type"),
         ({"input": ["ok", None]}, 400, "invalid_input_type"),
         ({"input": [[1, 2, 3]]}, 400, "token_ids_unsupported"),
-        ({"input": ["x"] * 65}, 400, "too_many_inputs"),
+        ({"input": ["x"] * 65}, 413, "too_many_inputs"),
         ({"input": "x", "dimensions": 385}, 400, "invalid_dimensions"),
         ({"input": "x", "dimensions": 0}, 400, "invalid_dimensions"),
         ({"input": "x", "model": "text-embedding-3-small"}, 404, "model_not_found"),

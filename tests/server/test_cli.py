@@ -94,3 +94,10 @@ def test_serve_model_flags_and_usage_errors(tmp_path, capsys):
         assert main(["serve", *argv]) == 2
         err = capsys.readouterr().err
         assert needle in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_tei_names_of_the_request_limits():
+    args = build_parser().parse_args(["serve", "--max-client-batch-size", "12", "--payload-limit", "4096"])
+    cfg = config_from_args(args)
+    assert (cfg.max_inputs_per_request, cfg.max_body_bytes) == (12, 4096)
+    assert ServerConfig().max_inputs_per_request == 1024 and ServerConfig().max_body_bytes == 2 * 1024 * 1024

@@ -74,6 +74,16 @@ def test_embed_equals_v1_embeddings_and_root(client):
     assert len(single) == 1 and np.allclose(single[0], ref[0], atol=1e-6)
 
 
+def test_a_client_batch_bigger_than_a_scheduler_batch_is_split_and_reassembled(server, client, embedder):
+    # 64 inputs of different lengths; the scheduler's batches hold at most 32 (--max-batch-size).
+    texts = [f"text number {i} " + "word " * (i % 17) for i in range(64)]
+    request_id = "tei-split-0123456789abcdef"
+    resp = client.post("/embed", json={"inputs": texts}, headers={"X-Request-Id": request_id})
+    np.testing.assert_allclose(np.array(resp.json()), embedder.embed(texts), atol=1e-5)
+    line = next(rec for rec in server.log_lines() if rec.get("request_id") == request_id)
+    assert line["route"] == "/embed" and line["inputs"] == 64 and line["batches"] >= 2
+
+
 def test_normalize_false_is_the_raw_mean_of_embed_all(client):
     texts = ["hello world", "a much longer sentence about embeddings"]
     raw = np.array(client.post("/embed", json={"inputs": texts, "normalize": False}).json())

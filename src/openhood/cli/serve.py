@@ -57,8 +57,10 @@ def register(subparsers) -> None:
                    help="with 2+ workers, worker 0 only runs buckets up to this many tokens, so a short request "
                    "never waits behind long batches on every worker (0 = off)")
     p.add_argument("--max-queue", type=int, default=d.max_queue, help="queued sequences before requests get 429")
-    p.add_argument("--max-inputs-per-request", type=int, default=d.max_inputs_per_request)
-    p.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes)
+    p.add_argument("--max-inputs-per-request", "--max-client-batch-size", type=int, default=d.max_inputs_per_request,
+                   help="inputs one request may carry (split over as many batches as needed); more: 413")
+    p.add_argument("--max-body-bytes", "--payload-limit", type=int, default=d.max_body_bytes,
+                   help="request body bytes; more: 413 before parsing")
     p.add_argument(
         "--truncate",
         action=argparse.BooleanOptionalAction,

@@ -42,7 +42,10 @@ class ServerConfig:
     max_age_ms: float = _P.max_age_ms
     short_lane_tokens: int = _P.short_lane_tokens
     max_queue: int = _P.max_queue  # queued items per model, not requests
-    max_inputs_per_request: int = 256
+    # TEI's names: --max-client-batch-size and --payload-limit. A request's inputs are queued as
+    # separate sequences, so they are split over batches and reassembled in order; one request
+    # may hold at most --max-queue of them (more wait for 429 retries), hence the equal defaults.
+    max_inputs_per_request: int = _P.max_queue
     max_body_bytes: int = 2 * 1024 * 1024
     truncate: bool = True  # False: too-long inputs get 413 instead of being truncated
 

@@ -86,15 +86,15 @@ def load_json_object(body: bytes) -> dict:
     return raw
 
 
-def texts_from(value: str | list[Any], *, max_inputs: int, field: str = "input", over_limit_status: int = 400) -> list[str]:
+def texts_from(value: str | list[Any], *, max_inputs: int, field: str = "input") -> list[str]:
     """A string or array of strings → the list of texts; 400 naming the index for empty, non-string
-    or token-id items, ``over_limit_status`` for more than ``max_inputs`` items."""
+    or token-id items, 413 naming the limit for more than ``max_inputs`` items."""
     texts = [value] if isinstance(value, str) else value
     if not texts:
         raise bad_request(f"'{field}' must not be an empty list", code="empty_input", param=field)
     if len(texts) > max_inputs:
         raise APIError(
-            over_limit_status,
+            413,
             f"'{field}' has {len(texts)} items; at most {max_inputs} per request (split it into several requests)",
             code="too_many_inputs", param=field,
         )

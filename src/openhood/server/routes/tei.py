@@ -89,7 +89,7 @@ def limits(st: ServerState) -> int:
 
 async def embed(request: Request, st: ServerState) -> Response:
     req = validate_body(EmbedBody, await read_json(request, st), unions=INPUTS)
-    texts = texts_from(req.inputs, max_inputs=limits(st), field="inputs", over_limit_status=413)
+    texts = texts_from(req.inputs, max_inputs=limits(st), field="inputs")
     rt = st.route(req.model, TASK)
     dim = rt.model.output.shape[0]
     if req.dimensions is not None:
@@ -114,7 +114,7 @@ async def embed(request: Request, st: ServerState) -> Response:
 
 async def embed_all(request: Request, st: ServerState) -> Response:
     req = validate_body(EmbedAllBody, await read_json(request, st), unions=INPUTS)
-    texts = texts_from(req.inputs, max_inputs=limits(st), field="inputs", over_limit_status=413)
+    texts = texts_from(req.inputs, max_inputs=limits(st), field="inputs")
     rt = st.route(req.model, TASK)
     truncate = st.config.truncate if req.truncate is None else req.truncate
     prepared, *_ = await tokenize_checked(request, rt, texts, truncate=truncate, direction=req.direction)
@@ -149,7 +149,7 @@ async def tokenize(request: Request, st: ServerState) -> Response:
     from openhood.tokenizer.offsets import token_offsets
 
     req = validate_body(TokenizeBody, await read_json(request, st), unions=INPUTS)
-    texts = texts_from(req.inputs, max_inputs=limits(st), field="inputs", over_limit_status=413)
+    texts = texts_from(req.inputs, max_inputs=limits(st), field="inputs")
     rt = st.route(req.model, TASK)
     tokenizer = text_tokenizer(rt)
     spec = tokenizer.spec
@@ -200,7 +200,7 @@ async def decode(request: Request, st: ServerState) -> Response:
 async def similarity(request: Request, st: ServerState) -> Response:
     req = validate_body(SimilarityBody, await read_json(request, st, flatten=False), unions={})
     params = req.parameters
-    sentences = texts_from(req.inputs.sentences, max_inputs=limits(st), field="sentences", over_limit_status=413)
+    sentences = texts_from(req.inputs.sentences, max_inputs=limits(st), field="sentences")
     texts = [*texts_from(req.inputs.source_sentence, max_inputs=1, field="source_sentence"), *sentences]
     rt = st.route(req.model, TASK)
     truncate = st.config.truncate if params is None or params.truncate is None else params.truncate
