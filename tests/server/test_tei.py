@@ -14,7 +14,8 @@ import pytest
 
 from .conftest import API_KEY
 
-SCHEMA_DOC = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "tei_openapi_subset.json").read_text())
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+SCHEMA_DOC = json.loads((FIXTURES / "tei_openapi_subset.json").read_text())
 LONG = " ".join(f"word{i} alpha beta" for i in range(400))  # ≫ 256 tokens
 
 
@@ -72,6 +73,18 @@ def test_embed_equals_v1_embeddings_and_root(client):
         np.testing.assert_allclose(got, ref, atol=1e-6)
     single = client.post("/embed", json={"inputs": texts[0]}).json()
     assert len(single) == 1 and np.allclose(single[0], ref[0], atol=1e-6)
+
+
+def test_embeddings_equal_teis_published_minilm_snapshots(client):
+    # TEI's candle-backend snapshots (scripts/tei_snapshots.py): raw mean pooling, float32.
+    snap = json.loads((FIXTURES / "tei_minilm_snapshots.json").read_text())
+    ref = np.asarray(snap["embeddings"], dtype=np.float64)  # (3, 384)
+    raw = np.array(client.post("/embed", json={"inputs": snap["inputs"], "normalize": False}).json())
+    cosines = np.sum(unit(raw) * unit(ref), axis=1)
+    assert cosines.min() > 0.99999  # TEI's own snapshot check is > 0.999
+    assert np.abs(raw - ref).max() < 2e-3  # the largest component differs by ~1e-3 (kernel differences)
+    normed = np.array(client.post("/embed", json={"inputs": snap["inputs"]}).json())
+    np.testing.assert_allclose(normed, unit(ref), atol=2e-4)
 
 
 def test_a_client_batch_bigger_than_a_scheduler_batch_is_split_and_reassembled(server, client, embedder):
