@@ -110,6 +110,15 @@ def test_normalize_false_is_the_raw_mean_of_embed_all(client):
         np.testing.assert_allclose(np.mean(states[i], axis=0), raw[i], atol=1e-5)
 
 
+def test_token_states_of_a_big_request_run_in_chunks(client):
+    # 40 inputs > --max-batch-size (32): two worker jobs, reassembled in order.
+    texts = [f"sentence {i} " + "more " * (i % 9) for i in range(40)]
+    raw = np.array(client.post("/embed", json={"inputs": texts, "normalize": False}).json())
+    np.testing.assert_allclose(unit(raw), client.post("/embed", json={"inputs": texts}).json(), atol=1e-5)
+    states = client.post("/embed_all", json={"inputs": texts}).json()
+    assert [len(s) for s in states] == [len(t) for t in client.post("/tokenize", json={"inputs": texts}).json()]
+
+
 def test_dimensions_keep_the_first_components_renormalized(client):
     full = np.array(client.post("/embed", json={"inputs": ["matryoshka"]}).json())
     short = np.array(client.post("/embed", json={"inputs": ["matryoshka"], "dimensions": 32}).json())

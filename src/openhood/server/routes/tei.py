@@ -16,6 +16,7 @@ batches. The trade-off: those requests are not batched with others; they are the
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 from collections.abc import Awaitable, Callable
 
@@ -27,7 +28,14 @@ import openhood
 from openhood.models.served import Prepared
 from openhood.server.body import read_body
 from openhood.server.errors import APIError, json_response
-from openhood.server.routes.embeddings import TASK, check_dimensions, embed_texts, shorten, tokenize_checked
+from openhood.server.routes.embeddings import (
+    INLINE_TOKENIZE_CHARS,
+    TASK,
+    check_dimensions,
+    embed_texts,
+    shorten,
+    tokenize_checked,
+)
 from openhood.server.schemas import TEXT_UNION, load_json_object, texts_from, validate_body
 from openhood.server.state import ModelRuntime, ServerState
 from openhood.server.tei_schemas import DecodeBody, EmbedAllBody, EmbedBody, SimilarityBody, TokenizeBody
@@ -98,7 +106,8 @@ async def embed(request: Request, st: ServerState) -> Response:
     if not req.normalize and rt.model.output.unit_norm:
         # The pooled path returns unit vectors; the raw mean needs the token states.
         prepared, *_ = await tokenize_checked(request, rt, texts, truncate=truncate, direction=req.direction)
-        vectors = np.stack([s.mean(axis=0) for s in await token_states(rt, prepared)])  # (n, dim)
+        states = await token_states(rt, prepared, st.config.max_batch_size)
+        vectors = np.stack([s.mean(axis=0) for s in states])  # (n, dim)
     else:
         done = await embed_texts(request, st, rt, texts, truncate=truncate, direction=req.direction)
         if isinstance(done, Response):
@@ -118,46 +127,61 @@ async def embed_all(request: Request, st: ServerState) -> Response:
     rt = st.route(req.model, TASK)
     truncate = st.config.truncate if req.truncate is None else req.truncate
     prepared, *_ = await tokenize_checked(request, rt, texts, truncate=truncate, direction=req.direction)
-    return json_response(await token_states(rt, prepared))  # n × (L_i, dim)
+    return json_response(await token_states(rt, prepared, st.config.max_batch_size))  # n × (L_i, dim)
 
 
 _next_worker = itertools.count()
 
 
-async def token_states(rt: ModelRuntime, prepared: Prepared) -> list[np.ndarray]:
-    """Every real token's last hidden state, one (L_i, dim) array per input, computed on one of
-    the model's worker threads between its batches (its backend is never shared between threads)."""
+async def token_states(rt: ModelRuntime, prepared: Prepared, chunk: int) -> list[np.ndarray]:
+    """Every real token's last hidden state, one (L_i, dim) array per input, computed on the
+    model's worker threads between their batches (a backend is never shared between threads),
+    ``chunk`` inputs per call so that a big request neither holds a worker long nor pads
+    everything to its longest input."""
     model = rt.model
     states_name = getattr(model.postprocessor, "states", None)
     if states_name is None:  # TEI answers 424 for an operation the model type cannot do
         raise APIError(424, f"model '{model.name}' does not expose token states", type="server_error",
                        code="unsupported_operation", param=None)
-    worker = next(_next_worker) % model.workers
-    lengths = prepared.lengths
 
-    def run() -> list[np.ndarray]:
-        feeds = model.preprocessor.collate(prepared.payloads, max(lengths))
+    def run(worker: int, payloads: list, lengths: list[int]) -> list[np.ndarray]:
+        feeds = model.preprocessor.collate(payloads, max(lengths))
         mask = feeds["attention_mask"]  # (B, T)
         hidden = np.asarray(model.backends[worker].run(feeds)[states_name], dtype=np.float32)
         hidden = hidden.reshape(*mask.shape, -1)  # (B, T, C): the NumPy engine returns (B*T, C)
         return [hidden[i, :n] for i, n in enumerate(lengths)]
 
-    return await asyncio.wrap_future(rt.batcher.run_exclusive(run, worker=worker))  # type: ignore[arg-type]
+    jobs: list[asyncio.Future] = []
+    for start in range(0, len(prepared.lengths), chunk):
+        worker = next(_next_worker) % model.workers
+        part = functools.partial(run, worker, prepared.payloads[start : start + chunk], prepared.lengths[start : start + chunk])
+        jobs.append(asyncio.wrap_future(rt.batcher.run_exclusive(part, worker=worker)))
+    results: list[list[np.ndarray]] = await asyncio.gather(*jobs)
+    return [row for rows in results for row in rows]
 
 
 async def tokenize(request: Request, st: ServerState) -> Response:
-    from openhood.tokenizer.offsets import token_offsets
-
     req = validate_body(TokenizeBody, await read_json(request, st), unions=INPUTS)
     texts = texts_from(req.inputs, max_inputs=limits(st), field="inputs")
     rt = st.route(req.model, TASK)
     tokenizer = text_tokenizer(rt)
+    if sum(len(t) for t in texts) <= INLINE_TOKENIZE_CHARS:
+        out = tokens_of(tokenizer, texts, rt.model.max_length, req.add_special_tokens)
+    else:  # offsets cost a second, per-word encoding: keep big requests off the event loop
+        out = await asyncio.to_thread(tokens_of, tokenizer, texts, rt.model.max_length, req.add_special_tokens)
+    return json_response(out)
+
+
+def tokens_of(tokenizer, texts: list[str], max_length: int, add_special_tokens: bool) -> list[list[dict]]:
+    """TEI's ``SimpleToken`` lists: id, token text, special, character offsets into the input."""
+    from openhood.tokenizer.offsets import token_offsets
+
     spec = tokenizer.spec
     n_prefix, n_suffix = len(spec.prefix_ids), len(spec.suffix_ids)
     out = []
     for text in texts:
         try:
-            ids = tokenizer.encode(text, max_length=rt.model.max_length)
+            ids = tokenizer.encode(text, max_length=max_length)
         except ValueError as exc:
             raise APIError(400, f"input could not be tokenized: {exc}", code="invalid_text", param="inputs") from exc
         spans = token_offsets(tokenizer, text, ids)
@@ -167,10 +191,10 @@ async def tokenize(request: Request, st: ServerState) -> Response:
              "start": span[0] if span else None, "stop": span[1] if span else None}
             for k, (i, piece, span) in enumerate(zip(ids.tolist(), pieces, spans, strict=True))
         ]
-        if not req.add_special_tokens:
+        if not add_special_tokens:
             tokens = tokens[n_prefix : len(tokens) - n_suffix]
         out.append(tokens)
-    return json_response(out)
+    return out
 
 
 def text_tokenizer(rt: ModelRuntime):
