@@ -16,7 +16,7 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from openhood.engine import ops
+from openhood.engine import conv, ops
 from openhood.engine.graph import Graph, Node
 from openhood.engine.parallel import RowSplitter
 
@@ -130,6 +130,31 @@ def k_l2_normalize(node: Node, ctx: RunContext, x: np.ndarray):
     return ops.l2_normalize(x), 3 * x.size
 
 
+def k_conv(node: Node, ctx: RunContext, x: np.ndarray, *residual: np.ndarray):
+    """SAME conv (GEMM, im2col first when k > 1) + bias, residual, activation in its output."""
+    lin, k, s = node.linear, node.attrs["kernel"], node.attrs["stride"]
+    y = conv.conv2d(x, lin, k, s, ctx.splitter, node.attrs.get("activation"), residual[0] if residual else None)
+    return y, lin.flops(y.size // lin.out_features) + y.size * (2 if residual else 1)
+
+
+def k_depthwise_conv(node: Node, ctx: RunContext, x: np.ndarray):
+    w = node.params["weight"]  # (KH, KW, C)
+    y = conv.depthwise_conv(x, w, node.params.get("bias"), node.attrs["stride"], ctx.splitter, node.attrs.get("activation"))
+    return y, 2 * y.size * w.shape[0] * w.shape[1] + y.size
+
+
+def k_batchnorm(node: Node, ctx: RunContext, x: np.ndarray):
+    return conv.batchnorm(x, node.params["scale"], node.params["shift"]), 2 * x.size
+
+
+def k_relu6(node: Node, ctx: RunContext, x: np.ndarray):
+    return conv.relu6(x), x.size
+
+
+def k_global_avg_pool(node: Node, ctx: RunContext, x: np.ndarray):
+    return conv.global_avg_pool(x), x.size
+
+
 KERNELS: dict[str, Callable] = {
     "Embeddings": k_embeddings,
     "LayerNorm": k_layernorm,
@@ -143,6 +168,11 @@ KERNELS: dict[str, Callable] = {
     "Attention": k_attention,
     "MeanPool": k_mean_pool,
     "L2Normalize": k_l2_normalize,
+    "Conv": k_conv,
+    "DepthwiseConv": k_depthwise_conv,
+    "BatchNorm": k_batchnorm,
+    "Relu6": k_relu6,
+    "GlobalAvgPool": k_global_avg_pool,
 }
 
 
@@ -163,10 +193,11 @@ class Executor:
         self._free_after = [[v for v in set(n.inputs) if last_use[v] == i and v not in graph.outputs] for i, n in enumerate(graph.nodes)]
 
     def run(self, feeds: dict[str, np.ndarray], profiler: OpProfiler | None = None) -> dict[str, np.ndarray]:
-        ids = feeds[self.graph.inputs[0]]
-        if ids.ndim != 2:
-            raise ValueError(f"{self.graph.inputs[0]} must be 2-D (batch, seq), got shape {ids.shape}")
-        ctx = RunContext(batch=ids.shape[0], seq=ids.shape[1], splitter=self.splitter)
+        first = feeds[self.graph.inputs[0]]
+        layout = self.graph.meta.get("input_layout", ("batch", "seq"))  # e.g. (batch, height, width, channels)
+        if first.ndim != len(layout):
+            raise ValueError(f"{self.graph.inputs[0]} must be {len(layout)}-D ({', '.join(layout)}), got shape {first.shape}")
+        ctx = RunContext(batch=first.shape[0], seq=first.shape[1], splitter=self.splitter)
         env = dict(feeds)
         for i, node in enumerate(self.graph.nodes):
             kernel = KERNELS[node.op]

@@ -1,0 +1,1 @@
+"""openhood.data: inputs before the engine: image decoding and preprocessing, dataset tables."""

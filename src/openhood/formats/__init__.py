@@ -1,0 +1,1 @@
+"""openhood.formats: reading and writing model files without running anything they contain."""
