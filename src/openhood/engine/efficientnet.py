@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from openhood.data import image
+from openhood.data.image import ImageSpec
 from openhood.engine.fusion import fuse
 from openhood.engine.graph import Graph, Node
 from openhood.engine.linear import Linear
@@ -41,12 +43,13 @@ INPUT_NAME = "pixel_values"  # (B, H, W, 3) float32, normalized, channels last
 STAGES = ((1, 3, 1, 1, 32, 16), (2, 3, 2, 6, 16, 24), (2, 5, 2, 6, 24, 40), (3, 3, 2, 6, 40, 80),
           (3, 5, 1, 6, 80, 112), (4, 5, 2, 6, 112, 192), (1, 3, 1, 6, 192, 320))
 STEM_WIDTH, HEAD_WIDTH = 32, 1280
-# How the weights were trained (tensorflow/tpu efficientnet/lite: MEAN_RGB 127, STDDEV_RGB 128
-# on 0-255 RGB; eval crop 224 of a center square 224/(224+32) of the short side, bicubic) and
-# confirmed on the golden photos (tests/engine/test_efficientnet_golden.py). Written into
-# config.json by ``openhood convert``; the image pipeline reads it from there.
-PREPROCESSING = {"resize_short_side": 256, "crop": 224, "resample": "bicubic",
-                 "mean": [127.0, 127.0, 127.0], "std": [128.0, 128.0, 128.0]}
+# How the weights were trained (tensorflow/tpu efficientnet/lite: MEAN_RGB 127, STDDEV_RGB 128 on
+# 0-255 RGB, i.e. (x - 127) / 128; eval = the centre 224/(224+32) of the short side, bicubic, which
+# is resize-short-side-256 + centre-crop-224), confirmed on the golden photos
+# (tests/engine/test_efficientnet.py). ``data.image.ImageSpec`` fields, mean/std on its 0-1 scale;
+# written into config.json by ``openhood convert``, read back from there.
+PREPROCESSING = {"resize_short": 256, "crop": 224, "resample": "bicubic", "layout": "NHWC",
+                 "mean": [127 / 255] * 3, "std": [128 / 255] * 3}
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,7 @@ def expected_shapes(num_classes: int = 1000) -> dict[str, tuple[int, ...]]:
 def architecture_config(shapes: dict[str, tuple[int, ...]]) -> dict:
     """Check a state dict's names and shapes against Lite0 → the architecture part of config.json.
     Raises ValueError naming the first mismatch."""
-    num_classes = shapes.get("_fc.bias", (0,))[0]
+    num_classes = shapes["_fc.weight"][0] if len(shapes.get("_fc.weight", ())) == 2 else 0
     expected = expected_shapes(num_classes)
     for name, shape in expected.items():
         if name not in shapes:
@@ -189,6 +192,17 @@ class EfficientNetModel:
     def graph(self, fused: bool = True, head: str = "logits") -> Graph:
         g = build_graph(self.weights, self.config, head)
         return fuse(g) if fused else g
+
+    @property
+    def image_spec(self) -> ImageSpec:
+        return ImageSpec(**{**self.config["preprocessing"], "mean": tuple(self.config["preprocessing"]["mean"]),
+                            "std": tuple(self.config["preprocessing"]["std"])})
+
+    def pixels(self, images: list[bytes]) -> np.ndarray:
+        """Encoded images → the graph's (B, 224, 224, 3) float32 input (decode errors propagate
+        per image as ``data.image.ImageError`` subclasses)."""
+        spec = self.image_spec
+        return image.normalize(np.stack([image.preprocess(data, spec) for data in images]), spec)
 
     @property
     def labels(self) -> list[str]:
