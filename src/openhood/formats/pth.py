@@ -191,7 +191,10 @@ def _load_legacy(path: Path) -> Any:
             ref = storages.get(str(key))
             if ref is None:
                 raise pickle.UnpicklingError(f"{path}: data for unknown storage {key!r}")
-            (numel,) = struct.unpack("<q", f.read(8))
+            head = f.read(8)
+            if len(head) != 8:
+                raise pickle.UnpicklingError(f"{path}: truncated storage {key!r}")
+            (numel,) = struct.unpack("<q", head)
             dtype = ref.storage_type.dtype
             raw = f.read(numel * dtype.itemsize)
             if len(raw) != numel * dtype.itemsize:
