@@ -31,8 +31,12 @@ import math
 import numpy as np
 
 from openhood.engine import conv_kernels
+from openhood.engine.blas import blas
 from openhood.engine.linear import Linear
 from openhood.engine.parallel import MIN_PARALLEL_ELEMENTWISE, RowSplitter
+
+# Multiply-adds below which a conv stays on the calling thread (a hand-off costs ~0.1 ms).
+MIN_PARALLEL_CONV = 1 << 22
 
 # activation name → (lo, hi) of the clip that implements it in the fused epilogue.
 ACTIVATION_BOUNDS = {None: (-math.inf, math.inf), "relu": (0.0, math.inf), "relu6": (0.0, 6.0)}
@@ -119,37 +123,63 @@ def _check(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def bias_activation_(y: np.ndarray, bias: np.ndarray | None, activation: str | None, splitter: RowSplitter,
-                     residual: np.ndarray | None = None) -> np.ndarray:
-    """y (M, C) ← act(y + bias [+ residual]) in place, rows split over the threads."""
-    m, c = y.shape
-    b = bias if bias is not None else np.zeros(c, dtype=np.float32)
-    res = _NO_RESIDUAL if residual is None else residual.reshape(m, c)
-    lo, hi = _bounds(activation)
-    if residual is None:
-        splitter.run(lambda s, e: conv_kernels.bias_act_rows(y[s:e], b, res, lo, hi), m, c, MIN_PARALLEL_ELEMENTWISE)
-    else:
-        splitter.run(lambda s, e: conv_kernels.bias_act_rows(y[s:e], b, res[s:e], lo, hi), m, c, MIN_PARALLEL_ELEMENTWISE)
-    return y
-
-
 def conv2d(x: np.ndarray, linear: Linear, kernel: int, stride: int, splitter: RowSplitter,
            activation: str | None = None, residual: np.ndarray | None = None) -> np.ndarray:
-    """x (N, H, W, Cin) → (N, OH, OW, Cout): SAME conv as GEMM with ``linear`` (KH*KW*Cin, Cout),
-    then bias + residual + activation in its output."""
+    """x (N, H, W, Cin) → (N, OH, OW, Cout): SAME conv as GEMMs with ``linear`` (KH*KW*Cin, Cout),
+    bias + residual + activation applied to each block of output rows right after its GEMM.
+
+    Rows are split over the threads, and each thread walks its range in blocks of
+    ``block_rows(...)`` output pixels: (im2col of the block →) one single-threaded sgemm into
+    the output → the epilogue while the block is still in L2. The activation is never read
+    back from memory for the epilogue, and BLAS never starts its own threads (which spin
+    against ours on a 2-core machine).
+    """
     n, h, w, c = _check(x).shape
-    if kernel == 1 and stride == 1:
-        rows = x.reshape(n * h * w, c)  # (M, Cin): channels last makes this a view
-        oh, ow = h, w
+    cout = linear.out_features
+    pointwise = kernel == 1 and stride == 1
+    if pointwise:
+        oh, ow, pt, pl = h, w, 0, 0
+        pixels = x.reshape(n * h * w, c)  # (M, Cin): channels last makes this a view
     else:
         (pt, _), (pl, _) = same_padding(h, kernel, stride), same_padding(w, kernel, stride)
         oh, ow = -(-h // stride), -(-w // stride)
-        rows = np.empty((n * oh * ow, kernel * kernel * c), dtype=np.float32)  # (M, KH*KW*Cin) patches
-        splitter.run(lambda s, e: conv_kernels.im2col(x, rows, oh, ow, stride, pt, pl, kernel, kernel, s, e),
-                     n * oh, ow * rows.shape[1], MIN_PARALLEL_ELEMENTWISE)
-    y = linear.matmul(rows)  # (M, Cout)
-    bias_activation_(y, linear.bias, activation, splitter, residual)
-    return y.reshape(n, oh, ow, linear.out_features)
+    depth = linear.in_features  # Cin, or KH*KW*Cin for the patches
+    y = np.empty((n * oh * ow, cout), dtype=np.float32)  # (M, Cout)
+    res = None if residual is None else residual.reshape(-1, cout)
+    b = linear.bias if linear.bias is not None else np.zeros(cout, dtype=np.float32)
+    lo, hi = _bounds(activation)
+    # Work unit: one output image row (OW pixels), so im2col and the GEMM see the same rows.
+    step = max(1, block_rows(depth, cout) // ow)
+
+    def work(r0: int, r1: int) -> None:
+        for u0 in range(r0, r1, step):
+            u1 = min(u0 + step, r1)
+            p0, p1 = u0 * ow, u1 * ow  # output pixel rows of this block
+            if pointwise:
+                src = pixels[p0:p1]
+            else:
+                src = splitter.scratch("patches", (p1 - p0, depth))
+                conv_kernels.im2col_rows(x, src, oh, ow, stride, pt, pl, kernel, kernel, u0, u1)
+            out = y[p0:p1]
+            linear.matmul(src, out=out)
+            conv_kernels.bias_act_rows(out, b, _NO_RESIDUAL if res is None else res[p0:p1], lo, hi)
+
+    # Single-threaded BLAS on this thread too when the conv is not split: a small sgemm that
+    # wakes OpenBLAS's own pool waited ~16 ms for it on the loaded 2-core VM (measured: 28 GEMMs
+    # of 112x40 @ 40x240 took 468 ms with the pool, 0.8 ms without).
+    previous = blas().set_threads_local(1)
+    try:
+        splitter.run(work, n * oh, ow * cout * depth, MIN_PARALLEL_CONV)
+    finally:
+        if previous:
+            blas().set_threads_local(previous)
+    return y.reshape(n, oh, ow, cout)
+
+
+def block_rows(depth: int, cout: int) -> int:
+    """Output pixels per GEMM block: input (rows, depth) + output (rows, Cout) float32 ≈ 128 KB,
+    so both stay in L2 between the GEMM and its epilogue; at least 64 rows for GEMM efficiency."""
+    return max(64, (128 * 1024 // 4) // (depth + cout))
 
 
 def depthwise_conv(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, stride: int, splitter: RowSplitter,

@@ -4,8 +4,8 @@ All arrays are float32, C-contiguous, channels last: activations (N, H, W, C). E
 takes a row range ``[r0, r1)`` over the N*OH output rows so ``RowSplitter`` can hand one range
 to each thread (the kernels release the GIL).
 
-- ``im2col``: (N, H, W, C) → (N*OH*OW, KH*KW*C) patch rows, zeros where the window hangs over
-  the padding, for the GEMM of a k×k convolution (the stem).
+- ``im2col_rows``: a block of output rows of (N, H, W, C) → its (rows*OW, KH*KW*C) patches,
+  zeros where the window hangs over the padding, for the GEMM of a k×k convolution (the stem).
 - ``depthwise``: one k×k filter per channel. With channels last the innermost loop runs over
   C contiguous floats of input, filter and output at once, so LLVM vectorizes it (8 lanes on
   AVX2) and each input row is read KH times from cache; im2col would copy every input value
@@ -25,13 +25,14 @@ from numba import types
 from openhood.engine.kernels import LazyKernel
 
 
-def _im2col(x, cols, out_h, out_w, stride, pad_top, pad_left, kh, kw, r0, r1):
+def _im2col_rows(x, cols, out_h, out_w, stride, pad_top, pad_left, kh, kw, r0, r1):
+    """Patches of output image rows [r0, r1) (over N*OH) → cols ((r1 - r0) * OW, KH*KW*C)."""
     h, w, c = x.shape[1], x.shape[2], x.shape[3]
     for r in range(r0, r1):
         n = r // out_h
         i = r - n * out_h
         for j in range(out_w):
-            row = cols[r * out_w + j]
+            row = cols[(r - r0) * out_w + j]
             k = 0
             for a in range(kh):
                 ih = i * stride - pad_top + a
@@ -102,7 +103,7 @@ _IN1 = types.Array(types.float32, 1, "C", readonly=True)
 _I = types.int64
 _F = types.float32
 
-im2col = LazyKernel(_im2col, types.void(_IN4, types.float32[:, ::1], _I, _I, _I, _I, _I, _I, _I, _I, _I))
+im2col_rows = LazyKernel(_im2col_rows, types.void(_IN4, types.float32[:, ::1], _I, _I, _I, _I, _I, _I, _I, _I, _I))
 depthwise = LazyKernel(_depthwise, types.void(_IN4, _IN3, _IN1, types.float32[:, :, :, ::1], _I, _I, _I, _F, _F, _I, _I))
 bias_act_rows = LazyKernel(_bias_act_rows, types.void(types.float32[:, ::1], _IN1, _IN2, _F, _F))
-KERNELS = (im2col, depthwise, bias_act_rows)
+KERNELS = (im2col_rows, depthwise, bias_act_rows)
