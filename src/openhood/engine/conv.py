@@ -31,7 +31,6 @@ import math
 import numpy as np
 
 from openhood.engine import conv_kernels
-from openhood.engine.blas import blas
 from openhood.engine.linear import Linear
 from openhood.engine.parallel import MIN_PARALLEL_ELEMENTWISE, RowSplitter
 
@@ -131,8 +130,8 @@ def conv2d(x: np.ndarray, linear: Linear, kernel: int, stride: int, splitter: Ro
     Rows are split over the threads, and each thread walks its range in blocks of
     ``block_rows(...)`` output pixels: (im2col of the block →) one single-threaded sgemm into
     the output → the epilogue while the block is still in L2. The activation is never read
-    back from memory for the epilogue, and BLAS never starts its own threads (which spin
-    against ours on a 2-core machine).
+    back from memory for the epilogue. BLAS must be single-threaded on the calling thread (the
+    Executor pins it for graphs with ``meta["blas_threads"] = 1``; RowSplitter's workers are).
     """
     n, h, w, c = _check(x).shape
     cout = linear.out_features
@@ -164,15 +163,7 @@ def conv2d(x: np.ndarray, linear: Linear, kernel: int, stride: int, splitter: Ro
             linear.matmul(src, out=out)
             conv_kernels.bias_act_rows(out, b, _NO_RESIDUAL if res is None else res[p0:p1], lo, hi)
 
-    # Single-threaded BLAS on this thread too when the conv is not split: a small sgemm that
-    # wakes OpenBLAS's own pool waited ~16 ms for it on the loaded 2-core VM (measured: 28 GEMMs
-    # of 112x40 @ 40x240 took 468 ms with the pool, 0.8 ms without).
-    previous = blas().set_threads_local(1)
-    try:
-        splitter.run(work, n * oh, ow * cout * depth, MIN_PARALLEL_CONV)
-    finally:
-        if previous:
-            blas().set_threads_local(previous)
+    splitter.run(work, n * oh, ow * cout * depth, MIN_PARALLEL_CONV)
     return y.reshape(n, oh, ow, cout)
 
 

@@ -179,7 +179,8 @@ def build_graph(weights: dict[str, np.ndarray], config: dict, head: str = "logit
     nodes.append(Node("classifier", "Linear", ("features",), (logits,), {"block": "classifier"}, linear=fc))
     if head == "probs":
         nodes.append(Node("classifier.softmax", "Softmax", (logits,), ("probs",), {"block": "classifier"}))
-    meta = {"fusions": [], "architecture": ARCHITECTURE, "input_layout": ("batch", "height", "width", "channels")}
+    meta = {"fusions": [], "architecture": ARCHITECTURE, "input_layout": ("batch", "height", "width", "channels"),
+            "blas_threads": 1}  # the convs split rows over the engine's threads themselves
     return Graph(nodes, (INPUT_NAME,), ("features", head), meta)
 
 

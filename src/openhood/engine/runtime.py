@@ -17,6 +17,7 @@ from typing import Callable, Protocol
 import numpy as np
 
 from openhood.engine import conv, ops
+from openhood.engine.blas import blas
 from openhood.engine.graph import Graph, Node
 from openhood.engine.parallel import RowSplitter
 
@@ -198,6 +199,19 @@ class Executor:
         if first.ndim != len(layout):
             raise ValueError(f"{self.graph.inputs[0]} must be {len(layout)}-D ({', '.join(layout)}), got shape {first.shape}")
         ctx = RunContext(batch=first.shape[0], seq=first.shape[1], splitter=self.splitter)
+        # A graph whose ops do their own threading (the CNN: row-blocked convs) keeps BLAS on one
+        # thread for the whole pass: waking OpenBLAS's idle pool costs more than a small GEMM on
+        # the loaded 2-core VM (measured: 28 conv blocks of 112x40 @ 40x240 took 468 ms with
+        # the pool, 0.8 ms without; the 1280x1000 classifier at batch 8, 22 ms vs 1 ms).
+        blas_threads = self.graph.meta.get("blas_threads")
+        previous = blas().set_threads_local(blas_threads) if blas_threads else 0
+        try:
+            return self._run(feeds, ctx, profiler)
+        finally:
+            if previous:
+                blas().set_threads_local(previous)
+
+    def _run(self, feeds: dict[str, np.ndarray], ctx: RunContext, profiler: OpProfiler | None) -> dict[str, np.ndarray]:
         env = dict(feeds)
         for i, node in enumerate(self.graph.nodes):
             kernel = KERNELS[node.op]
