@@ -43,12 +43,18 @@ def test_conv2d_matches_reference(splitter, h, w, cin, cout, k, s, activation):
     assert np.max(np.abs(got - ref)) < 1e-4
 
 
-def test_conv2d_residual_epilogue_large_enough_to_split(splitter):
+def test_conv2d_and_depthwise_split_over_threads(splitter, monkeypatch):
+    monkeypatch.setattr(conv, "MIN_PARALLEL_CONV", 0)  # every call splits its rows over both threads
     rng = np.random.default_rng(1)
     x, weight, bias, res = rand(rng, 4, 32, 32, 24), rand(rng, 1, 1, 24, 40), rand(rng, 40), rand(rng, 4, 32, 32, 40)
     ref = conv.conv2d_naive(x, weight, bias, 1) + res
     got = conv.conv2d(x, Linear(weight.reshape(24, 40), bias), 1, 1, splitter, None, res)
     assert np.max(np.abs(got - ref)) < 1e-4
+    stem = rand(rng, 3, 3, 24, 8)
+    got = conv.conv2d(x, Linear(stem.reshape(-1, 8)), 3, 2, splitter, "relu6")
+    assert np.max(np.abs(got - conv.relu6_naive(conv.conv2d_naive(x, stem, None, 2)))) < 1e-4
+    dw = rand(rng, 5, 5, 24)
+    assert np.max(np.abs(conv.depthwise_conv(x, dw, None, 1, splitter) - conv.depthwise_conv_naive(x, dw, None, 1))) < 1e-4
 
 
 @pytest.mark.parametrize("h,w,c,k,s", [(9, 7, 5, 3, 2), (8, 8, 16, 3, 1), (14, 14, 40, 5, 2), (7, 7, 33, 5, 1), (112, 112, 32, 3, 2)])
