@@ -129,8 +129,8 @@ def conv2d(x: np.ndarray, linear: Linear, kernel: int, stride: int, splitter: Ro
     """x (N, H, W, Cin) → (N, OH, OW, Cout): SAME conv as GEMMs with ``linear`` (KH*KW*Cin, Cout),
     bias + residual + activation applied to each block of output rows right after its GEMM.
 
-    Rows are split over the threads, and each thread walks its range in blocks of
-    ``block_rows(...)`` output pixels: (im2col of the block →) one single-threaded sgemm into
+    The threads take blocks of about ``block_rows(...)`` output pixels in turn (dynamic
+    chunks, so a thread the OS parks stalls one block, not half the conv): (im2col of the block →) one single-threaded sgemm into
     the output → the epilogue while the block is still in L2. The activation is never read
     back from memory for the epilogue. BLAS must be single-threaded on the calling thread (the
     Executor pins it for graphs with ``meta["blas_threads"] = 1``; RowSplitter's workers are).
@@ -165,7 +165,7 @@ def conv2d(x: np.ndarray, linear: Linear, kernel: int, stride: int, splitter: Ro
             linear.matmul(src, out=out)
             conv_kernels.bias_act_rows(out, b, _NO_RESIDUAL if res is None else res[p0:p1], lo, hi)
 
-    splitter.run(work, n * oh, ow * cout * depth, MIN_PARALLEL_CONV)
+    splitter.run_chunks(work, n * oh, step, ow * cout * depth, MIN_PARALLEL_CONV)
     return y.reshape(n, oh, ow, cout)
 
 
@@ -185,8 +185,9 @@ def depthwise_conv(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, s
     out = np.empty((n, oh, ow, c), dtype=np.float32)
     b = bias if bias is not None else np.zeros(c, dtype=np.float32)
     lo, hi = _bounds(activation)
-    splitter.run(lambda s, e: conv_kernels.depthwise(x, weight, b, out, stride, pt, pl, lo, hi, s, e),
-                 n * oh, ow * c * kh * kw, MIN_PARALLEL_CONV)
+    chunk = max(1, 32768 // (ow * c))  # output image rows per chunk: ~128 KB of output
+    splitter.run_chunks(lambda s, e: conv_kernels.depthwise(x, weight, b, out, stride, pt, pl, lo, hi, s, e),
+                        n * oh, chunk, ow * c * kh * kw, MIN_PARALLEL_CONV)
     return out
 
 
