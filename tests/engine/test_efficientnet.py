@@ -155,3 +155,34 @@ def _orientation_exif(value: int):
     exif = Image.Exif()
     exif[0x0112] = value
     return exif.tobytes()
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_onnx_export_runs_in_onnxruntime_with_the_same_logits(effnet_dir, effnet, pixels, fused_out, vision_reference, tmp_path, fused):
+    import onnxruntime as ort
+
+    from openhood.cli import main
+
+    path = tmp_path / "effnet.onnx"
+    assert main(["export", "--model", str(effnet_dir), "--output", str(path)] + ([] if fused else ["--no-fusion"])) == 0
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 2
+    session = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    features, logits = session.run(["features", "logits"], {efficientnet.INPUT_NAME: pixels})
+    _, ref_logits, _ = vision_reference
+    assert np.max(np.abs(logits - fused_out["logits"])) <= 1e-3
+    assert np.max(np.abs(features - fused_out["features"])) <= 1e-3
+    assert np.max(np.abs(logits - ref_logits)) <= 1e-3
+    assert np.array_equal(logits.argmax(1), ref_logits.argmax(1))
+
+
+def test_profile_ops_shows_unfused_vs_fused_per_block(effnet_dir, capsys):
+    from openhood.cli import main
+
+    assert main(["profile-ops", "--model", str(effnet_dir), "--batch", "1", "--runs", "1", "--threads", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "BatchNorm" in out and "DepthwiseConv+Relu6" in out  # both op tables
+    rows = {line.split()[0]: line.split() for line in out.split("per block")[1].splitlines()[2:] if line.strip()}
+    assert list(rows)[:3] == ["stem", "blocks.0", "blocks.1"] and "blocks.15" in rows and "head" in rows
+    unfused, fused = float(rows["total"][1]), float(rows["total"][2])
+    assert unfused > 0 and fused > 0 and rows["total"][3].endswith("x")

@@ -144,9 +144,17 @@ def _profile_vision(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from openhood.backends import apply_precision
     from openhood.engine.bert import load_bert
+    from openhood.engine.efficientnet import is_efficientnet_folder, load_efficientnet
     from openhood.engine.fusion import fuse
     from openhood.export.onnx_export import export_onnx
 
+    if args.model and is_efficientnet_folder(args.model):
+        if args.precision != "fp32":
+            raise SystemExit("openhood export: the CNN exports in fp32 only")
+        graph = load_efficientnet(args.model).graph(fused=not args.no_fusion)
+        path = export_onnx(graph, args.output)
+        print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, {len(graph.nodes)} engine nodes)")
+        return 0
     model = load_bert(args.model)
     graph = model.graph if args.no_fusion else fuse(model.graph)
     graph = apply_precision(graph, args.precision, model.folder)
