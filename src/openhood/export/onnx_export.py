@@ -232,8 +232,9 @@ def graph_to_onnx(graph: Graph, producer: str = "openhood") -> onnx.ModelProto:
         else helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", "features"])
         for n in graph.inputs
     ]
-    # A pooled graph returns (batch, dim), an encoder-only one its token states (batch, sequence, dim).
-    pooled = graph.nodes[-1].op in ("MeanPool", "L2Normalize")
+    # A pooled graph (or an image classifier) returns (batch, dim), an encoder-only one its token
+    # states (batch, sequence, dim).
+    pooled = images or graph.nodes[-1].op in ("MeanPool", "L2Normalize")
     dims = ["batch", "dim"] if pooled else ["batch", "sequence", "dim"]
     outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, dims) for n in graph.outputs]
     g = helper.make_graph(b.nodes, "openhood", inputs, outputs, b.initializers)
