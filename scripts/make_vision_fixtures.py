@@ -61,9 +61,8 @@ def _skimage_wheel(tmp: str) -> Path:
 
 
 def write_photos(skimage_wheel: Path | None) -> list[Path]:
-    from PIL import Image
-
     import sklearn.datasets
+    from PIL import Image
 
     sk_images = Path(sklearn.datasets.__file__).parent / "images"
     sources = {"china": sk_images / "china.jpg", "flower": sk_images / "flower.jpg"}

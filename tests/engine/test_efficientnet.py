@@ -90,7 +90,7 @@ GOLDEN = {
 def test_golden_top5_on_real_photos(effnet, fused_out, vision_reference):
     paths, _, _ = vision_reference
     labels = effnet.labels
-    for path, row in zip(paths, fused_out["logits"]):
+    for path, row in zip(paths, fused_out["logits"], strict=True):
         if path.stem not in GOLDEN:
             continue
         top5 = [labels[i] for i in np.argsort(-row)[:5]]

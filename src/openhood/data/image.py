@@ -142,8 +142,8 @@ def resize_crop(img: Image.Image, spec: ImageSpec) -> Image.Image:
     if (nw, nh) != (w, h):
         img = img.resize((nw, nh), _RESAMPLE[spec.resample])
     c = spec.crop
-    top = int(round((nh - c) / 2.0))
-    left = int(round((nw - c) / 2.0))
+    top = round((nh - c) / 2.0)
+    left = round((nw - c) / 2.0)
     return img.crop((left, top, left + c, top + c))
 
 

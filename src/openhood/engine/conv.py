@@ -64,8 +64,8 @@ def _bounds(activation: str | None) -> tuple[np.float32, np.float32]:
 
 
 def _pad_same(x: np.ndarray, kh: int, kw: int, stride: int) -> np.ndarray:
-    (t, b), (l, r) = same_padding(x.shape[1], kh, stride), same_padding(x.shape[2], kw, stride)
-    return np.pad(np.asarray(x, dtype=np.float64), ((0, 0), (t, b), (l, r), (0, 0)))
+    rows, cols = same_padding(x.shape[1], kh, stride), same_padding(x.shape[2], kw, stride)
+    return np.pad(np.asarray(x, dtype=np.float64), ((0, 0), rows, cols, (0, 0)))
 
 
 def conv2d_naive(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, stride: int) -> np.ndarray:
@@ -92,10 +92,11 @@ def depthwise_conv_naive(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | N
     return out if bias is None else out + bias
 
 
-def batchnorm_naive(x, gamma, beta, mean, var, eps: float) -> np.ndarray:
+def batchnorm_naive(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, mean: np.ndarray, var: np.ndarray,
+                    eps: float) -> np.ndarray:
     """Inference BatchNorm over the last (channel) axis."""
     x = np.asarray(x, dtype=np.float64)
-    return (x - mean) / np.sqrt(np.asarray(var, np.float64) + eps) * gamma + beta
+    return np.asarray((x - mean) / np.sqrt(np.asarray(var, np.float64) + eps) * gamma + beta)
 
 
 def relu6_naive(x: np.ndarray) -> np.ndarray:
@@ -104,10 +105,11 @@ def relu6_naive(x: np.ndarray) -> np.ndarray:
 
 def global_avg_pool_naive(x: np.ndarray) -> np.ndarray:
     """(N, H, W, C) → (N, C)."""
-    return np.asarray(x, dtype=np.float64).mean(axis=(1, 2))
+    return np.asarray(np.asarray(x, dtype=np.float64).mean(axis=(1, 2)))
 
 
-def fold_batchnorm_naive(weight, bias, gamma, beta, mean, var, eps: float):
+def fold_batchnorm_naive(weight: np.ndarray, bias: np.ndarray | None, gamma: np.ndarray, beta: np.ndarray,
+                         mean: np.ndarray, var: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray]:
     """Conv weight (..., Cout) and bias (Cout,) or None with BN after it → one conv (float64):
     W·γ/√(σ²+ε) and (b − μ)·γ/√(σ²+ε) + β."""
     scale = np.asarray(gamma, np.float64) / np.sqrt(np.asarray(var, np.float64) + eps)
@@ -194,17 +196,17 @@ def depthwise_conv(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, s
 def batchnorm(x: np.ndarray, scale: np.ndarray, shift: np.ndarray) -> np.ndarray:
     """Unfused inference BatchNorm: a new (N, H, W, C) array x·scale + shift (scale = γ/√(σ²+ε),
     shift = β − μ·scale, per channel): the extra memory round trip that folding removes."""
-    y = x * scale
+    y: np.ndarray = x * scale
     y += shift
     return y
 
 
 def relu6(x: np.ndarray) -> np.ndarray:
     """Unfused ReLU6 into a new array."""
-    return np.clip(x, np.float32(0.0), np.float32(6.0))
+    return np.asarray(np.clip(x, np.float32(0.0), np.float32(6.0)))
 
 
 def global_avg_pool(x: np.ndarray) -> np.ndarray:
     """(N, H, W, C) → (N, C) float32 mean over the spatial positions."""
     n, h, w, c = x.shape
-    return np.add.reduce(x.reshape(n, h * w, c), axis=1) * np.float32(1.0 / (h * w))
+    return np.asarray(np.add.reduce(x.reshape(n, h * w, c), axis=1) * np.float32(1.0 / (h * w)))

@@ -20,12 +20,14 @@ Trade-off: one compile per kernel at first use (about a second each, once per pr
 
 from __future__ import annotations
 
+import numpy as np
 from numba import types
 
 from openhood.engine.kernels import LazyKernel
 
 
-def _im2col_rows(x, cols, out_h, out_w, stride, pad_top, pad_left, kh, kw, r0, r1):
+def _im2col_rows(x: np.ndarray, cols: np.ndarray, out_h: int, out_w: int, stride: int, pad_top: int, pad_left: int,
+                 kh: int, kw: int, r0: int, r1: int) -> None:
     """Patches of output image rows [r0, r1) (over N*OH) → cols ((r1 - r0) * OW, KH*KW*C)."""
     h, w, c = x.shape[1], x.shape[2], x.shape[3]
     for r in range(r0, r1):
@@ -48,7 +50,8 @@ def _im2col_rows(x, cols, out_h, out_w, stride, pad_top, pad_left, kh, kw, r0, r
                     k += c
 
 
-def _depthwise(x, weight, bias, out, stride, pad_top, pad_left, lo, hi, r0, r1):
+def _depthwise(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, out: np.ndarray, stride: int, pad_top: int,
+               pad_left: int, lo: float, hi: float, r0: int, r1: int) -> None:
     """x (N, H, W, C), weight (KH, KW, C), bias (C,) → out (N, OH, OW, C), clipped to [lo, hi]."""
     h, w, c = x.shape[1], x.shape[2], x.shape[3]
     out_h, out_w = out.shape[1], out.shape[2]
@@ -82,7 +85,7 @@ def _depthwise(x, weight, bias, out, stride, pad_top, pad_left, lo, hi, r0, r1):
                 oj[ch] = min(max(oj[ch], lo), hi)
 
 
-def _bias_act_rows(y, bias, residual, lo, hi):
+def _bias_act_rows(y: np.ndarray, bias: np.ndarray, residual: np.ndarray, lo: float, hi: float) -> None:
     """y (M, C) ← clip(y + bias + residual, lo, hi); residual (M, C) or (0, 0) for none."""
     with_residual = residual.shape[0] > 0
     for i in range(y.shape[0]):

@@ -21,6 +21,7 @@ import importlib.util
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -105,7 +106,7 @@ def expected_shapes(num_classes: int = 1000) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def architecture_config(shapes: dict[str, tuple[int, ...]]) -> dict:
+def architecture_config(shapes: dict[str, tuple[int, ...]]) -> dict[str, Any]:
     """Check a state dict's names and shapes against Lite0 → the architecture part of config.json.
     Raises ValueError naming the first mismatch."""
     num_classes = shapes["_fc.weight"][0] if len(shapes.get("_fc.weight", ())) == 2 else 0
@@ -137,7 +138,7 @@ def _bn_node(name: str, x: str, out: str, w: dict[str, np.ndarray], prefix: str,
     return Node(name, "BatchNorm", (x,), (out,), {"eps": eps, "block": block}, params)
 
 
-def build_graph(weights: dict[str, np.ndarray], config: dict, head: str = "logits") -> Graph:
+def build_graph(weights: dict[str, np.ndarray], config: dict[str, Any], head: str = "logits") -> Graph:
     """The unfused graph. Outputs ``features`` (B, 1280) and ``logits`` (B, classes), or
     ``probs`` (softmax of the logits) when ``head="probs"``."""
     if head not in ("logits", "probs"):
@@ -187,7 +188,7 @@ def build_graph(weights: dict[str, np.ndarray], config: dict, head: str = "logit
 @dataclass
 class EfficientNetModel:
     folder: Path
-    config: dict
+    config: dict[str, Any]
     weights: dict[str, np.ndarray]
 
     def graph(self, fused: bool = True, head: str = "logits") -> Graph:
@@ -227,7 +228,7 @@ def is_efficientnet_folder(folder: str | Path) -> bool:
     if not cfg.is_file():
         return False
     try:
-        return json.loads(cfg.read_text()).get("architecture") == ARCHITECTURE
+        return bool(json.loads(cfg.read_text()).get("architecture") == ARCHITECTURE)
     except (OSError, ValueError):
         return False
 

@@ -24,6 +24,8 @@ The trade-off: patterns are matched structurally on op names, not via a general 
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 import numpy as np
 
 from openhood.engine.graph import Graph, Node
@@ -137,7 +139,7 @@ CONV_OPS = ("Conv", "DepthwiseConv")
 CONV_ACTIVATIONS = {"Relu": "relu", "Relu6": "relu6"}
 
 
-def _plain_conv(node: Node | None) -> bool:
+def _plain_conv(node: Node | None) -> TypeGuard[Node]:
     """A conv whose output is still its raw sum: no activation and no residual fused yet."""
     return node is not None and node.op in CONV_OPS and not node.attrs.get("activation") and len(node.inputs) == 1
 
@@ -170,7 +172,7 @@ def fold_batchnorm(graph: Graph) -> Graph:
         conv.outputs = bn.outputs
         drop.add(bn.name)
     g.nodes = [n for n in g.nodes if n.name not in drop]
-    g.meta["fusions"] = g.meta.get("fusions", []) + ["batchnorm_fold"]
+    g.meta["fusions"] = [*g.meta.get("fusions", []), "batchnorm_fold"]
     return g
 
 
@@ -191,7 +193,7 @@ def fuse_conv_add(graph: Graph) -> Graph:
     moved = {c.name for c in fused.values()}
     # The conv now reads the residual too: it runs where the Add ran, when both are ready.
     g.nodes = [fused.get(n.name, n) for n in g.nodes if n.name not in moved]
-    g.meta["fusions"] = g.meta.get("fusions", []) + ["conv_add"]
+    g.meta["fusions"] = [*g.meta.get("fusions", []), "conv_add"]
     return g
 
 
@@ -209,7 +211,7 @@ def fuse_conv_activation(graph: Graph) -> Graph:
         conv.outputs = act.outputs
         drop.add(act.name)
     g.nodes = [n for n in g.nodes if n.name not in drop]
-    g.meta["fusions"] = g.meta.get("fusions", []) + ["conv_activation"]
+    g.meta["fusions"] = [*g.meta.get("fusions", []), "conv_activation"]
     return g
 
 

@@ -31,6 +31,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from numba import njit, types

@@ -91,7 +91,7 @@ class OpProfile:
         return "\n".join(lines)
 
 
-def block_table(unfused: "OpProfile", fused: "OpProfile") -> str:
+def block_table(unfused: OpProfile, fused: OpProfile) -> str:
     """Per-block ms per forward, unfused beside fused, in graph order (blocks as first recorded)."""
     lines = [f"{'block':<14}{'unfused ms':>11}{'fused ms':>10}{'speed-up':>10}"]
     nu, nf = max(1, unfused.forwards), max(1, fused.forwards)

@@ -37,7 +37,7 @@ import numpy as np
 LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 
 # typed storage class → element dtype. bfloat16 has no NumPy dtype: read as uint16 and widen.
-STORAGE_DTYPES = {
+STORAGE_DTYPES: dict[str, np.dtype[Any]] = {
     "FloatStorage": np.dtype("<f4"),
     "DoubleStorage": np.dtype("<f8"),
     "HalfStorage": np.dtype("<f2"),
@@ -60,7 +60,7 @@ class _StorageType:
     name: str
 
     @property
-    def dtype(self) -> np.dtype:
+    def dtype(self) -> np.dtype[Any]:
         return STORAGE_DTYPES[self.name]
 
 
@@ -84,7 +84,7 @@ class _TensorRef:
         if flat is None:
             raise pickle.UnpicklingError(f"storage {self.storage.key!r} has no data in the checkpoint")
         item = flat.itemsize
-        if self.size and (self.offset + sum((n - 1) * s for n, s in zip(self.size, self.stride)) >= flat.size):
+        if self.size and (self.offset + sum((n - 1) * s for n, s in zip(self.size, self.stride, strict=True)) >= flat.size):
             raise pickle.UnpicklingError(f"tensor view runs past the end of storage {self.storage.key!r}")
         view = np.lib.stride_tricks.as_strided(
             flat[self.offset :], shape=self.size, strides=tuple(s * item for s in self.stride), writeable=False

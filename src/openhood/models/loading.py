@@ -16,7 +16,14 @@ from pathlib import Path
 
 import psutil
 
-from openhood.models.registry import DEFAULT_TASK, ModelSpec, ModelSpecError, check_unique_names, model_name_for, resolve_model_dir
+from openhood.models.registry import (
+    DEFAULT_TASK,
+    ModelSpec,
+    ModelSpecError,
+    check_unique_names,
+    model_name_for,
+    resolve_model_dir,
+)
 from openhood.models.served import ServedModel
 
 

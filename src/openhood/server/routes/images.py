@@ -23,6 +23,7 @@ import binascii
 import time
 from email import policy
 from email.parser import BytesParser
+from typing import Any, cast
 
 import numpy as np
 import orjson
@@ -30,6 +31,7 @@ from fastapi import FastAPI, Request
 from starlette.responses import Response
 
 from openhood.data.image import CorruptImage, ImageTooLarge, NotAnImage
+from openhood.models.image_classify import ClassifyAndEmbed
 from openhood.scheduler import BatchFailedError, QueueFullError, SchedulerStoppedError, length_label
 from openhood.server.body import read_body, wait_disconnect
 from openhood.server.errors import APIError, draining, json_response
@@ -39,7 +41,7 @@ from openhood.server.state import ServerState
 TASK = "image-classify"
 DEFAULT_TOP_K = 5
 # data.image error type → (HTTP status, error code)
-IMAGE_ERRORS = {NotAnImage: (415, "unsupported_image"), CorruptImage: (422, "corrupt_image"), ImageTooLarge: (413, "image_too_large")}
+IMAGE_ERRORS: dict[type, tuple[int, str]] = {NotAnImage: (415, "unsupported_image"), CorruptImage: (422, "corrupt_image"), ImageTooLarge: (413, "image_too_large")}
 
 
 def register(app: FastAPI, state: ServerState) -> None:
@@ -86,17 +88,20 @@ def _parse_multipart(content_type: str, body: bytes) -> tuple[str | None, list[b
     msg = BytesParser(policy=policy.HTTP).parsebytes(b"Content-Type: " + content_type.encode("latin-1") + b"\r\n\r\n" + body)
     if not msg.is_multipart():
         raise _bad("multipart body without parts", param=None)
-    model, top_k, files = None, DEFAULT_TOP_K, []
+    model: str | None = None
+    top_k: object = DEFAULT_TOP_K
+    files: list[bytes] = []
     for part in msg.iter_parts():
         name = part.get_param("name", header="content-disposition")
-        data = part.get_payload(decode=True) or b""
+        raw = part.get_payload(decode=True)
+        data = raw if isinstance(raw, bytes) else b""
         if part.get_filename() is not None or name in ("image", "images", "file"):
             files.append(data)
         elif name == "model":
             model = data.decode("utf-8", "replace").strip()
         elif name == "top_k":
-            top_k = data.decode("ascii", "replace").strip()
-            top_k = int(top_k) if top_k.isdigit() else top_k
+            text = data.decode("ascii", "replace").strip()
+            top_k = int(text) if text.isdigit() else text
     return model, files, top_k
 
 
@@ -115,7 +120,7 @@ async def images(request: Request, st: ServerState, kind: str) -> Response:
         raise _bad(f"send between 1 and {config.max_inputs_per_request} images, got {len(blobs)}")
     rt = st.route(requested, TASK)
     model = rt.model
-    post = model.postprocessor
+    post = cast(ClassifyAndEmbed, model.postprocessor)
     if kind == "classify" and (not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= post.classes):
         raise _bad(f"'top_k' must be an integer from 1 to {post.classes}", param="top_k")
     record.fields.update(model=model.name, inputs=len(blobs), bytes=sum(len(b) for b in blobs), kind=kind)
@@ -134,14 +139,15 @@ async def images(request: Request, st: ServerState, kind: str) -> Response:
     except QueueFullError as exc:
         rt.metrics.rejected("queue_full")
         raise APIError(429, str(exc) + "; retry later", type="rate_limit_error", code="queue_full", param=None,
-                       headers={"Retry-After": str(exc.retry_after_s)})
+                       headers={"Retry-After": str(exc.retry_after_s)}) from None
     except SchedulerStoppedError:
         rt.metrics.rejected("draining")
-        raise draining()
+        raise draining() from None
     results_task = asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
     disconnect_task = asyncio.ensure_future(wait_disconnect(request.receive))
     try:
-        await asyncio.wait({results_task, disconnect_task}, return_when=asyncio.FIRST_COMPLETED)
+        pending: set[asyncio.Future[Any]] = {results_task, disconnect_task}
+        await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
     finally:
         disconnect_task.cancel()
         client_gone = not results_task.done()
@@ -155,7 +161,7 @@ async def images(request: Request, st: ServerState, kind: str) -> Response:
     except BatchFailedError as exc:
         for f in futures:
             f.cancel()
-        raise APIError(500, f"{exc}; the server keeps serving, retry the request", type="server_error", code="inference_failed", param=None)
+        raise APIError(500, f"{exc}; the server keeps serving, retry the request", type="server_error", code="inference_failed", param=None) from exc
 
     t2 = time.monotonic_ns()
     rows = np.stack([r.output for r in results])  # (n, classes + dim)
