@@ -45,9 +45,8 @@ class Preprocessor(Protocol):
     max_length: int  # the largest length an item can have (the last batching bucket)
     probe_input: Any  # a tiny valid raw input for readiness
 
-    def prepare(self, inputs: Sequence[Any], direction: str = "right") -> Prepared:
-        """Raw inputs → payloads; ValueError names an input that cannot be preprocessed.
-        ``direction``: which end of a too-long input is cut ("right" or "left")."""
+    def prepare(self, inputs: Sequence[Any]) -> Prepared:
+        """Raw inputs → payloads; ValueError names an input that cannot be preprocessed."""
         ...
 
     def collate(self, payloads: list[Any], padded_len: int) -> dict[str, np.ndarray]:

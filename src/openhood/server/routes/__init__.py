@@ -13,11 +13,12 @@ from collections.abc import Callable
 
 from fastapi import FastAPI
 
-from openhood.server.routes import embeddings, openai_models, ops, tei
+from openhood.server.routes import embeddings, images, openai_models, ops, tei
 from openhood.server.state import ServerState
 
 TASK_ROUTES: dict[str, tuple[Callable[[FastAPI, ServerState], None], ...]] = {
     "embed": (embeddings.register, tei.register),
+    "image-classify": (images.register,),
 }
 
 

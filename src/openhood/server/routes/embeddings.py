@@ -23,6 +23,7 @@ from fastapi import FastAPI, Request
 from opentelemetry import trace
 from starlette.responses import Response
 
+from openhood.models.text import TextPreprocessor
 from openhood.scheduler import BatchFailedError, ItemResult, QueueFullError, SchedulerStoppedError, length_label
 from openhood.server.body import read_body, wait_disconnect
 from openhood.server.errors import APIError, draining, json_response
@@ -106,8 +107,11 @@ def shorten(vectors: np.ndarray, dimensions: int, *, renormalize: bool) -> np.nd
 
 def prepare_texts(model, texts: list[str], direction: str):
     """Tokenize (truncating at ``direction``); ValueError → 400 naming the problem."""
+    preprocessor = model.preprocessor
     try:
-        return model.preprocessor.prepare(texts, direction)
+        if isinstance(preprocessor, TextPreprocessor):  # the one that can cut either end
+            return preprocessor.prepare(texts, direction)
+        return preprocessor.prepare(texts)
     except ValueError as exc:  # the tokenizer refuses text it cannot encode exactly (e.g. lone surrogates)
         raise APIError(400, f"input could not be tokenized: {exc}", code="invalid_text", param="input") from exc
 
