@@ -80,6 +80,7 @@ class JobSummary:
     shards: int
     resumed_shards: int
     seconds: float
+    setup_seconds: float  # model load (local) or Ray start-up, included in ``seconds``
     output: Path
     errors_path: Path
 
@@ -123,7 +124,9 @@ def run_job(job: BatchJob, engine: str = "local", stream=None, overwrite: bool =
     progress = ProgressBar(sum(s.rows for s in specs), stream or sys.stderr,
                            already_done=sum(s.rows for s in specs if s.index in done))
     if engine == "local":
-        task = job.make_task()
+        t_load = time.perf_counter()
+        task = job.make_task() if pending else None
+        setup = time.perf_counter() - t_load
         for spec in pending:
             table, errors = run_shard(task, source, spec)
             store.write(spec.index, table, errors)
@@ -131,7 +134,7 @@ def run_job(job: BatchJob, engine: str = "local", stream=None, overwrite: bool =
     else:
         from openhood.batch.ray_engine import run_on_ray
 
-        run_on_ray(job, pending, progress, concurrency=concurrency, num_cpus=ray_cpus)
+        setup = run_on_ray(job, pending, progress, concurrency=concurrency, num_cpus=ray_cpus)
     progress.finish()
     rows, bad = store.assemble(len(specs), job.errors_path())
-    return JobSummary(rows, bad, len(specs), len(done), time.perf_counter() - t0, Path(job.output), job.errors_path())
+    return JobSummary(rows, bad, len(specs), len(done), time.perf_counter() - t0, setup, Path(job.output), job.errors_path())

@@ -77,10 +77,15 @@ def init_ray(num_cpus: int | None = None) -> bool:
     return True
 
 
-def run_on_ray(job, pending: list[ShardSpec], progress, concurrency: int | None = None, num_cpus: int | None = None) -> None:
+def run_on_ray(job, pending: list[ShardSpec], progress, concurrency: int | None = None, num_cpus: int | None = None) -> float:
+    """Run ``pending`` shards on Ray; returns the seconds spent starting or joining Ray."""
+    import time
+
     if not pending:
-        return
+        return 0.0
+    t0 = time.perf_counter()
     started = init_ray(num_cpus)
+    setup = time.perf_counter() - t0
     import ray
 
     try:
@@ -95,6 +100,7 @@ def run_on_ray(job, pending: list[ShardSpec], progress, concurrency: int | None 
                             batch_format="numpy")
         for row in ds.iter_rows():
             progress.advance(int(row["rows"]))
+        return setup
     finally:
         if started:
             ray.shutdown()

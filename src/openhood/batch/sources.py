@@ -23,7 +23,8 @@ from pathlib import Path
 
 FORMATS = ("jsonl", "csv", "parquet")
 SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
-READ_CHUNK = 1 << 20  # bytes per read while planning JSONL: newline counting at memory speed
+READ_CHUNK = 1 << 20  # bytes per read while planning JSONL
+_ABSENT = object()  # a row without the field (as opposed to one whose value is null)
 
 
 class InputError(ValueError):
@@ -164,9 +165,6 @@ def _read_jsonl(source: Source, spec: ShardSpec) -> ShardRows:
             continue
         _accept(out, row, obj.get(source.id_column, _ABSENT), obj.get(source.column, _ABSENT), source.column)
     return out
-
-
-_ABSENT = object()
 
 
 def _accept(out: ShardRows, row: int, raw_id, value, column: str) -> None:

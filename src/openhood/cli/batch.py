@@ -61,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
             return _usage(f"--engine ray needs Ray: pip install 'openhood[ray]' ({exc.name} is missing)")
         raise
     print(f"{summary.rows} rows embedded, {summary.errors} rejected (see {summary.errors_path}), {summary.shards} shards "
-          f"({summary.resumed_shards} from an earlier run) in {summary.seconds:.1f} s → {summary.output}")
+          f"({summary.resumed_shards} from an earlier run) in {summary.seconds:.1f} s ({summary.setup_seconds:.1f} s "
+          f"{'loading the model' if args.engine == 'local' else 'starting Ray'}) → {summary.output}")
     return 0
 
 
