@@ -108,10 +108,15 @@ def test_hpa_scales_on_a_metric_the_server_exports():
     hpa = by_kind(render(BASE))["HorizontalPodAutoscaler"]
     (metric,) = hpa["spec"]["metrics"]
     name = metric["pods"]["metric"]["name"]
-    exported = ServerMetrics(queue_depth_fn=lambda: 3).exposition().decode()
-    assert f"\n{name} 3.0" in exported  # the gauge, unlabelled, as Prometheus scrapes it
+    metrics = ServerMetrics()
+    metrics.for_model("a", lambda: 3)
+    metrics.for_model("b", lambda: 4)
+    exported = metrics.exposition().decode()
+    assert f'\n{name}{{model="a"}} 3.0' in exported and f'\n{name}{{model="b"}} 4.0' in exported  # per model
+    # The adapter sums the models of a pod: the HPA sees one series per pod.
     rules = yaml.safe_load((DEPLOY / "prometheus-adapter-values.yaml").read_text())["rules"]["custom"]
-    assert any(name in r["seriesQuery"] and r["name"]["as"] == name for r in rules)
+    assert any(name in r["seriesQuery"] and r["name"]["as"] == name and "sum(" in r["metricsQuery"]
+               and "by (<<.GroupBy>>)" in r["metricsQuery"] for r in rules)
     annotations = by_kind(render(BASE))["Deployment"]["spec"]["template"]["metadata"]["annotations"]
     assert annotations["prometheus.io/path"] == "/metrics"
     assert annotations["prometheus.io/port"] == str(container(render(BASE))["ports"][0]["containerPort"])
