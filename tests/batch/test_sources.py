@@ -42,7 +42,7 @@ def test_jsonl_bad_rows_carry_a_reason_not_the_text(tmp_path):
     path = tmp_path / "in.jsonl"
     path.write_bytes(b'{"text": "ok"}\nnot json secret\n{"text": null, "id": 3}\n{"id": [1], "text": "x"}\n'
                      b'["secret"]\n{"body": "secret"}\n{"text": "\xff\xfe"}\n')
-    ids, values, errors = all_rows(Source.open(path), 3)
+    _ids, values, errors = all_rows(Source.open(path), 3)
     assert values == ["ok"]
     reasons = {e.row: e.reason for e in errors}
     assert set(reasons) == {1, 2, 3, 4, 5, 6}
@@ -66,7 +66,7 @@ def test_parquet_rows_across_row_groups(tmp_path, shard_rows):
     path = tmp_path / "in.parquet"
     table = pa.table({"id": list(range(100, 110)), "text": [f"t{i}" if i != 5 else None for i in range(10)]})
     pq.write_table(table, path, row_group_size=3)
-    ids, values, errors = all_rows(Source.open(path), shard_rows)
+    ids, _values, errors = all_rows(Source.open(path), shard_rows)
     assert ids == [str(100 + i) for i in range(10) if i != 5]
     assert [(e.row, e.id) for e in errors] == [(5, "105")]
 

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from openhood.server.config import ServerConfig
+
 from .kustomize_lite import render
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate")

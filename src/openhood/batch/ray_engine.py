@@ -69,10 +69,10 @@ def init_ray(num_cpus: int | None = None) -> bool:
     if ray.is_initialized():
         return False
     if os.environ.get("RAY_ADDRESS"):
-        ray.init(address=os.environ["RAY_ADDRESS"], logging_level="WARNING", log_to_driver=False)
+        ray.init(address=os.environ["RAY_ADDRESS"], logging_level=logging.WARNING, log_to_driver=False)
     else:
         ray.init(num_cpus=num_cpus, include_dashboard=False, _node_ip_address="127.0.0.1",
-                 logging_level="WARNING", log_to_driver=False)
+                 logging_level=logging.WARNING, log_to_driver=False)
     logging.getLogger("ray.data").setLevel(logging.WARNING)
     return True
 
@@ -94,8 +94,8 @@ def run_on_ray(job, pending: list[ShardSpec], progress, concurrency: int | None 
         if concurrency is None:
             concurrency = max(1, int(ray.cluster_resources().get("CPU", 1)) // threads)
         concurrency = min(concurrency, len(pending))
-        ds = ray.data.from_items([s.to_dict() for s in pending], override_num_blocks=len(pending))
-        ds = ds.map_batches(ShardActor, fn_constructor_kwargs={"job": job.to_dict()}, batch_size=1,
+        items = ray.data.from_items([s.to_dict() for s in pending], override_num_blocks=len(pending))
+        ds = items.map_batches(ShardActor, fn_constructor_kwargs={"job": job.to_dict()}, batch_size=1,
                             compute=ray.data.ActorPoolStrategy(size=concurrency), num_cpus=threads,
                             batch_format="numpy")
         for row in ds.iter_rows():

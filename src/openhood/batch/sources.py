@@ -41,7 +41,7 @@ class Source:
     id_column: str = "id"
 
     @classmethod
-    def open(cls, path: str | Path, format: str | None = None, column: str = "text", id_column: str = "id") -> "Source":
+    def open(cls, path: str | Path, format: str | None = None, column: str = "text", id_column: str = "id") -> Source:
         p = Path(path)
         if not p.is_file():
             raise InputError(f"input {p} does not exist")
@@ -265,7 +265,8 @@ def _read_parquet(source: Source, spec: ShardSpec) -> ShardRows:
     import pyarrow.compute as pc
 
     pf, cols = _parquet_columns(source)
-    groups, offset, skip = [], 0, 0
+    groups: list[int] = []
+    offset = skip = 0
     for g in range(pf.metadata.num_row_groups):
         n = pf.metadata.row_group(g).num_rows
         if offset + n > spec.start and offset < spec.stop:
@@ -280,6 +281,6 @@ def _read_parquet(source: Source, spec: ShardSpec) -> ShardRows:
     else:
         ids = [_ABSENT] * len(values)
     out = ShardRows([], [], [], [])
-    for row, (rid, value) in enumerate(zip(ids, values), spec.first_row):
+    for row, (rid, value) in enumerate(zip(ids, values, strict=True), spec.first_row):
         _accept(out, row, rid, value, source.column)
     return out
