@@ -16,6 +16,7 @@ from openhood.data.image import (
     ImageTooLarge,
     NotAnImage,
     decode,
+    decode_reference,
     normalize,
     normalize_reference,
     preprocess,
@@ -47,6 +48,21 @@ def test_exif_orientation_is_applied(orientation, top_colour):
         assert out.shape == (20, 40, 3)
         left = out[10, 5]
         assert (left[0] > 200) == (orientation == 1)  # 3 = rotate 180: red ends up on the right
+
+
+@pytest.mark.parametrize("orientation", range(1, 9))
+@pytest.mark.parametrize("draft_short", [None, 16])
+def test_fast_jpeg_path_equals_pillow_reference(orientation, draft_short):
+    data = with_orientation(photo(70, 45, seed=orientation), orientation)
+    fast, ref = decode(data, draft_short=draft_short), decode_reference(data, draft_short=draft_short)
+    assert fast.shape == ref.shape
+    np.testing.assert_array_equal(fast, ref)
+
+
+@pytest.mark.parametrize("mode, save", [("RGB", {"progressive": True}), ("L", {}), ("RGB", {"subsampling": 0})])
+def test_fast_path_equals_reference_for_progressive_and_greyscale(mode, save):
+    data = encode(Image.fromarray(photo(64, 48)).convert(mode), "JPEG", quality=85, **save)
+    np.testing.assert_array_equal(decode(data), decode_reference(data))
 
 
 def test_greyscale_and_cmyk_become_rgb():
