@@ -94,6 +94,16 @@ def test_batches(pool):
     np.testing.assert_array_equal(batches[1].pixels[2], preprocess(items[7], SPEC))
 
 
+def test_pipeline_feeds_normalized_batches_in_order(pool):
+    seen = []
+    for batch, out in pool.pipeline(IMAGES[:7], 3, lambda x: (x.shape, x.dtype, float(x[0, 1, 5, 5]))):
+        seen.append(batch.indices)
+        assert out[0] == (len(batch.indices), 3, 56, 56) and out[1] == np.float32
+        want = (preprocess(IMAGES[batch.indices[0]], SPEC)[5, 5, 1] / 255 - 0.5) / 0.25
+        assert out[2] == pytest.approx(want, abs=1e-5)
+    assert seen == [[0, 1, 2], [3, 4, 5], [6]]
+
+
 def test_back_pressure_when_every_slot_is_held():
     with DecodePool(SPEC, workers=1, slots=2, queue_depth=1) as p:
         held = [p.submit(IMAGES[i]).result(timeout=30) for i in range(2)]  # both slots taken

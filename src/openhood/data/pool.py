@@ -56,7 +56,7 @@ import numpy as np
 
 import openhood
 from openhood.data import shm, worker
-from openhood.data.image import MAX_PIXELS, CorruptImage, ImageSpec, ImageTooLarge, NotAnImage
+from openhood.data.image import MAX_PIXELS, CorruptImage, ImageSpec, ImageTooLarge, NotAnImage, normalize
 
 FULL_MAX_PIXELS = 3840 * 2160  # full-resolution slots hold up to 4K by default
 MAX_ATTEMPTS = 2  # a crashed worker's item is retried once
@@ -290,6 +290,13 @@ class DecodePool:
                 indices, errors = [], {}
         if indices or errors:
             yield Batch(indices, pixels[: len(indices)].copy(), errors)
+
+    def pipeline(self, images, batch_size: int, infer, *, ordered: bool = True):
+        """Yield ``(Batch, infer(x))`` with x = ``normalize(batch.pixels)`` float32 (B, 3, crop, crop):
+        the workers decode batch k+1 while ``infer`` runs on batch k. Full overlap needs
+        ``slots`` ≥ 2 × batch_size. An all-failed batch yields ``(batch, None)``."""
+        for batch in self.batches(images, batch_size, ordered=ordered):
+            yield batch, (infer(normalize(batch.pixels, self.spec)) if batch.indices else None)
 
     def stats(self) -> dict:
         """Gauges for metrics and tests: pending tasks, free slots, busy worker pids, restarts."""
