@@ -65,6 +65,19 @@ def test_fast_path_equals_reference_for_progressive_and_greyscale(mode, save):
     np.testing.assert_array_equal(decode(data), decode_reference(data))
 
 
+@pytest.mark.parametrize("orientation", [1, 6])
+def test_decode_into_a_buffer(orientation):
+    data = with_orientation(photo(50, 30), orientation)
+    buf = np.zeros(50 * 30 * 3 + 7, np.uint8)
+    got = decode(data, out=buf)
+    assert np.shares_memory(got, buf)
+    np.testing.assert_array_equal(got, decode_reference(data))
+    png = encode(photo(50, 30), "PNG")
+    np.testing.assert_array_equal(decode(png, out=buf), decode(png))
+    with pytest.raises(ImageTooLarge):
+        decode(data, out=np.zeros(100, np.uint8))
+
+
 def test_greyscale_and_cmyk_become_rgb():
     grey = decode(encode(Image.fromarray(photo(30, 20)).convert("L"), "JPEG"))
     assert grey.shape == (20, 30, 3)

@@ -151,6 +151,19 @@ def test_killed_worker_is_replaced_and_its_item_retried(tmp_path):
             np.testing.assert_array_equal(d.array, preprocess(IMAGES[5], SPEC))
 
 
+def test_items_queued_behind_a_crash_are_resent_without_penalty(tmp_path):
+    fifo = tmp_path / "slow.jpg"
+    os.mkfifo(fifo)
+    with DecodePool(SPEC, workers=1, slots=3) as p:
+        slow, behind = p.submit(fifo), p.submit(IMAGES[6])  # both sent to the one worker
+        wait_for(lambda: sum(len(v) for v in p.stats()["busy"].values()) == 2)
+        _kill_busy_worker(p)
+        threading.Thread(target=fifo.write_bytes, args=(IMAGES[4],), daemon=True).start()
+        for fut, src in ((slow, 4), (behind, 6)):
+            with fut.result(timeout=30) as d:
+                np.testing.assert_array_equal(d.array, preprocess(IMAGES[src], SPEC))
+
+
 def test_item_fails_after_its_retry_also_dies(tmp_path):
     fifo = tmp_path / "poison.jpg"
     os.mkfifo(fifo)

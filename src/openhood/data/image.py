@@ -122,26 +122,36 @@ def open_checked(data: bytes, *, max_pixels: int = MAX_PIXELS) -> Image.Image:
     return img
 
 
-def decode(data: bytes, *, max_pixels: int = MAX_PIXELS, draft_short: int | None = None) -> np.ndarray:
+def decode(
+    data: bytes, *, max_pixels: int = MAX_PIXELS, draft_short: int | None = None, out: np.ndarray | None = None
+) -> np.ndarray:
     """Bytes → uint8 (H, W, 3) RGB with EXIF orientation applied.
 
     draft_short: if given and the image is a JPEG at least twice that size on its short side,
     libjpeg decodes at 1/2, 1/4 or 1/8 scale (Pillow's ``draft`` rule), keeping the short
     side ≥ draft_short.
+    out: a flat uint8 buffer of at least H·W·3 bytes (a shared-memory slot); the result is
+    then a view of it, and an upright JPEG is decoded straight into it with no copy.
     """
     img = open_checked(data, max_pixels=max_pixels)
     if img.format != "JPEG" or img.mode not in ("RGB", "L"):
-        return np.asarray(_pillow_decode(img, draft_short))
+        return _into(np.asarray(_pillow_decode(img, draft_short)), out)
     w, h = img.size
     k = _draft_scale(w, h, draft_short)
     orientation = img.getexif().get(_ORIENTATION, 1)
+    ow, oh = -(-w // k), -(-h // k)  # libjpeg's scaled size rounds up
+    direct = out is not None and orientation == 1 and out.size >= ow * oh * 3
     try:
         # libjpeg-turbo straight into an array: bit-identical to Pillow (same library, same
         # islow IDCT and fancy upsampling) without Pillow's chunked decoder and extra copy.
-        arr = simplejpeg.decode_jpeg(data, "RGB", min_width=-(-w // k), min_height=-(-h // k))
+        arr = simplejpeg.decode_jpeg(
+            data, "RGB", min_width=ow, min_height=oh, buffer=out[: ow * oh * 3] if direct else None
+        )
     except ValueError as e:
         raise CorruptImage(f"corrupt or truncated JPEG data: {e}") from e
-    return _orient(arr, orientation)
+    if direct:
+        return out[: ow * oh * 3].reshape(oh, ow, 3)
+    return _into(_orient(arr, orientation), out)
 
 
 def decode_reference(data: bytes, *, max_pixels: int = MAX_PIXELS, draft_short: int | None = None) -> np.ndarray:
@@ -206,6 +216,17 @@ def _affine(spec: ImageSpec) -> tuple[np.ndarray, np.ndarray]:
     scale = (1.0 / (255.0 * std)).astype(np.float32)
     bias = (-np.asarray(spec.mean, dtype=np.float64) / std).astype(np.float32)
     return scale, bias
+
+
+def _into(arr: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+    """arr, or a copy of it in the front of the flat buffer out."""
+    if out is None:
+        return arr
+    if out.size < arr.size:
+        raise ImageTooLarge(f"decoded image {arr.shape} does not fit the {out.size:,}-byte output buffer")
+    view = out[: arr.size].reshape(arr.shape)
+    view[...] = arr
+    return view
 
 
 def _draft_scale(w: int, h: int, draft_short: int | None) -> int:

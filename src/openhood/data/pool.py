@@ -60,6 +60,7 @@ from openhood.data.image import MAX_PIXELS, CorruptImage, ImageSpec, ImageTooLar
 
 FULL_MAX_PIXELS = 3840 * 2160  # full-resolution slots hold up to 4K by default
 MAX_ATTEMPTS = 2  # a crashed worker's item is retried once
+DEPTH = 2  # tasks queued per worker, so it never waits for the pool between two images
 START_TIMEOUT_S = 60.0
 
 
@@ -134,7 +135,8 @@ class _Task:
     payload: bytes
     future: Future
     slot: int | None = None
-    attempts: int = 0
+    attempts: int = 0  # dispatches to a worker that was decoding it
+    queued: bool = False  # has left the pending queue once (its semaphore unit is returned)
 
 
 @dataclass
@@ -142,7 +144,7 @@ class _Worker:
     proc: subprocess.Popen
     conn: Connection
     ready: bool = False
-    task: _Task | None = None
+    tasks: deque = field(default_factory=deque)  # sent, unanswered; the worker takes them FIFO
 
 
 class DecodePool:
@@ -304,7 +306,7 @@ class DecodePool:
             return {
                 "pending": len(self._pending),
                 "free_slots": len(self._free),
-                "busy": {w.proc.pid: w.task.item for w in self._workers if w.task is not None and w.ready},
+                "busy": {w.proc.pid: [t.item for t in w.tasks] for w in self._workers if w.tasks and w.ready},
                 "workers": [w.proc.pid for w in self._workers],
                 "restarts": self.restarts,
                 "segment": self._segment.name if self._segment else None,
@@ -330,7 +332,7 @@ class DecodePool:
                 w.proc.kill()
                 w.proc.wait()
         with self._lock:
-            tasks = list(self._pending) + [w.task for w in self._workers if w.task is not None]
+            tasks = list(self._pending) + [t for w in self._workers for t in w.tasks]
             self._pending.clear()
             self._workers.clear()
         for task in tasks:
@@ -416,21 +418,26 @@ class DecodePool:
                             self._on_message(w, msg)
 
     def _dispatch(self) -> None:
-        """Send waiting tasks, oldest first, to idle workers while slots are free (lock held)."""
-        idle = [w for w in self._workers if w.ready and w.task is None]
-        while self._pending and idle and (self._pending[0].slot is not None or self._free):
+        """Send waiting tasks, oldest first, to the least busy worker while slots are free
+        (lock held)."""
+        ready = [w for w in self._workers if w.ready]
+        while self._pending and ready and (self._pending[0].slot is not None or self._free):
+            w = min(ready, key=lambda x: len(x.tasks))
+            if len(w.tasks) >= DEPTH:
+                return
             task = self._pending.popleft()
-            if task.attempts == 0:
+            if not task.queued:
+                task.queued = True
                 self._room.release()
                 if not task.future.set_running_or_notify_cancel():
                     continue  # cancelled while it waited
             if task.slot is None:
                 task.slot = self._free.popleft()
-            w = idle.pop()
-            w.task = task
+            w.tasks.append(task)
             task.attempts += 1
             try:
-                w.conn.send_bytes(worker.TASK.pack(task.item, task.slot, task.kind) + task.payload)
+                w.conn.send_bytes(worker.TASK.pack(task.item, task.slot, task.kind))
+                w.conn.send_bytes(task.payload)
             except OSError:
                 pass  # the worker died: EOF on its pipe reports it and the task is retried
 
@@ -439,9 +446,9 @@ class DecodePool:
         if status == worker.READY:
             w.ready = True
             return
-        task, w.task = w.task, None
-        if task is None or task.item != item:
+        if not w.tasks or w.tasks[0].item != item:
             return
+        task = w.tasks.popleft()
         if status == worker.OK:
             n_bytes = h * wd * c
             start = slot * self.slot_bytes
@@ -464,21 +471,24 @@ class DecodePool:
         how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
         if not w.ready:
             self._broken = PoolError(f"a decode worker died while starting ({how})")
-            for task in list(self._pending) + [t for t in (x.task for x in self._workers) if t]:
+            for task in list(self._pending) + [t for x in self._workers for t in x.tasks]:
                 _fail(task.future, self._broken)
             self._pending.clear()
             return
         self.restarts += 1
         self._workers.append(self._spawn())  # READY arrives through the dispatch loop
-        task = w.task
-        if task is None:
+        if not w.tasks:
             return
-        if task.attempts < MAX_ATTEMPTS:
-            self._pending.appendleft(task)  # keeps its slot and its place in line
+        culprit, *queued = w.tasks  # the worker was decoding the first; the rest never started
+        for task in reversed(queued):
+            task.attempts -= 1
+            self._pending.appendleft(task)
+        if culprit.attempts < MAX_ATTEMPTS:
+            self._pending.appendleft(culprit)  # keeps its slot and its place in line
         else:
-            self._free.append(task.slot)
-            task.future.set_exception(
-                WorkerCrashed(f"decode worker died ({how}) on each of {task.attempts} attempts at this image")
+            self._free.append(culprit.slot)
+            culprit.future.set_exception(
+                WorkerCrashed(f"decode worker died ({how}) on each of {culprit.attempts} attempts at this image")
             )
 
     def _release(self, slot: int) -> None:

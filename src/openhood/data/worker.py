@@ -1,7 +1,7 @@
 """The decode worker process and the two fixed-layout messages it exchanges with the pool.
 
-A worker owns one end of a pipe. The pool sends a task (item id, slot, input kind, then the
-image bytes or a file path); the worker decodes, resizes and crops into that slot of the
+A worker owns one end of a pipe. The pool sends a task (item id, slot, input kind), then the
+image bytes or a file path as a second message; the worker decodes, resizes and crops into that slot of the
 shared segment and answers with a 28-byte result header (item id, slot, status, shape,
 dtype) plus at most 512 bytes of error text. Messages are ``struct``-packed bytes through
 ``send_bytes``: nothing is pickled, and no array ever crosses the pipe.
@@ -27,7 +27,7 @@ import numpy as np
 from openhood.data.image import CorruptImage, ImageSpec, ImageTooLarge, NotAnImage, decode, preprocess
 from openhood.data.shm import Segment
 
-TASK = struct.Struct("<QIB")  # item id, slot, input kind; then the payload
+TASK = struct.Struct("<QIB")  # item id, slot, input kind; the payload follows as its own message
 RESULT = struct.Struct("<QIBIIIcH")  # item id, slot, status, h, w, c, dtype char, error length
 BYTES, PATH = 0, 1
 OK, NOT_AN_IMAGE, CORRUPT, TOO_LARGE, UNREADABLE, FAILED, READY = range(7)
@@ -50,21 +50,21 @@ def run(conn: Connection, segment: str, slot_bytes: int, spec: dict | None, max_
         except (EOFError, OSError):
             break  # the pool closed the pipe or its process is gone
         item, slot, kind = TASK.unpack_from(msg)
-        payload = memoryview(msg)[TASK.size :]
+        payload = conn.recv_bytes()  # the image bytes or the path, as a second message
         status, shape, error = OK, (0, 0, 0), ""
         try:
             if kind == PATH:
-                with open(bytes(payload).decode("utf-8"), "rb") as f:
+                with open(payload.decode("utf-8"), "rb") as f:
                     data = f.read()
             else:
                 data = payload
+            out = slots[slot * slot_bytes : (slot + 1) * slot_bytes]  # this slot, flat uint8
             if image_spec is not None:
                 arr = preprocess(data, image_spec, max_pixels=max_pixels)  # (crop, crop, 3)
+                out[: arr.size] = arr.reshape(-1)
             else:
-                arr = decode(data, max_pixels=max_pixels)  # (H, W, 3)
+                arr = decode(data, max_pixels=max_pixels, out=out)  # (H, W, 3), written in place
             shape = arr.shape
-            start = slot * slot_bytes
-            slots[start : start + arr.size] = arr.reshape(-1)
         except tuple(STATUS_OF) as e:
             status, error = STATUS_OF[type(e)], str(e)
         except OSError as e:
