@@ -85,6 +85,14 @@ def test_unordered_iteration_yields_every_item(pool):
     np.testing.assert_array_equal(seen[7], preprocess(IMAGES[7], SPEC))
 
 
+@pytest.mark.parametrize("ordered", [True, False])
+def test_leaving_imap_early_frees_every_slot(pool, ordered):
+    for d in pool.imap(IMAGES, ordered=ordered):
+        if d.index >= 2:
+            break
+    wait_for(lambda: pool.stats()["free_slots"] == 6 and not pool.stats()["busy"])
+
+
 def test_batches(pool):
     items = IMAGES[:5] + [b"junk"] + IMAGES[5:9]
     batches = list(pool.batches(items, batch_size=4))

@@ -180,7 +180,8 @@ class DecodePool:
             self.max_pixels = max_pixels
             self.slot_bytes = spec.crop * spec.crop * 3
         self.restarts = 0
-        self._lock = threading.Lock()
+        # Reentrant: futures are resolved under the lock, and a done-callback may release a slot.
+        self._lock = threading.RLock()
         self._room = threading.Semaphore(self.queue_depth)
         self._pending: deque[_Task] = deque()
         self._free = deque(range(self.slots))
@@ -251,6 +252,9 @@ class DecodePool:
                     window.append((index, fut))
                     if not ordered:
                         fut.add_done_callback(lambda f, i=index: finished(i, f))
+                if previous is not None:
+                    previous.release()  # before waiting: its slot may be the one the next needs
+                    previous = None
                 if not window:
                     return
                 if ordered:
@@ -260,8 +264,6 @@ class DecodePool:
                         cond.wait_for(lambda: done)
                         index, fut = done.popleft()
                     window.remove((index, fut))
-                if previous is not None:
-                    previous.release()
                 previous = _as_decoded(index, fut)
                 yield previous
         finally:
