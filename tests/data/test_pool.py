@@ -19,7 +19,7 @@ import pytest
 from openhood.data import shm, worker
 from openhood.data.image import CorruptImage, ImageSpec, ImageTooLarge, NotAnImage, decode, preprocess
 from openhood.data.pool import DecodePool, PoolFull, UnreadableFile, WorkerCrashed
-from tests.data.images import encode, jpeg, photo
+from .images import encode, jpeg, photo
 
 SPEC = ImageSpec(resize_short=64, crop=56, mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25), resample="bilinear")
 IMAGES = [jpeg(120 + 7 * i, 90 + 3 * i, seed=i) for i in range(12)]
