@@ -74,8 +74,10 @@ def test_decode_into_a_buffer(orientation):
     np.testing.assert_array_equal(got, decode_reference(data))
     png = encode(photo(50, 30), "PNG")
     np.testing.assert_array_equal(decode(png, out=buf), decode(png))
-    with pytest.raises(ImageTooLarge):
-        decode(data, out=np.zeros(100, np.uint8))
+    small = np.zeros(100, np.uint8)
+    assert not np.shares_memory(decode(data, out=small), small)  # too small: a new array
+    spec = ImageSpec(resize_short=20, crop=16, resample="bilinear", **IMAGENET)
+    np.testing.assert_array_equal(preprocess(data, spec, scratch=buf), preprocess(data, spec))
 
 
 def test_greyscale_and_cmyk_become_rgb():

@@ -32,6 +32,7 @@ RESULT = struct.Struct("<QIBIIIcH")  # item id, slot, status, h, w, c, dtype cha
 BYTES, PATH = 0, 1
 OK, NOT_AN_IMAGE, CORRUPT, TOO_LARGE, UNREADABLE, FAILED, READY = range(7)
 MAX_ERROR = 512
+SCRATCH_PIXELS = 3840 * 2160
 STATUS_OF = {NotAnImage: NOT_AN_IMAGE, CorruptImage: CORRUPT, ImageTooLarge: TOO_LARGE}
 
 
@@ -43,6 +44,8 @@ def run(conn: Connection, segment: str, slot_bytes: int, spec: dict | None, max_
     if spec is not None:
         spec = dict(spec, mean=tuple(spec["mean"]), std=tuple(spec["std"]))
     image_spec = ImageSpec(**spec) if spec is not None else None
+    # Model mode: full-size decodes land in one reused buffer (up to 4K; larger allocate).
+    scratch = np.empty(SCRATCH_PIXELS * 3, np.uint8) if image_spec is not None else None
     conn.send_bytes(RESULT.pack(0, 0, READY, 0, 0, 0, b"B", 0))
     while True:
         try:
@@ -60,9 +63,10 @@ def run(conn: Connection, segment: str, slot_bytes: int, spec: dict | None, max_
                 data = payload
             out = slots[slot * slot_bytes : (slot + 1) * slot_bytes]  # this slot, flat uint8
             if image_spec is not None:
-                arr = preprocess(data, image_spec, max_pixels=max_pixels)  # (crop, crop, 3)
+                arr = preprocess(data, image_spec, max_pixels=max_pixels, scratch=scratch)  # (crop, crop, 3)
                 out[: arr.size] = arr.reshape(-1)
             else:
+                # max_pixels is the slot's capacity, so the result always lands in the slot.
                 arr = decode(data, max_pixels=max_pixels, out=out)  # (H, W, 3), written in place
             shape = arr.shape
         except tuple(STATUS_OF) as e:
