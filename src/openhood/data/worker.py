@@ -57,7 +57,7 @@ def run(conn: Connection, segment: str, slot_bytes: int, spec: dict | None, max_
         status, shape, error = OK, (0, 0, 0), ""
         try:
             if kind == PATH:
-                with open(payload.decode("utf-8"), "rb") as f:
+                with open(payload, "rb") as f:  # the path as os.fsencode bytes
                     data = f.read()
             else:
                 data = payload
