@@ -181,7 +181,6 @@ def throughput_table(datas, files_json, args) -> None:
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for output in ("full", "model"):
         fn = FUNCS[output]
-        single_times = []
         for n in args.workers:
             times = {"single": [], "pickle": [], "shm": []}
             spec = None if output == "full" else SPEC
@@ -198,8 +197,7 @@ def throughput_table(datas, files_json, args) -> None:
                         t0 = time.perf_counter()
                         run()
                         times[name].append(time.perf_counter() - t0)
-            single_times += times["single"]
-            single = best_rate(len(datas), single_times)
+            single = best_rate(len(datas), times["single"])  # this row's anchor: same passes, same load
             pickle_rate = best_rate(len(datas), times["pickle"])
             shm_rate = best_rate(len(datas), times["shm"])
             dl = None if args.skip_dataloader else dataloader_rate(args.ref_python, files_json, output, n, args.rounds)
