@@ -176,7 +176,7 @@ def dataloader_rate(ref_python: str, files: Path, output: str, n: int, rounds: i
 def throughput_table(datas, files_json, args) -> None:
     from openhood.data.pool import DecodePool
 
-    print("\n## Images/s (best of %d passes over %d images)\n" % (args.rounds, len(datas)))
+    print(f"\n## Images/s (best of {args.rounds} passes over {len(datas)} images)\n")
     print("| output | workers | one process | mp.Pool (pickle) | DecodePool (shm) | DataLoader | shm / one process | shm / pickle | shm / DataLoader |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for output in ("full", "model"):
@@ -188,8 +188,8 @@ def throughput_table(datas, files_json, args) -> None:
                 run_pickle_pool(ppool, fn, datas[:8])
                 run_shm_pool(spool, datas[:8])
                 methods = [
-                    ("single", lambda: run_single(fn, datas)),
-                    ("pickle", lambda: run_pickle_pool(ppool, fn, datas)),
+                    ("single", lambda fn=fn: run_single(fn, datas)),
+                    ("pickle", lambda fn=fn: run_pickle_pool(ppool, fn, datas)),
                     ("shm", lambda: run_shm_pool(spool, datas)),
                 ]
                 for r in range(args.rounds):

@@ -21,6 +21,7 @@ from openhood.data.image import (
     normalize_reference,
     preprocess,
 )
+
 from .images import encode, jpeg, photo, with_orientation
 
 IMAGENET = dict(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))

@@ -19,6 +19,7 @@ import pytest
 from openhood.data import shm, worker
 from openhood.data.image import CorruptImage, ImageSpec, ImageTooLarge, NotAnImage, decode, preprocess
 from openhood.data.pool import DecodePool, PoolFull, UnreadableFile, WorkerCrashed
+
 from .images import encode, jpeg, photo
 
 SPEC = ImageSpec(resize_short=64, crop=56, mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25), resample="bilinear")
@@ -94,11 +95,11 @@ def test_leaving_imap_early_frees_every_slot(pool, ordered):
 
 
 def test_batches(pool):
-    items = IMAGES[:5] + [b"junk"] + IMAGES[5:9]
+    items = [*IMAGES[:5], b"junk", *IMAGES[5:9]]
     batches = list(pool.batches(items, batch_size=4))
     assert [b.pixels.shape[0] + len(b.errors) for b in batches] == [4, 4, 2]
     assert isinstance(batches[1].errors[5], NotAnImage)
-    assert sum((b.indices for b in batches), []) == [0, 1, 2, 3, 4, 6, 7, 8, 9]
+    assert [i for b in batches for i in b.indices] == [0, 1, 2, 3, 4, 6, 7, 8, 9]
     np.testing.assert_array_equal(batches[1].pixels[2], preprocess(items[7], SPEC))
 
 

@@ -141,17 +141,16 @@ def decode(
     k = _draft_scale(w, h, draft_short)
     orientation = img.getexif().get(_ORIENTATION, 1)
     ow, oh = -(-w // k), -(-h // k)  # libjpeg's scaled size rounds up
-    direct = out is not None and orientation == 1 and out.size >= ow * oh * 3
+    # Upright and fits: decode straight into out, (oh, ow, 3).
+    direct = out[: ow * oh * 3] if out is not None and orientation == 1 and out.size >= ow * oh * 3 else None
     try:
         # libjpeg-turbo straight into an array: bit-identical to Pillow (same library, same
         # islow IDCT and fancy upsampling) without Pillow's chunked decoder and extra copy.
-        arr = simplejpeg.decode_jpeg(
-            data, "RGB", min_width=ow, min_height=oh, buffer=out[: ow * oh * 3] if direct else None
-        )
+        arr = simplejpeg.decode_jpeg(data, "RGB", min_width=ow, min_height=oh, buffer=direct)
     except ValueError as e:
         raise CorruptImage(f"corrupt or truncated JPEG data: {e}") from e
-    if direct:
-        return out[: ow * oh * 3].reshape(oh, ow, 3)
+    if direct is not None:
+        return direct.reshape(oh, ow, 3)
     return _into(_orient(arr, orientation), out)
 
 
@@ -184,8 +183,8 @@ def resize_crop(img: Image.Image, spec: ImageSpec) -> Image.Image:
     if (nw, nh) != (w, h):
         img = img.resize((nw, nh), _RESAMPLE[spec.resample])
     c = spec.crop
-    top = int(round((nh - c) / 2.0))
-    left = int(round((nw - c) / 2.0))
+    top = round((nh - c) / 2.0)
+    left = round((nw - c) / 2.0)
     return img.crop((left, top, left + c, top + c))
 
 

@@ -38,6 +38,8 @@ Design and trade-offs:
 from __future__ import annotations
 
 import atexit
+import contextlib
+import functools
 import json
 import os
 import signal
@@ -54,7 +56,6 @@ from pathlib import Path
 
 import numpy as np
 
-import openhood
 from openhood.data import shm, worker
 from openhood.data.image import MAX_PIXELS, CorruptImage, ImageSpec, ImageTooLarge, NotAnImage, normalize
 
@@ -101,7 +102,7 @@ class Decoded:
     """One decoded image: ``array`` is a uint8 (H, W, 3) view of a shared slot, valid until
     ``release()`` (or the end of a ``with`` block); copy it to keep it longer."""
 
-    __slots__ = ("index", "array", "error", "_release", "__weakref__")
+    __slots__ = ("__weakref__", "_release", "array", "error", "index")
 
     def __init__(self, index: int, array: np.ndarray | None, release=None, error: Exception | None = None):
         self.index, self.array, self.error, self._release = index, array, error, release
@@ -189,7 +190,7 @@ class DecodePool:
         self._next_item = 0
         self._closed = False
         self._broken: Exception | None = None
-        self._segment = None
+        self._segment: shm.Segment | None = None
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
         try:
@@ -251,7 +252,7 @@ class DecodePool:
                     fut = self.submit(image)
                     window.append((index, fut))
                     if not ordered:
-                        fut.add_done_callback(lambda f, i=index: finished(i, f))
+                        fut.add_done_callback(functools.partial(finished, index))
                 if previous is not None:
                     previous.release()  # before waiting: its slot may be the one the next needs
                     previous = None
@@ -299,8 +300,10 @@ class DecodePool:
         """Yield ``(Batch, infer(x))`` with x = ``normalize(batch.pixels)`` float32 (B, 3, crop, crop):
         the workers decode batch k+1 while ``infer`` runs on batch k. Full overlap needs
         ``slots`` ≥ 2 × batch_size. An all-failed batch yields ``(batch, None)``."""
+        spec = self.spec
         for batch in self.batches(images, batch_size, ordered=ordered):
-            yield batch, (infer(normalize(batch.pixels, self.spec)) if batch.indices else None)
+            assert spec is not None  # batches() refused a pool without one
+            yield batch, (infer(normalize(batch.pixels, spec)) if batch.indices else None)
 
     def stats(self) -> dict:
         """Gauges for metrics and tests: pending tasks, free slots, busy worker pids, restarts."""
@@ -359,8 +362,8 @@ class DecodePool:
         shm.sweep_stale()
         need = self.slots * self.slot_bytes
         shm.check_free(need)
-        self._segment = shm.Segment.create(need)
-        self._slots = np.frombuffer(self._segment.buf, dtype=np.uint8)
+        segment = self._segment = shm.Segment.create(need)
+        self._slots = np.frombuffer(segment.buf, dtype=np.uint8)
         _LIVE.add(self)
         _install_sigterm()
         for _ in range(self.n_workers):
@@ -379,6 +382,7 @@ class DecodePool:
     def _spawn(self) -> _Worker:
         parent, child = socket.socketpair()
         spec = json.dumps(asdict(self.spec) if self.spec is not None else None)
+        assert self._segment is not None  # created before any worker
         args = [str(child.fileno()), self._segment.name, str(self.slot_bytes), str(self.max_pixels), spec]
         # The worker imports openhood from where we did, even if only sys.path knew it.
         env = dict(os.environ)
@@ -444,7 +448,7 @@ class DecodePool:
                 pass  # the worker died: EOF on its pipe reports it and the task is retried
 
     def _on_message(self, w: _Worker, msg: bytes) -> None:
-        item, slot, status, h, wd, c, dtype, n = worker.RESULT.unpack_from(msg)
+        item, slot, status, h, wd, c, _dtype, n = worker.RESULT.unpack_from(msg)  # dtype: always uint8
         if status == worker.READY:
             w.ready = True
             return
@@ -503,10 +507,8 @@ class DecodePool:
     def _wake(self) -> None:
         fd = self._wake_w
         if fd >= 0:
-            try:
+            with contextlib.suppress(OSError):  # closed or full: the loop is awake anyway
                 os.write(fd, b"x")
-            except OSError:
-                pass  # closed or full: the loop is awake anyway
 
     def _check_open(self) -> None:
         if self._broken is not None:
@@ -532,12 +534,11 @@ def _release_result(fut: Future) -> None:
 
 
 def _fail(fut: Future, error: Exception) -> None:
-    if not fut.done():
-        if fut.running() or fut.set_running_or_notify_cancel():
-            fut.set_exception(error)
+    if not fut.done() and (fut.running() or fut.set_running_or_notify_cancel()):
+        fut.set_exception(error)
 
 
-_SRC = str(Path(openhood.__file__).resolve().parent.parent)
+_SRC = str(Path(__file__).resolve().parents[2])  # the directory holding the openhood package
 _LIVE: weakref.WeakSet[DecodePool] = weakref.WeakSet()
 _sigterm_installed = False
 

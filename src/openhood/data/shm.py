@@ -15,13 +15,13 @@ so a too-small /dev/shm fails there with ENOSPC instead of a SIGBUS in a worker 
 
 from __future__ import annotations
 
+import _posixshmem  # the C module behind multiprocessing.shared_memory (POSIX only)
+import contextlib
 import mmap
 import os
 import re
 import secrets
 from pathlib import Path
-
-import _posixshmem  # the C module behind multiprocessing.shared_memory (POSIX only)
 
 PREFIX = "openhood-"
 SHM_DIR = Path("/dev/shm")  # where Linux exposes POSIX shared memory as files
@@ -66,14 +66,10 @@ class Segment:
         memory when the last mapping goes."""
         if self.owner:
             self.owner = False
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 _posixshmem.shm_unlink("/" + self.name)
-            except FileNotFoundError:
-                pass
-        try:
+        with contextlib.suppress(BufferError):
             self.buf.close()
-        except BufferError:
-            pass
 
 
 FIX = (
