@@ -7,8 +7,10 @@ tokenize`` must not pay for importing ONNX Runtime or FastAPI.
 
 from __future__ import annotations
 
-import argparse
 import importlib
+import sys
+
+from openhood.cli.validate import Parser, UsageError
 
 # module path → it defines register(subparsers); modules that do not exist yet are skipped.
 COMMAND_MODULES = (
@@ -20,8 +22,8 @@ COMMAND_MODULES = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="openhood", description=__doc__.splitlines()[0])
+def build_parser() -> Parser:
+    parser = Parser(prog="openhood", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMAND_MODULES:
@@ -38,5 +40,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    return int(args.func(args) or 0)
+    from openhood.models import ModelNotFoundError, UnsafeModelFormatError
+
+    try:
+        return int(args.func(args) or 0)
+    except (UsageError, ModelNotFoundError, UnsafeModelFormatError) as exc:
+        # A usage mistake found after parsing (flags that contradict, a folder that is not a
+        # model): one line and exit 2, like argparse's own errors.
+        sys.stderr.write(f"openhood {args.command}: error: {exc}\n")
+        return 2
 

@@ -40,11 +40,13 @@ from openhood.scheduler import (
     SchedulerStoppedError,
     length_label,
 )
+from openhood.server.auth import authorized
+from openhood.server.body import ClientGone, read_body
 from openhood.server.config import ServerConfig
-from openhood.server.errors import APIError, draining, error_response, json_response, unauthorized
+from openhood.server.errors import APIError, drain_deadline, draining, error_response, json_response, unauthorized
 from openhood.server.health import ReadinessProbe
-from openhood.server.lifecycle import Lifecycle
-from openhood.server.logs import log_access
+from openhood.server.lifecycle import Lifecycle, check_grace, worst_case_drain_s
+from openhood.server.logs import log_access, request_id_var
 from openhood.server.metrics import ServerMetrics
 from openhood.server.schemas import parse_embeddings_request
 from openhood.server.tracing import to_epoch_ns
@@ -105,6 +107,7 @@ class ObservabilityMiddleware:
         supplied = headers.get("x-request-id", "")
         request_id = supplied if REQUEST_ID.match(supplied) else uuid.uuid4().hex
         record = RequestRecord(request_id, route, scope["method"])
+        request_id_var.set(request_id)  # this task's log lines (asyncio copies the context per task)
         scope.setdefault("state", {})["record"] = record
         is_api = path.startswith("/v1/")
 
@@ -112,7 +115,8 @@ class ObservabilityMiddleware:
             if message["type"] == "http.response.start":
                 record.status = message["status"]
                 extra = [(b"x-request-id", request_id.encode())]
-                if st.lifecycle.draining:
+                has_close = any(k.lower() == b"connection" for k, _ in message.get("headers", []))
+                if st.lifecycle.draining and not has_close:
                     extra.append((b"connection", b"close"))  # let keep-alive clients move elsewhere
                 message = {**message, "headers": [*message.get("headers", []), *extra]}
             await send(message)
@@ -121,7 +125,7 @@ class ObservabilityMiddleware:
         if is_api and st.lifecycle.draining:
             gate = draining()
             st.metrics.rejected.labels("draining").inc()
-        elif is_api and st.config.api_key and headers.get("authorization", "") != f"Bearer {st.config.api_key}":
+        elif is_api and st.config.api_key and not authorized(headers.get("authorization"), st.config.api_key):
             gate = unauthorized()
         try:
             if gate is not None:
@@ -185,16 +189,26 @@ class ServerState:
         # Accepted values of the request's "model" field: the full id and its last path part.
         self.model_aliases = {engine.model_name, engine.model_name.rsplit("/", 1)[-1]}
 
-    def warm_up(self, backend) -> None:
-        """One call per bucket length on ``backend`` (run on the worker that owns it)."""
+    def drain_batch_rows(self) -> int:
+        """Rows of a full batch of the longest bucket (what a full queue drains in)."""
+        return max(1, min(self.config.max_batch_size, self.config.max_batch_tokens // self.buckets.bounds[-1]))
+
+    def warm_up(self, backend) -> float:
+        """One call per bucket length on ``backend`` (run on the worker that owns it), then one
+        full batch of the longest bucket; returns that batch's seconds (the drain estimate's unit)."""
         for length in self.buckets.bounds:
             ids = np.full((1, length), self.engine.tokenizer.pad_id, dtype=np.int64)  # (1, T)
             ids[0, 0], ids[0, -1] = self.engine.tokenizer.cls_id, self.engine.tokenizer.sep_id
             backend.embed(ids, np.ones_like(ids))
+        ids = np.repeat(ids, self.drain_batch_rows(), axis=0)  # (rows, T_max)
+        t0 = time.perf_counter()
+        backend.embed(ids, np.ones_like(ids))
+        return time.perf_counter() - t0
 
-    async def warm_up_all(self) -> None:
+    async def warm_up_all(self) -> float:
+        """Warm every worker's engine; the slowest full-batch time among them."""
         jobs = [self.batcher.run_exclusive(functools.partial(self.warm_up, b), worker=w) for w, b in enumerate(self.engine.backends)]
-        await asyncio.gather(*(asyncio.wrap_future(j) for j in jobs))
+        return max(await asyncio.gather(*(asyncio.wrap_future(j) for j in jobs)))
 
 
 def create_app(config: ServerConfig, engine: Engine, *, tracer=None, lifecycle: Lifecycle | None = None) -> FastAPI:
@@ -206,8 +220,9 @@ def create_app(config: ServerConfig, engine: Engine, *, tracer=None, lifecycle: 
         # Warm the engine once per bucket length before the port opens, so the first real
         # requests do not pay for first-call allocations (runs on the worker, like all inference).
         t0 = time.perf_counter()
-        await state.warm_up_all()
+        batch_s = await state.warm_up_all()
         log.info("engine warmed up for buckets %s in %.2f s", state.buckets, time.perf_counter() - t0)
+        check_grace(config.grace_period_s, worst_case_drain_s(config.max_queue, state.drain_batch_rows(), batch_s, len(engine.backends)))
         yield
         # Normally DrainingServer already stopped the worker; this covers in-process use.
         await asyncio.to_thread(state.batcher.stop, config.grace_period_s)
@@ -222,6 +237,15 @@ def create_app(config: ServerConfig, engine: Engine, *, tracer=None, lifecycle: 
         if record is not None:
             record.fields["error"] = exc.code  # the code only: messages may name limits, never text
         return error_response(exc)
+
+    @app.exception_handler(ClientGone)
+    async def client_gone_handler(request: Request, exc: ClientGone):
+        # The client closed the connection mid-body: its fault, not ours — no 500, no traceback.
+        record = getattr(request.state, "record", None)
+        if record is not None:
+            record.fields["disconnected"] = True
+        state.metrics.client_disconnects.inc()
+        return Response(status_code=499)  # nginx's "client closed request"; nobody reads it
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error_handler(request: Request, exc: StarletteHTTPException):
@@ -286,24 +310,6 @@ def create_app(config: ServerConfig, engine: Engine, *, tracer=None, lifecycle: 
     return app
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    """The body, refusing (413) as soon as it is known to exceed ``limit`` — before parsing."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise _too_large(int(declared), limit)
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _too_large(size, limit)
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _too_large(size: int, limit: int) -> APIError:
-    return APIError(413, f"request body is {size} bytes or more; the limit is {limit} bytes", code="body_too_large", param=None)
-
-
 async def _wait_disconnect(receive) -> None:
     """Returns when the client closes the connection (the body has been read by then)."""
     while (await receive())["type"] != "http.disconnect":
@@ -318,7 +324,7 @@ def _tokenize(tokenizer, texts: list[str], max_length: int):
 async def _embeddings(request: Request, st: ServerState) -> Response:
     record: RequestRecord = request.state.record
     config, engine = st.config, st.engine
-    body = await _read_body(request, config.max_body_bytes)
+    body = await read_body(request, config.max_body_bytes, config.body_timeout_s)
     req = parse_embeddings_request(body, max_inputs=config.max_inputs_per_request, dim=engine.dim)
     if req.model is not None and req.model not in st.model_aliases:
         raise APIError(404, f"model '{req.model[:100]}' is not served here; this server serves '{engine.model_name}'", code="model_not_found", param="model")
@@ -360,18 +366,26 @@ async def _embeddings(request: Request, st: ServerState) -> Response:
         raise draining()
 
     results_task = asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
+    # Read the outcome even when nobody awaits it any more (client gone, drain cut): an
+    # unretrieved exception would otherwise surface as asyncio's "exception was never retrieved".
+    results_task.add_done_callback(lambda t: t.cancelled() or t.exception())
     disconnect_task = asyncio.ensure_future(_wait_disconnect(request.receive))
+    cut_task = asyncio.ensure_future(st.lifecycle.cut.wait())
     try:
-        await asyncio.wait({results_task, disconnect_task}, return_when=asyncio.FIRST_COMPLETED)
-    finally:  # also when this handler itself is cancelled (grace period over)
+        await asyncio.wait({results_task, disconnect_task, cut_task}, return_when=asyncio.FIRST_COMPLETED)
+    finally:  # also when this handler itself is cancelled
         disconnect_task.cancel()
+        cut_task.cancel()
         client_gone = not results_task.done()
         if client_gone:
             # Cancelling the futures makes the worker skip sequences it has not started.
             results_task.cancel()
+    if client_gone and st.lifecycle.cut.is_set():
+        st.metrics.drain_cut.inc()
+        log.warning("request cut at the drain deadline", extra={"fields": {"event": "drain_cut", "request_id": record.request_id}})
+        raise drain_deadline()
     if client_gone:
-        record.fields["disconnected"] = True
-        return Response(status_code=499)  # nginx's "client closed request"; nobody reads it
+        raise ClientGone()
     try:
         results: list[ItemResult] = results_task.result()
     except BatchFailedError as exc:

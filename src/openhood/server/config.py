@@ -8,7 +8,7 @@ overload into fast 429s instead of unbounded latency.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from openhood.scheduler.batcher import PRIORITIES
 
@@ -51,7 +51,18 @@ class ServerConfig:
     max_body_bytes: int = 2 * 1024 * 1024
     truncate: bool = True  # False: too-long inputs get 413 instead of being truncated
 
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # never in a repr, log or error
+
+    # Connection hygiene (server/limits.py; docs/server.md § Limits). A production HTTP server's
+    # usual bounds: nginx-like head sizes, a head and a body deadline, a short keep-alive idle
+    # time and a cap on open connections well below the usual 1024 file descriptors.
+    max_connections: int = 512
+    max_header_bytes: int = 32 * 1024  # request line + headers
+    max_headers: int = 100
+    max_request_line: int = 8 * 1024
+    header_timeout_s: float = 10.0  # connection open (or previous response) → complete head
+    body_timeout_s: float = 10.0  # head complete → complete body; else 408
+    keep_alive_timeout_s: float = 5.0  # idle keep-alive connection → closed
     grace_period_s: float = 30.0
     health_timeout_s: float = 5.0
     stall_timeout_s: float = 30.0  # worker inside one batch longer than this → not ready
@@ -59,7 +70,8 @@ class ServerConfig:
     log_level: str = "info"
 
     def __post_init__(self) -> None:
-        for name in ("max_batch_size", "max_batch_tokens", "max_queue", "max_inputs_per_request", "max_body_bytes"):
+        for name in ("max_batch_size", "max_batch_tokens", "max_queue", "max_inputs_per_request", "max_body_bytes",
+                     "max_connections", "max_header_bytes", "max_headers", "max_request_line"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.threads is not None and self.threads < 1:
@@ -72,6 +84,11 @@ class ServerConfig:
             raise ValueError(f"short_lane_tokens must be >= 0, got {self.short_lane_tokens}")
         if self.max_age_ms < 0:
             raise ValueError(f"max_age_ms must be >= 0, got {self.max_age_ms}")
+        for name in ("header_timeout_s", "body_timeout_s", "keep_alive_timeout_s"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.api_key is not None and not self.api_key.strip():
+            raise ValueError("the API key is empty; unset it to run without auth")
         if self.max_wait_ms < 0 or self.grace_period_s < 0:
             raise ValueError("max_wait_ms and grace_period_s must be >= 0")
         if self.pad_to not in ("longest", "bucket"):

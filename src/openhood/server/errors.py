@@ -66,3 +66,14 @@ def draining() -> APIError:
         code="draining",
         headers={"Retry-After": "1", "Connection": "close"},
     )
+
+
+def drain_deadline() -> APIError:
+    """A request still waiting when the grace period ran out: retryable elsewhere, never a bare 500."""
+    return APIError(
+        503,
+        "the server's shutdown grace period ran out before this request was served; retry on another instance",
+        type="service_unavailable",
+        code="drain_deadline",
+        headers={"Retry-After": "1", "Connection": "close"},
+    )

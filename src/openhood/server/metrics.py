@@ -87,6 +87,15 @@ class ServerMetrics:
             "openhood_dropped_sequences", "Queued sequences dropped before inference (client went away)", registry=r
         )
         self.rejected = Counter("openhood_rejected_requests", "Requests refused before queueing", ["reason"], registry=r)
+        self.connections_refused = Counter(
+            "openhood_connections_refused", "Connections refused or closed by a limit (server/limits.py)", ["reason"], registry=r
+        )
+        self.client_disconnects = Counter(
+            "openhood_client_disconnects", "/v1 requests whose client went away before the response", registry=r
+        )
+        self.drain_cut = Counter(
+            "openhood_drain_cut_requests", "Requests answered 503 because the drain's grace period ran out", registry=r
+        )
         self.queue_depth = Gauge("openhood_queue_depth", "Sequences waiting for a batch", registry=r)
         self.in_flight = Gauge("openhood_in_flight_requests", "/v1 requests being handled", registry=r)
         if queue_depth_fn is not None:
