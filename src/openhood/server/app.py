@@ -48,6 +48,7 @@ from openhood.server.health import ReadinessProbe
 from openhood.server.lifecycle import Lifecycle, check_grace, worst_case_drain_s
 from openhood.server.logs import log_access, request_id_var
 from openhood.server.metrics import ServerMetrics
+from openhood.server.openapi import EMBEDDINGS_ROUTE
 from openhood.server.schemas import parse_embeddings_request
 from openhood.server.tracing import to_epoch_ns
 
@@ -257,7 +258,7 @@ def create_app(config: ServerConfig, engine: Engine, *, tracer=None, lifecycle: 
         log.exception("unhandled error in %s", request.url.path)
         return error_response(APIError(500, "internal server error", type="server_error", code="internal_error", param=None))
 
-    @app.post("/v1/embeddings")
+    @app.post("/v1/embeddings", **EMBEDDINGS_ROUTE)
     async def create_embeddings(request: Request):
         return await _embeddings(request, state)
 
@@ -292,7 +293,7 @@ def create_app(config: ServerConfig, engine: Engine, *, tracer=None, lifecycle: 
         state.metrics.ready.set(1 if ok else 0)
         return json_response({"status": "ready" if ok else "not_ready", **details, **body}, 200 if ok else 503)
 
-    @app.get("/metrics")
+    @app.get("/metrics", response_class=PlainTextResponse)  # documented as text/plain in /openapi.json
     async def metrics():
         return PlainTextResponse(state.metrics.exposition(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
