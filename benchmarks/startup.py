@@ -99,10 +99,10 @@ def main() -> int:
             rows[f"{name} (warm cache)"] = warm
     anchor = statistics.median(rows["minimal tokenizers + onnxruntime"])
     print(f"start-up to first embedding, median of {args.repeats} fresh processes each")
-    print(f"{'':42s} {'median s':>9s} {'min s':>7s} {'x minimal':>10s}")
+    print(f"{'':52s} {'median s':>9s} {'min s':>7s} {'x minimal':>10s}")
     for name, times in rows.items():
         med = statistics.median(times)
-        print(f"{name:42s} {med:9.2f} {min(times):7.2f} {med / anchor:9.2f}x")
+        print(f"{name:52s} {med:9.2f} {min(times):7.2f} {med / anchor:9.2f}x")
     return 0
 
 
