@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from openhood.cli.validate import Parser, UsageError
+from openhood.cli.validate import Parser
 
 # module path → it defines register(subparsers); modules that do not exist yet are skipped.
 COMMAND_MODULES = (
@@ -40,13 +40,14 @@ def build_parser() -> Parser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from openhood.models import ModelNotFoundError, UnsafeModelFormatError
+    from openhood.formats.weights import UnsafeModelFormatError
+    from openhood.models import ModelNotFoundError, ModelSpecError
 
     try:
         return int(args.func(args) or 0)
-    except (UsageError, ModelNotFoundError, UnsafeModelFormatError) as exc:
-        # A usage mistake found after parsing (flags that contradict, a folder that is not a
-        # model): one line and exit 2, like argparse's own errors.
+    except (ModelNotFoundError, ModelSpecError, UnsafeModelFormatError) as exc:
+        # A usage mistake found after parsing (a folder that is not a model, pickle weights):
+        # one line and exit 2, like argparse's own errors.
         sys.stderr.write(f"openhood {args.command}: error: {exc}\n")
         return 2
 

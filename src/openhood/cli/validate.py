@@ -3,8 +3,8 @@
 A usage mistake (a port out of range, a malformed list, a fraction of 0, a folder that is not a
 model) must end in one line on stderr and exit code 2, the way argparse reports its own errors,
 never in a traceback or a silently corrected value. Each validator raises
-``argparse.ArgumentTypeError`` (argparse turns it into that line, naming the flag); checks that
-need several flags at once raise ``UsageError``, which ``openhood.cli.main`` prints the same way.
+``argparse.ArgumentTypeError`` (argparse turns it into that line, naming the flag); model
+errors found after parsing are printed the same way by ``openhood.cli.main``.
 """
 
 from __future__ import annotations
@@ -12,10 +12,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-
-
-class UsageError(Exception):
-    """A usage mistake found after parsing (e.g. two flags that contradict each other)."""
 
 
 class Parser(argparse.ArgumentParser):

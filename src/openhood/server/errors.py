@@ -77,3 +77,42 @@ def drain_deadline() -> APIError:
         code="drain_deadline",
         headers={"Retry-After": "1", "Connection": "close"},
     )
+
+
+def install_error_handlers(app, on_client_gone=None) -> None:
+    """Every error leaves the app in OpenAI's shape: APIError, unknown routes/methods, and bugs."""
+    import logging
+
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+    from starlette.responses import Response
+
+    from openhood.server.body import ClientGone
+
+    log = logging.getLogger("openhood.server")
+
+    @app.exception_handler(APIError)
+    async def api_error_handler(request, exc: APIError):
+        record = getattr(request.state, "record", None)
+        if record is not None:
+            record.fields["error"] = exc.code  # the code only: messages may name limits, never text
+        return error_response(exc)
+
+    @app.exception_handler(ClientGone)
+    async def client_gone_handler(request, exc: ClientGone):
+        # The client closed the connection: its choice, not our failure — no 500, no traceback.
+        record = getattr(request.state, "record", None)
+        if record is not None:
+            record.fields["disconnected"] = True
+        if on_client_gone is not None:
+            on_client_gone()
+        return Response(status_code=499)  # nginx's "client closed request"; nobody reads it
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error_handler(request, exc: StarletteHTTPException):
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
+        return error_response(APIError(exc.status_code, str(exc.detail), code=code, param=None))
+
+    @app.exception_handler(Exception)
+    async def unexpected_error_handler(request, exc: Exception):
+        log.exception("unhandled error in %s", request.url.path)
+        return error_response(APIError(500, "internal server error", type="server_error", code="internal_error", param=None))
