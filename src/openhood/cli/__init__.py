@@ -39,7 +39,10 @@ def build_parser() -> Parser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error (2, its line already on stderr)
+        return int(exc.code or 0)
     from openhood.formats.weights import UnsafeModelFormatError
     from openhood.models import ModelNotFoundError, ModelSpecError
 

@@ -98,7 +98,7 @@ def int_list(text: str) -> tuple[int, ...]:
 
 def existing_file(text: str) -> str:
     if not Path(text).expanduser().is_file():
-        raise argparse.ArgumentTypeError(f"no such file: {text}")
+        raise argparse.ArgumentTypeError(f"{text} does not exist (or is not a file)")
     return text
 
 
