@@ -10,11 +10,11 @@ Heavy imports happen inside the command functions, so ``openhood --help`` stays 
 
 from __future__ import annotations
 
-from openhood.cli import validate as v
-
 import argparse
 import json
 import sys
+
+from openhood.cli import validate as v
 
 
 def register(subparsers) -> None:

@@ -6,10 +6,10 @@ profiler, which import their heavy dependencies (httpx, numpy) when a command ru
 
 from __future__ import annotations
 
-from openhood.cli import validate as v
-
 import json
 import sys
+
+from openhood.cli import validate as v
 
 
 def register(subparsers) -> None:

@@ -14,14 +14,14 @@ with ``openhood serve --model OUT --precision int8``.
 
 from __future__ import annotations
 
-from openhood.cli import validate as v
-
 import argparse
 import json
 import shutil
 import sys
 import time
 from pathlib import Path
+
+from openhood.cli import validate as v
 
 SMOOTH_ALPHA = 0.5  # the SmoothQuant paper's default; measured on MiniLM in docs/benchmarks.md
 COPIED = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",

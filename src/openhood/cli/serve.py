@@ -86,7 +86,7 @@ def register(subparsers) -> None:
                         help="seconds for a request head to arrive (408; an idle new connection is closed)")
     limits.add_argument("--body-timeout", type=v.positive_float, default=d.body_timeout_s,
                         help="seconds for a request body to arrive after its head (408)")
-    limits.add_argument("--keep-alive-timeout", type=v.positive_float, default=d.keep_alive_timeout_s,
+    limits.add_argument("--keep-alive-timeout", type=v.positive_int, default=d.keep_alive_timeout_s,
                         help="seconds an idle keep-alive connection stays open")
     p.add_argument("--log-level", default=d.log_level, choices=("debug", "info", "warning", "error"))
     p.set_defaults(func=run_serve)

@@ -12,12 +12,12 @@ throughput. Texts are never echoed in errors or progress: only line numbers and 
 
 from __future__ import annotations
 
-from openhood.cli import validate as v
-
 import argparse
 import sys
 import time
 from pathlib import Path
+
+from openhood.cli import validate as v
 
 
 def register(subparsers) -> None:

@@ -57,7 +57,7 @@ class ServerConfig:
     max_request_line: int = 8 * 1024
     header_timeout_s: float = 10.0  # connection open (or previous response) → complete head
     body_timeout_s: float = 10.0  # head complete → complete body; else 408
-    keep_alive_timeout_s: float = 5.0  # idle keep-alive connection → closed
+    keep_alive_timeout_s: int = 5  # idle keep-alive connection → closed (uvicorn takes whole seconds)
     grace_period_s: float = 30.0
     health_timeout_s: float = 5.0
     stall_timeout_s: float = 30.0  # worker inside one batch longer than this → not ready

@@ -24,6 +24,7 @@ for bytes, answers what arrives (the app says 503 draining) and closes after tha
 from __future__ import annotations
 
 import logging
+
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 log = logging.getLogger("openhood.server")

@@ -58,7 +58,7 @@ def configure_logging(level: str = "info") -> None:
     crash = logging.getLogger("openhood")
     sys.excepthook = lambda *exc: crash.critical("uncaught exception", exc_info=exc)
     threading.excepthook = lambda a: crash.critical("uncaught exception in thread %s", a.thread.name if a.thread else "?",
-                                                    exc_info=(a.exc_type, a.exc_value, a.exc_traceback))
+                                                    exc_info=a.exc_value)
     # The access line is ours (with stage times); uvicorn's would duplicate it without them.
     logging.getLogger("uvicorn.access").disabled = True
     logging.getLogger(ACCESS_LOGGER).setLevel(logging.INFO)

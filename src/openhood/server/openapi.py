@@ -9,6 +9,8 @@ hand parser. The request model is the parser's own ``EmbeddingsBody``, so the tw
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel
 
 from openhood.server.schemas import EmbeddingsBody
@@ -51,15 +53,13 @@ _ERRORS = {
     503: "draining or cut at the shutdown deadline (Retry-After)",
 }
 
-EMBEDDINGS_ROUTE = {
-    "openapi_extra": {
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": EmbeddingsBody.model_json_schema()}},
-        }
-    },
-    "responses": {
-        200: {"model": EmbeddingsResponse, "description": "one embedding per input, in order"},
-        **{status: {"model": ErrorBody, "description": why} for status, why in _ERRORS.items()},
-    },
+EMBEDDINGS_REQUEST: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": EmbeddingsBody.model_json_schema()}},
+    }
+}
+EMBEDDINGS_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"model": EmbeddingsResponse, "description": "one embedding per input, in order"},
+    **{status: {"model": ErrorBody, "description": why} for status, why in _ERRORS.items()},
 }

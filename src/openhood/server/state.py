@@ -14,6 +14,7 @@ import asyncio
 import functools
 import logging
 import time
+from typing import cast
 
 from opentelemetry import trace
 
@@ -68,7 +69,8 @@ class ModelRuntime:
         rows = self.drain_batch_rows(config)
         jobs = [self.batcher.run_exclusive(functools.partial(self._warm_worker, w, rows), worker=w)
                 for w in range(self.model.workers)]
-        batch_s = max(await asyncio.gather(*(asyncio.wrap_future(j) for j in jobs)))
+        times = cast(list[float], await asyncio.gather(*(asyncio.wrap_future(j) for j in jobs)))
+        batch_s = max(times)
         return worst_case_drain_s(config.max_queue, rows, batch_s, self.model.workers)
 
 

@@ -26,7 +26,7 @@ from openhood.scheduler import BatchFailedError, ItemResult, QueueFullError, Sch
 from openhood.server.body import ClientGone, read_body, wait_disconnect
 from openhood.server.errors import APIError, drain_deadline, draining, json_response
 from openhood.server.middleware import RequestRecord
-from openhood.server.openapi import EMBEDDINGS_ROUTE
+from openhood.server.openapi import EMBEDDINGS_REQUEST, EMBEDDINGS_RESPONSES
 from openhood.server.schemas import parse_embeddings_request
 from openhood.server.state import ModelRuntime, ServerState
 from openhood.server.tracing import to_epoch_ns
@@ -40,7 +40,7 @@ INLINE_TOKENIZE_CHARS = 16384
 
 
 def register(app: FastAPI, state: ServerState) -> None:
-    @app.post("/v1/embeddings", **EMBEDDINGS_ROUTE)
+    @app.post("/v1/embeddings", openapi_extra=EMBEDDINGS_REQUEST, responses=EMBEDDINGS_RESPONSES)
     async def create_embeddings(request: Request):
         return await embeddings(request, state)
 
