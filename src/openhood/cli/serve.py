@@ -70,7 +70,7 @@ def register(subparsers) -> None:
     # No default here: argparse's help would print it, and the key comes from the environment.
     p.add_argument("--api-key", default=None,
                    help="require 'Authorization: Bearer KEY' on /v1/*; prefer the env variable OPENHOOD_API_KEY "
-                   "(a flag shows in `ps`); an empty key is an error (default: no auth)")
+                   "(a flag shows in `ps`; every option has its OPENHOOD_<OPTION>); an empty key is an error (default: no auth)")
     p.add_argument("--grace-period", type=v.non_negative_float, default=d.grace_period_s, help="seconds to drain on SIGTERM before exiting")
     p.add_argument("--health-timeout", type=v.positive_float, default=d.health_timeout_s, help="seconds the readiness probe may take")
     p.add_argument("--stall-timeout", type=v.positive_float, default=d.stall_timeout_s, help="seconds inside one batch before the worker counts as wedged")
@@ -90,6 +90,7 @@ def register(subparsers) -> None:
                         help="seconds an idle keep-alive connection stays open")
     p.add_argument("--log-level", default=d.log_level, choices=("debug", "info", "warning", "error"))
     p.set_defaults(func=run_serve)
+    env_defaults(p)
 
     b = subparsers.add_parser(
         "buckets",
@@ -100,6 +101,34 @@ def register(subparsers) -> None:
     b.add_argument("--model", default=None, type=v.model_dir, help="model folder whose tokenizer counts tokens (default: bundled)")
     b.add_argument("--limit", type=v.positive_int, default=None, help="only the first N texts")
     b.set_defaults(func=run_buckets)
+
+
+ENV_PREFIX = "OPENHOOD_"
+
+
+def env_defaults(parser: argparse.ArgumentParser, environ=os.environ) -> None:
+    """``OPENHOOD_<OPTION>`` (e.g. ``OPENHOOD_MAX_BATCH_SIZE=64``) replaces an option's default, so
+    a container is configured by its environment; a flag on the command line still wins. Values
+    go through the option's type when parsed; a value outside its choices is reported by
+    ``run_serve`` (as a usage error of ``serve`` alone, not of every command)."""
+    problems = []
+    for action in parser._actions:
+        name = ENV_PREFIX + action.dest.upper()
+        value = environ.get(name)
+        # The API key is read by config_from_args, never made a default: --help prints defaults.
+        if value is None or action.dest in ("help", "api_key"):
+            continue
+        if isinstance(action, argparse.BooleanOptionalAction):
+            if value.lower() not in ("1", "true", "yes", "0", "false", "no"):
+                problems.append(f"{name} must be true or false, got {value!r}")
+            action.default = value.lower() in ("1", "true", "yes")
+        elif action.choices is not None and value not in action.choices:
+            problems.append(f"{name} must be one of {', '.join(map(str, action.choices))}, got {value!r}")
+        elif isinstance(action, argparse._AppendAction):
+            action.default = [value]  # one value from the environment (OPENHOOD_MODEL=PATH)
+        else:
+            action.default = value  # a string default is converted by the option's type at parse time
+    parser.set_defaults(env_problems=problems)
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
@@ -195,6 +224,9 @@ def run_serve(args: argparse.Namespace) -> int:
     from openhood.models import ModelNotFoundError, ModelSpecError
     from openhood.server.logs import configure_logging
 
+    if args.env_problems:
+        print(f"openhood serve: error: {args.env_problems[0]}", file=sys.stderr)
+        return 2
     try:
         settings, specs = model_specs(args)
         apply_file_settings(args, settings)
