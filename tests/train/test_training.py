@@ -1,7 +1,7 @@
 """The training loop: bit-reproducible per seed, early stopping, and accuracy on the digits test tail.
 
 The issue's goal (>= 97.5 % mean over 5 seeds, full recipe) is measured by benchmarks/train.py;
-here a reduced budget (2 seeds, 30 epochs) must clear a floor that a broken backward, optimizer
+here a reduced budget (2 seeds, 128 hidden units, 15 epochs) must clear a floor that a broken backward, optimizer
 or data split could not.
 """
 
@@ -43,7 +43,7 @@ def test_early_stopping_restores_the_best_epoch(digits):
 def test_test_accuracy_reduced_budget(digits, optimizer, lr):
     accs = []
     for seed in range(2):
-        cfg = TrainConfig(epochs=30, optimizer=optimizer, lr=lr, seed=seed)
+        cfg = TrainConfig(hidden=(128,), epochs=15, optimizer=optimizer, lr=lr, seed=seed)
         model, _ = train_mlp(digits.x_train, digits.y_train, 10, cfg, image_shape=digits.image_shape)
         accs.append(evaluate(model, model.scale(digits.x_test), digits.y_test)[1])
-    assert np.mean(accs) >= 0.93, accs
+    assert np.mean(accs) >= 0.92, accs
