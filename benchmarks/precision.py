@@ -8,7 +8,8 @@
 
 Evaluation texts are corpus lines ``--offset`` … ``--offset + --limit`` (the quantizer read the
 first 20000 lines for calibration, so they are disjoint from its samples). Every variant is
-loaded through the real plumbing (``load_backend(name, folder, precision)``); the anchors are
+loaded through the real plumbing (``load_model`` with backend and precision, the served path);
+the anchors are
 ``onnxruntime.quantization.quantize_dynamic`` applied to our fp32 ONNX export, with its
 defaults (s8 weights per tensor) and with per-channel + reduce_range (7-bit weights, ORT's
 advice for CPUs without VNNI).
@@ -48,16 +49,25 @@ def embed_all(backend, seqs, size=32):
     return out
 
 
+class Served:
+    """A served model (backend + pooling postprocessor) behind ``embed(ids, mask)``."""
+
+    def __init__(self, model):
+        self.model = model
+        self.dim = model.output.shape[0]
+
+    def embed(self, ids, mask):
+        return self.model.run_feeds(0, {"input_ids": ids, "attention_mask": mask})
+
+
 class OrtFile:
-    """A plain ONNX file behind the backend's ``embed`` (for the quantize_dynamic anchors)."""
+    """A plain ONNX file (pooled output) behind ``embed`` (for the quantize_dynamic anchors)."""
 
     def __init__(self, model, dim):
-        import onnxruntime as ort
-
-        from openhood.backends.onnxruntime_backend import session_options
+        from openhood.backends.ort_session import make_session
 
         source = model.SerializeToString() if hasattr(model, "SerializeToString") else str(model)
-        self.session = ort.InferenceSession(source, session_options(), providers=["CPUExecutionProvider"])
+        self.session = make_session(source)
         self.output = self.session.get_outputs()[0].name
         self.dim = dim
 
@@ -72,7 +82,7 @@ def throughput(variants, batch_sets, rounds):
     # A fresh (seeded) order for every batch: a fixed rotation keeps the same variant right after
     # the same neighbour, and a NumPy call right after an ORT call runs slower (docs/benchmarks.md).
     rng = np.random.default_rng(0)
-    for r in range(rounds):
+    for _ in range(rounds):
         for label, bs in batch_sets.items():
             for i, (ids, mask) in enumerate(bs):
                 for name in rng.permutation(names):
@@ -106,18 +116,17 @@ def main(argv=None) -> int:
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    from openhood.backends import load_backend
+    from openhood.corpus import read_texts
     from openhood.engine.bert import load_bert
     from openhood.engine.fusion import fuse
-    from openhood.corpus import read_texts
     from openhood.engine.quant.calibration import stratified_sample
     from openhood.engine.quant.evaluate import quality
     from openhood.engine.quant.ops import quantize_weight
     from openhood.engine.quant.plan import LayerPlan, apply_plan, with_ranges
     from openhood.engine.quant.quantizer import calibrate
-    from openhood.engine.quant.storage import load_plan
-    from openhood.engine.quant.storage import FP16_FILE, INT8_FILE, apply_fp16, read_int8
+    from openhood.engine.quant.storage import FP16_FILE, INT8_FILE, apply_fp16, load_plan, read_int8
     from openhood.export.onnx_export import graph_to_onnx
+    from openhood.models import EngineOptions, ModelSpec, load_model
     from openhood.tokenizer import Tokenizer
 
     qdirs = [Path(p) for p in args.quantized]
@@ -152,10 +161,11 @@ def main(argv=None) -> int:
     variants, int8_files = {}, {}
     for backend in args.backends:
         for precision in ("fp32", "fp16"):
-            variants[f"{backend} {precision}"] = load_backend(backend, qdir, precision=precision)
+            variants[f"{backend} {precision}"] = Served(load_model(ModelSpec(path=str(qdir)),
+                                                                   EngineOptions(backend=backend, precision=precision)))
         for d in qdirs:
             name = f"{backend} int8 ({plan_label(d)})"
-            variants[name] = load_backend(backend, d, precision="int8")
+            variants[name] = Served(load_model(ModelSpec(path=str(d)), EngineOptions(backend=backend, precision="int8")))
             int8_files[name] = d / (INT8_FILE if backend == "numpy" else "model.int8.onnx")
     dim = model.config.hidden
     variants["ORT quantize_dynamic (default)"] = OrtFile(dyn, dim)
@@ -191,7 +201,7 @@ def main(argv=None) -> int:
         qual[name] = quality(ref[base], embed_all(v, seqs))
     print(f"# quality done ({time.perf_counter() - t_start:.0f} s)", flush=True)
 
-    print(f"\n| variant | size on disk | size vs fp32 | b32 texts/s | b32 vs fp32 | b1 texts/s | b1 vs fp32 | cos mean | cos min | top-10 agreement |")
+    print("\n| variant | size on disk | size vs fp32 | b32 texts/s | b32 vs fp32 | b1 texts/s | b1 vs fp32 | cos mean | cos min | top-10 agreement |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name in variants:
         fam = name.split()[0]

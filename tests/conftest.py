@@ -1,11 +1,17 @@
-"""Fixtures shared across test packages: the committed PyTorch reference set.
+"""Fixtures shared across test packages: the committed PyTorch reference set, and the rule for
+tests that need a tool from outside Python (a browser, ptrace rights).
 
-`scripts/make_reference.py` made it once in a separate torch venv; tests never import torch.
+`scripts/make_reference.py` made the reference once in a separate torch venv; tests never import
+torch. A missing tool skips its test on a developer's machine; CI (`.ci/run`) sets
+`OPENHOOD_REQUIRE_BROWSER=1` and `OPENHOOD_REQUIRE_PYSPY=1`, which turn those skips into failures
+so the tests really run there.
 """
 
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -20,3 +26,41 @@ def reference():
     emb = np.load(FIXTURES / "reference_embeddings.npy", allow_pickle=False)
     assert emb.shape == (len(meta["texts"]), 384)
     return meta["texts"], emb
+
+
+@pytest.fixture
+def missing_tool() -> Callable[[str, str], None]:
+    """``missing_tool(reason, env)``: skip the test, or fail it when ``env`` is set to 1."""
+
+    def missing(reason: str, env: str) -> None:
+        if os.environ.get(env) == "1":
+            pytest.fail(f"{reason}, and {env}=1 says this run must not skip it")
+        pytest.skip(reason)
+
+    return missing
+
+
+@pytest.fixture(scope="session")
+def effnet_dir(tmp_path_factory) -> Path:
+    """The packaged EfficientNet-Lite0 .pth converted once per session by ``openhood convert``."""
+    from openhood.cli import main
+    from openhood.engine.efficientnet import bundled_checkpoint
+
+    out = tmp_path_factory.mktemp("effnet") / "effnet"
+    assert main(["convert", str(bundled_checkpoint()), str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="session")
+def effnet(effnet_dir):
+    from openhood.engine.efficientnet import load_efficientnet
+
+    return load_efficientnet(effnet_dir)
+
+
+@pytest.fixture(scope="session")
+def vision_reference():
+    """PyTorch logits for the committed photos (scripts/make_vision_fixtures.py)."""
+    ref = np.load(FIXTURES / "vision" / "efficientnet_logits.npz", allow_pickle=False)
+    paths = [FIXTURES / "vision" / "photos" / f"{name}.jpg" for name in ref["names"]]
+    return paths, ref["logits"], ref["pixel_sums"]

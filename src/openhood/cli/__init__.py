@@ -17,11 +17,17 @@ COMMAND_MODULES = (
     "openhood.cli.serve",
     "openhood.cli.loadtest",
     "openhood.cli.quantize",
+    "openhood.cli.convert",
     "openhood.cli.train",
 )
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """One sub-parser per command module (modules import their work only when a command runs).
+
+    >>> build_parser().parse_args(["loadtest", "http://127.0.0.1:8000", "--rate", "5"]).rate
+    5.0
+    """
     parser = argparse.ArgumentParser(prog="openhood", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True

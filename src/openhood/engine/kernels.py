@@ -30,6 +30,8 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from numba import njit, types
@@ -63,7 +65,7 @@ _EXP2_MIN = _F(-126.0)
 _BIAS_EXP, _MANTISSA, _ZERO_BITS = np.int32(127), np.int32(23), np.int32(0)  # float32 exponent field
 
 
-def _gelu_rows(y, bias):
+def _gelu_rows(y: np.ndarray, bias: np.ndarray) -> None:
     """y (N, F) ← GELU(y + bias); bias (F,)."""
     for i in range(y.shape[0]):
         row = y[i]
@@ -76,7 +78,7 @@ def _gelu_rows(y, bias):
             row[j] = x * (_HALF + p / d)  # p / d = 0.5 erf(x / sqrt 2)
 
 
-def _relu_rows(y, bias):
+def _relu_rows(y: np.ndarray, bias: np.ndarray) -> None:
     """y (N, F) ← max(y + bias, 0); bias (F,)."""
     for i in range(y.shape[0]):
         row = y[i]
@@ -84,7 +86,7 @@ def _relu_rows(y, bias):
             row[j] = max(row[j] + bias[j], _ZERO)
 
 
-def _add_rows(y, bias):
+def _add_rows(y: np.ndarray, bias: np.ndarray) -> None:
     """y (N, F) += bias (F,)."""
     for i in range(y.shape[0]):
         row = y[i]
@@ -92,7 +94,8 @@ def _add_rows(y, bias):
             row[j] += bias[j]
 
 
-def _layernorm_rows(y, bias, residual, gamma, beta, eps):
+def _layernorm_rows(y: np.ndarray, bias: np.ndarray, residual: np.ndarray, gamma: np.ndarray, beta: np.ndarray,
+                    eps: float) -> None:
     """y (N, C) ← LayerNorm(y + bias + residual) · gamma + beta; residual (N, C) or (0, C) for none.
 
     Two-pass statistics (mean, then the mean of squared deviations) on the row while it is in
@@ -123,7 +126,7 @@ def _layernorm_rows(y, bias, residual, gamma, beta, eps):
 
 
 @njit(fastmath=_FASTMATH, inline="always")
-def _row_max(row):
+def _row_max(row: np.ndarray) -> float:
     """max(row) over 8 independent running maxima: one chain would wait ~3 cycles per element
     (LLVM does not vectorize a float max reduction without ``nnan``)."""
     t = row.shape[0]
@@ -142,10 +145,11 @@ def _row_max(row):
     while j < t:
         m0 = max(m0, row[j])
         j += 1
-    return max(max(max(m0, m1), max(m2, m3)), max(max(m4, m5), max(m6, m7)))
+    m: float = max(max(max(m0, m1), max(m2, m3)), max(max(m4, m5), max(m6, m7)))
+    return m
 
 
-def _softmax_rows(y, bias, rows_per_bias, scale, bits):
+def _softmax_rows(y: np.ndarray, bias: np.ndarray, rows_per_bias: int, scale: float, bits: np.ndarray) -> None:
     """y (R, T) ← softmax(y · scale + bias[r // rows_per_bias]) per row.
 
     bias (R / rows_per_bias, T) additive mask (a zero row for none: one branch-free pass in L1,
@@ -189,35 +193,37 @@ _SIGNATURES = {
 }
 
 
-class _Lazy:
-    """A kernel compiled for its one explicit signature on first call (thread-safe)."""
+class LazyKernel:
+    """A kernel compiled for its one explicit signature on first call (thread-safe); the
+    signature comes from ``_SIGNATURES`` unless given (other kernel modules pass their own)."""
 
-    def __init__(self, py_func):
+    def __init__(self, py_func: Callable[..., None], signature: Any = None):
         self.py_func = py_func
+        self.signature = signature if signature is not None else _SIGNATURES[py_func]
         self.name = py_func.__name__.lstrip("_")
         self.compile_seconds = 0.0
-        self._compiled = None
+        self._compiled: Callable[..., None] | None = None
         self._lock = threading.Lock()
 
-    def compile(self):
+    def compile(self) -> Callable[..., None]:
         with self._lock:
             if self._compiled is None:
                 t0 = time.perf_counter()
                 self._compiled = njit(
-                    _SIGNATURES[self.py_func], nogil=True, fastmath=_FASTMATH, error_model="numpy", cache=False
+                    self.signature, nogil=True, fastmath=_FASTMATH, error_model="numpy", cache=False
                 )(self.py_func)
                 self.compile_seconds = time.perf_counter() - t0
         return self._compiled
 
-    def __call__(self, *args):
+    def __call__(self, *args: object) -> None:
         return (self._compiled or self.compile())(*args)
 
 
-gelu_rows = _Lazy(_gelu_rows)
-relu_rows = _Lazy(_relu_rows)
-add_rows = _Lazy(_add_rows)
-layernorm_rows = _Lazy(_layernorm_rows)
-softmax_rows = _Lazy(_softmax_rows)
+gelu_rows = LazyKernel(_gelu_rows)
+relu_rows = LazyKernel(_relu_rows)
+add_rows = LazyKernel(_add_rows)
+layernorm_rows = LazyKernel(_layernorm_rows)
+softmax_rows = LazyKernel(_softmax_rows)
 KERNELS = (gelu_rows, relu_rows, add_rows, layernorm_rows, softmax_rows)
 
 

@@ -11,12 +11,17 @@ microseconds, so small arrays (batch 1, short text) stay on the calling thread.
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
+from typing import TYPE_CHECKING
 
 from openhood.engine.blas import blas
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # Smallest scratch buffer (64 KiB of float32): small requests reuse one buffer.
 MIN_SCRATCH_ELEMENTS = 16384
@@ -49,7 +54,7 @@ class RowSplitter:
         )
         self._scratch = threading.local()
 
-    def scratch(self, key: str, shape: tuple[int, ...], dtype="float32"):
+    def scratch(self, key: str, shape: tuple[int, ...], dtype: str = "float32") -> np.ndarray:
         """A per-thread reusable buffer (no allocation in the hot loop)."""
         import numpy as np
 
@@ -75,6 +80,30 @@ class RowSplitter:
         previous = blas().set_threads_local(1)
         try:
             fn(bounds[0], bounds[1])
+        finally:
+            if previous:
+                blas().set_threads_local(previous)
+        for f in futures:
+            f.result()
+
+    def run_chunks(self, fn: Callable[[int, int], None], n_rows: int, chunk: int, row_width: int,
+                   min_elements: int = MIN_PARALLEL_ELEMENTS) -> None:
+        """Like ``run`` but dynamic: every thread takes the next ``chunk`` rows until none are
+        left. On a loaded machine a thread that is descheduled for a while then costs only its
+        current chunk, not half of the work (the others take the rest)."""
+        if self._pool is None or n_rows * row_width < min_elements or n_rows <= chunk:
+            fn(0, n_rows)
+            return
+        chunks = itertools.count()  # next() is atomic under the GIL
+
+        def drain() -> None:
+            while (start := next(chunks) * chunk) < n_rows:
+                fn(start, min(start + chunk, n_rows))
+
+        futures = [self._pool.submit(drain) for _ in range(1, self.threads)]
+        previous = blas().set_threads_local(1)
+        try:
+            drain()
         finally:
             if previous:
                 blas().set_threads_local(previous)

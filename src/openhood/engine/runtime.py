@@ -11,12 +11,14 @@ nodes per forward), negligible beside the GEMMs at any useful batch size.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
-from openhood.engine import ops
+from openhood.engine import conv, ops
+from openhood.engine.blas import blas
 from openhood.engine.graph import Graph, Node
 from openhood.engine.parallel import RowSplitter
 
@@ -37,10 +39,15 @@ class OpProfiler(Protocol):
     def record(self, node: Node, seconds: float, flops: int) -> None: ...
 
 
+# A kernel: (node, context, *input arrays) → (output array, arithmetic of the call in FLOPs);
+# the attention-mask bias is None when nothing is padded.
+KernelResult = tuple[np.ndarray | None, int]
+Kernel = Callable[..., KernelResult]
+
 _ACTIVATION_KERNELS = {"gelu": ops.gelu_, "relu": ops.relu_, "softmax": ops.softmax_}
 
 
-def k_linear(node: Node, ctx: RunContext, x: np.ndarray):
+def k_linear(node: Node, ctx: RunContext, x: np.ndarray) -> KernelResult:
     """y = x @ W (one BLAS-threaded GEMM), then bias (+ activation) in place in the GEMM's output,
     split over the threads by the op itself.
 
@@ -60,7 +67,7 @@ def k_linear(node: Node, ctx: RunContext, x: np.ndarray):
     return y, flops
 
 
-def k_linear_add_layernorm(node: Node, ctx: RunContext, x: np.ndarray, residual: np.ndarray):
+def k_linear_add_layernorm(node: Node, ctx: RunContext, x: np.ndarray, residual: np.ndarray) -> KernelResult:
     p = node.params
     lin = node.linear
     y = lin.matmul(x)  # (N, out)
@@ -68,7 +75,7 @@ def k_linear_add_layernorm(node: Node, ctx: RunContext, x: np.ndarray, residual:
     return y, lin.flops(x.shape[0]) + y.size * (2 + _ELEMENTWISE_FLOPS["LayerNorm"])
 
 
-def k_embeddings(node: Node, ctx: RunContext, input_ids: np.ndarray):
+def k_embeddings(node: Node, ctx: RunContext, input_ids: np.ndarray) -> KernelResult:
     p = node.params
     b, t = ctx.batch, ctx.seq
     c = p["word"].shape[1]
@@ -80,18 +87,18 @@ def k_embeddings(node: Node, ctx: RunContext, input_ids: np.ndarray):
     return out.reshape(b * t, c), 2 * out.size
 
 
-def k_layernorm(node: Node, ctx: RunContext, x: np.ndarray):
+def k_layernorm(node: Node, ctx: RunContext, x: np.ndarray) -> KernelResult:
     y = x.copy()
     ops.layernorm_(y, node.params["gamma"], node.params["beta"], node.attrs["eps"], ctx.splitter)
     return y, y.size * _ELEMENTWISE_FLOPS["LayerNorm"]
 
 
-def k_add(node: Node, ctx: RunContext, a: np.ndarray, b: np.ndarray):
+def k_add(node: Node, ctx: RunContext, a: np.ndarray, b: np.ndarray) -> KernelResult:
     return np.add(a, b), a.size
 
 
-def _unary(kernel: Callable, label: str):
-    def run(node: Node, ctx: RunContext, x: np.ndarray):
+def _unary(kernel: Callable[[np.ndarray, RowSplitter], object], label: str) -> Kernel:
+    def run(node: Node, ctx: RunContext, x: np.ndarray) -> KernelResult:
         y = x.copy()
         kernel(y, ctx.splitter)
         return y, y.size * _ELEMENTWISE_FLOPS[label]
@@ -99,11 +106,11 @@ def _unary(kernel: Callable, label: str):
     return run
 
 
-def k_attention_mask(node: Node, ctx: RunContext, attention_mask: np.ndarray):
+def k_attention_mask(node: Node, ctx: RunContext, attention_mask: np.ndarray) -> KernelResult:
     return ops.attention_mask_bias(attention_mask), attention_mask.size
 
 
-def k_attention(node: Node, ctx: RunContext, *args: np.ndarray):
+def k_attention(node: Node, ctx: RunContext, *args: np.ndarray) -> KernelResult:
     b, t = ctx.batch, ctx.seq
     heads = node.attrs["heads"]
     if len(args) == 2:  # packed (N, 3C) from a merged QKV projection
@@ -121,16 +128,41 @@ def k_attention(node: Node, ctx: RunContext, *args: np.ndarray):
     return out.reshape(b * t, c), 4 * scores * (c // heads) + (2 + _ELEMENTWISE_FLOPS["Softmax"]) * scores  # QK, PV; scale+mask, softmax
 
 
-def k_mean_pool(node: Node, ctx: RunContext, hidden: np.ndarray, attention_mask: np.ndarray):
+def k_mean_pool(node: Node, ctx: RunContext, hidden: np.ndarray, attention_mask: np.ndarray) -> KernelResult:
     b, t = ctx.batch, ctx.seq
     return ops.mean_pool(hidden.reshape(b, t, -1), attention_mask), 2 * hidden.size
 
 
-def k_l2_normalize(node: Node, ctx: RunContext, x: np.ndarray):
+def k_l2_normalize(node: Node, ctx: RunContext, x: np.ndarray) -> KernelResult:
     return ops.l2_normalize(x), 3 * x.size
 
 
-KERNELS: dict[str, Callable] = {
+def k_conv(node: Node, ctx: RunContext, x: np.ndarray, *residual: np.ndarray) -> KernelResult:
+    """SAME conv (GEMM, im2col first when k > 1) + bias, residual, activation in its output."""
+    lin, k, s = node.linear, node.attrs["kernel"], node.attrs["stride"]
+    y = conv.conv2d(x, lin, k, s, ctx.splitter, node.attrs.get("activation"), residual[0] if residual else None)
+    return y, int(lin.flops(y.size // lin.out_features)) + y.size * (2 if residual else 1)
+
+
+def k_depthwise_conv(node: Node, ctx: RunContext, x: np.ndarray) -> KernelResult:
+    w = node.params["weight"]  # (KH, KW, C)
+    y = conv.depthwise_conv(x, w, node.params.get("bias"), node.attrs["stride"], ctx.splitter, node.attrs.get("activation"))
+    return y, 2 * y.size * w.shape[0] * w.shape[1] + y.size
+
+
+def k_batchnorm(node: Node, ctx: RunContext, x: np.ndarray) -> KernelResult:
+    return conv.batchnorm(x, node.params["scale"], node.params["shift"]), 2 * x.size
+
+
+def k_relu6(node: Node, ctx: RunContext, x: np.ndarray) -> KernelResult:
+    return conv.relu6(x), x.size
+
+
+def k_global_avg_pool(node: Node, ctx: RunContext, x: np.ndarray) -> KernelResult:
+    return conv.global_avg_pool(x), x.size
+
+
+KERNELS: dict[str, Kernel] = {
     "Embeddings": k_embeddings,
     "LayerNorm": k_layernorm,
     "AttentionMask": k_attention_mask,
@@ -143,6 +175,11 @@ KERNELS: dict[str, Callable] = {
     "Attention": k_attention,
     "MeanPool": k_mean_pool,
     "L2Normalize": k_l2_normalize,
+    "Conv": k_conv,
+    "DepthwiseConv": k_depthwise_conv,
+    "BatchNorm": k_batchnorm,
+    "Relu6": k_relu6,
+    "GlobalAvgPool": k_global_avg_pool,
 }
 
 
@@ -163,11 +200,25 @@ class Executor:
         self._free_after = [[v for v in set(n.inputs) if last_use[v] == i and v not in graph.outputs] for i, n in enumerate(graph.nodes)]
 
     def run(self, feeds: dict[str, np.ndarray], profiler: OpProfiler | None = None) -> dict[str, np.ndarray]:
-        ids = feeds[self.graph.inputs[0]]
-        if ids.ndim != 2:
-            raise ValueError(f"{self.graph.inputs[0]} must be 2-D (batch, seq), got shape {ids.shape}")
-        ctx = RunContext(batch=ids.shape[0], seq=ids.shape[1], splitter=self.splitter)
-        env = dict(feeds)
+        first = feeds[self.graph.inputs[0]]
+        layout = self.graph.meta.get("input_layout", ("batch", "seq"))  # e.g. (batch, height, width, channels)
+        if first.ndim != len(layout):
+            raise ValueError(f"{self.graph.inputs[0]} must be {len(layout)}-D ({', '.join(layout)}), got shape {first.shape}")
+        ctx = RunContext(batch=first.shape[0], seq=first.shape[1], splitter=self.splitter)
+        # A graph whose ops do their own threading (the CNN: row-blocked convs) keeps BLAS on one
+        # thread for the whole pass: waking OpenBLAS's idle pool costs more than a small GEMM on
+        # the loaded 2-core VM (measured: 28 conv blocks of 112x40 @ 40x240 took 468 ms with
+        # the pool, 0.8 ms without; the 1280x1000 classifier at batch 8, 22 ms vs 1 ms).
+        blas_threads = self.graph.meta.get("blas_threads")
+        previous = blas().set_threads_local(blas_threads) if blas_threads else 0
+        try:
+            return self._run(feeds, ctx, profiler)
+        finally:
+            if previous:
+                blas().set_threads_local(previous)
+
+    def _run(self, feeds: dict[str, np.ndarray], ctx: RunContext, profiler: OpProfiler | None) -> dict[str, np.ndarray]:
+        env: dict[str, Any] = dict(feeds)  # arrays; the attention-mask bias may be None
         for i, node in enumerate(self.graph.nodes):
             kernel = KERNELS[node.op]
             args = [env[v] for v in node.inputs]
@@ -185,8 +236,8 @@ class Executor:
     def close(self) -> None:
         self.splitter.close()
 
-    def __enter__(self) -> "Executor":
+    def __enter__(self) -> Executor:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()  # the thread pool is released however the block ends

@@ -2,10 +2,16 @@
 
 The exporter walks OUR graph, fused or not, node by node, and emits the equivalent ONNX
 operators: no tracing, no torch. Hidden states are (B, T, C) in ONNX (the engine's (N, C) rows
-are an implementation detail), batch and sequence axes are symbolic. A Linear is emitted by
-the layer object itself (``linear.onnx_matmul``), so a quantized Linear that implements that
-method exports as its own integer sub-graph; float Linears give ``MatMul(x, W)`` with W an
-(in, out) initializer named ``<node>.weight``, plus ``Add(<node>.bias)``.
+are an implementation detail), batch and sequence axes are symbolic. A Linear's product is
+emitted by ``openhood.export.linear.emit_matmul`` for its kind (a quantized Linear becomes its
+integer sub-graph; a float one ``MatMul(x, W)`` with W an (in, out) initializer named
+``<node>.weight``), plus ``Add(<node>.bias)``.
+
+CNN graphs (channels last in the engine) take ``pixel_values`` (B, H, W, 3) as the engine does and
+transpose once to NCHW, ONNX's convolution layout; every conv is ``Conv`` with
+``auto_pad=SAME_UPPER`` (TensorFlow's SAME: the odd padding pixel after), a depthwise conv is
+``Conv`` with ``group = channels``, a fused epilogue becomes ``Add`` (residual) and ``Clip``
+(ReLU6), which ONNX Runtime fuses back into its conv kernel.
 
 GELU is the exact erf form (``x * 0.5 * (1 + Erf(x / sqrt 2))``, which ONNX Runtime fuses into
 its Gelu kernel), LayerNorm is ``LayerNormalization`` (hence opset 17). The trade-off: one
@@ -24,6 +30,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from openhood.engine.graph import Graph, Node
 from openhood.engine.ops import MASK_NEG
+from openhood.export.linear import emit_matmul
 from openhood.export.qdq import emit_int8_gather
 
 OPSET = 17
@@ -62,9 +69,7 @@ class OnnxGraphBuilder:
 
 def _linear(b: OnnxGraphBuilder, node: Node, x: str) -> str:
     lin = node.linear
-    if not hasattr(lin, "onnx_matmul"):
-        raise NotImplementedError(f"{type(lin).__name__} of node {node.name!r} has no onnx_matmul(): cannot export it")
-    y = lin.onnx_matmul(b, x, node.name)
+    y = emit_matmul(b, lin, x, node.name)
     if lin.bias is not None:
         y = b.node("Add", [y, b.initializer(f"{node.name}.bias", lin.bias)], name=f"{node.name}.bias_add")
     return y
@@ -111,6 +116,37 @@ def _attention(b: OnnxGraphBuilder, node: Node, args: list[str], output: str) ->
     ctx = b.node("MatMul", [p, vh], name=f"{name}.context")  # (B, H, T, dh)
     ctx = b.node("Transpose", [ctx], name=f"{name}.merge_transpose", perm=[0, 2, 1, 3])
     return b.node("Reshape", [ctx, b.const([0, 0, -1], f"{name}.merge_shape", np.int64)], name=f"{name}.merge", output=output)
+
+
+def _conv_epilogue(b: OnnxGraphBuilder, node: Node, y: str, args: list[str], out: str) -> None:
+    if len(args) == 2:  # residual fused into the conv
+        y = b.node("Add", [y, args[1]], name=f"{node.name}.residual")
+    act = node.attrs.get("activation")
+    if act == "relu6":
+        b.node("Clip", [y, b.const(0.0), b.const(6.0)], name=f"{node.name}.relu6", output=out)
+    elif act == "relu":
+        b.node("Relu", [y], name=f"{node.name}.relu", output=out)
+    else:
+        b.node("Identity", [y], name=f"{node.name}.out", output=out)
+
+
+def _conv(b: OnnxGraphBuilder, node: Node, args: list[str], out: str) -> None:
+    name, k, stride = node.name, node.attrs.get("kernel"), node.attrs["stride"]
+    if node.op == "Conv":
+        lin = node.linear
+        if not isinstance(getattr(lin, "weight", None), np.ndarray) or lin.weight.dtype != np.float32:
+            raise NotImplementedError(f"conv {name!r} holds a {type(lin).__name__}: only float convs export")
+        cout = lin.out_features
+        w = lin.weight.reshape(k, k, -1, cout).transpose(3, 2, 0, 1)  # (KH*KW*Cin, Cout) → (Cout, Cin, KH, KW)
+        bias, group = lin.bias, 1
+    else:
+        dw = node.params["weight"]  # (KH, KW, C) → (C, 1, KH, KW)
+        k, w, bias, group = dw.shape[0], dw.transpose(2, 0, 1)[:, None], node.params.get("bias"), dw.shape[2]
+    inputs = [args[0], b.initializer(f"{name}.weight", np.ascontiguousarray(w, dtype=np.float32))]
+    if bias is not None:
+        inputs.append(b.initializer(f"{name}.bias", bias))
+    y = b.node("Conv", inputs, name=name, auto_pad="SAME_UPPER", strides=[stride, stride], kernel_shape=[k, k], group=group)
+    _conv_epilogue(b, node, y, args, out)
 
 
 def _emit(b: OnnxGraphBuilder, node: Node, args: list[str]) -> None:
@@ -162,6 +198,16 @@ def _emit(b: OnnxGraphBuilder, node: Node, args: list[str]) -> None:
         count = b.node("ReduceSum", [m, axis1], name=f"{name}.count", keepdims=0)  # (B, 1)
         count = b.node("Max", [count, b.const(1e-9)], name=f"{name}.clamp")
         b.node("Div", [summed, count], name=name, output=out)
+    elif op in ("Conv", "DepthwiseConv"):
+        _conv(b, node, args, out)
+    elif op == "BatchNorm":
+        b.node("BatchNormalization", [args[0]] + [b.initializer(f"{name}.{k}", p[k]) for k in ("gamma", "beta", "mean", "var")],
+               name=name, output=out, epsilon=float(node.attrs["eps"]))
+    elif op == "Relu6":
+        b.node("Clip", [args[0], b.const(0.0), b.const(6.0)], name=name, output=out)
+    elif op == "GlobalAvgPool":
+        pooled = b.node("GlobalAveragePool", [args[0]], name=name)  # (B, C, 1, 1)
+        b.node("Flatten", [pooled], name=f"{name}.flatten", output=out, axis=1)
     elif op == "L2Normalize":
         norm = b.node("ReduceL2", [args[0]], name=f"{name}.norm", axes=[-1], keepdims=1)
         norm = b.node("Max", [norm, b.const(1e-12)], name=f"{name}.clamp")
@@ -173,14 +219,23 @@ def _emit(b: OnnxGraphBuilder, node: Node, args: list[str]) -> None:
 def graph_to_onnx(graph: Graph, producer: str = "openhood") -> onnx.ModelProto:
     """Our op graph → a checked ONNX model (opset 17, symbolic batch/sequence axes)."""
     b = OnnxGraphBuilder()
+    rename: dict[str, str] = {}
+    images = len(graph.meta.get("input_layout", ())) == 4  # channels-last image input
+    if images:  # (B, H, W, 3) → (B, 3, H, W) once; the graph's convs all run NCHW in ONNX
+        rename[graph.inputs[0]] = b.node("Transpose", [graph.inputs[0]], name="to_nchw", perm=[0, 3, 1, 2])
     for node in graph.nodes:
-        _emit(b, node, list(node.inputs))
+        _emit(b, node, [rename.get(v, v) for v in node.inputs])
     inputs = [
         helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "sequence"]) if n in INT_INPUTS
+        else helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", "height", "width", 3]) if images
         else helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", "features"])
         for n in graph.inputs
     ]
-    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", "dim"]) for n in graph.outputs]
+    # A pooled graph (or an image classifier) returns (batch, dim), an encoder-only one its token
+    # states (batch, sequence, dim).
+    pooled = images or graph.nodes[-1].op in ("MeanPool", "L2Normalize")
+    dims = ["batch", "dim"] if pooled else ["batch", "sequence", "dim"]
+    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, dims) for n in graph.outputs]
     g = helper.make_graph(b.nodes, "openhood", inputs, outputs, b.initializers)
     model = helper.make_model(g, producer_name=producer, producer_version=EXPORTER_VERSION,
                               opset_imports=[helper.make_opsetid("", OPSET)])

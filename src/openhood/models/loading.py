@@ -1,0 +1,97 @@
+"""Load models by task: a ``ModelSpec`` (name, folder, task) + engine options → ``ServedModel``.
+
+``TASK_LOADERS`` maps each task to the function that builds its served model from a resolved
+folder; a new task (``classify``, ``image-classify``, …) adds one entry and its own module
+(see docs/architecture.md, "How to add a task"). Each load is measured: the process's resident
+memory before and after (``memory_bytes``), so start-up can say what each model costs. The
+trade-off: RSS deltas include allocator slack and are only meaningful loaded one at a time,
+which is how ``load_models`` loads them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import psutil
+
+from openhood.models.registry import (
+    DEFAULT_TASK,
+    ModelSpec,
+    ModelSpecError,
+    check_unique_names,
+    model_name_for,
+    resolve_model_dir,
+)
+from openhood.models.served import ServedModel
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """How to run a model: backend, precision, intra-op threads, one backend per worker."""
+
+    backend: str = "numpy"
+    precision: str = "fp32"
+    threads: int | None = None
+    workers: int = 1
+    fusion: bool = True
+
+
+def _embed_loader(name: str, folder: Path, options: EngineOptions) -> ServedModel:
+    from openhood.models.embed import load_text_embedder
+
+    return load_text_embedder(name, folder, options)
+
+
+def _image_classify_loader(name: str, folder: Path, options: EngineOptions) -> ServedModel:
+    from openhood.models.image_classify import load_image_classifier
+
+    return load_image_classifier(name, folder, options)
+
+
+TASK_LOADERS: dict[str, Callable[[str, Path, EngineOptions], ServedModel]] = {
+    "embed": _embed_loader,
+    "image-classify": _image_classify_loader,
+}
+
+
+def task_for(spec: ModelSpec, folder: Path) -> str:
+    """The spec's task; a folder that is an image classifier (``openhood convert``) served with the
+    default task is served as ``image-classify``, so ``--model effnet=DIR`` needs no TOML file."""
+    from openhood.engine.efficientnet import is_efficientnet_folder
+
+    if spec.task == DEFAULT_TASK and is_efficientnet_folder(folder):
+        return "image-classify"
+    return spec.task
+
+
+def load_model(spec: ModelSpec, options: EngineOptions) -> ServedModel:
+    """One spec → a served model; its own backend/precision override ``options``."""
+    folder = resolve_model_dir(spec.path)
+    task = task_for(spec, folder)
+    loader = TASK_LOADERS.get(task)
+    if loader is None:
+        raise ModelSpecError(f"model {spec.name!r}: unknown task {task!r}; tasks served: {sorted(TASK_LOADERS)}")
+    name = spec.name or model_name_for(folder)
+    options = replace(options, backend=spec.backend or options.backend, precision=spec.precision or options.precision)
+    process = psutil.Process()
+    before = process.memory_info().rss
+    model = loader(name, folder, options)
+    model.memory_bytes = max(0, process.memory_info().rss - before)
+    model.buckets = spec.buckets
+    return model
+
+
+def load_models(specs: Sequence[ModelSpec], options: EngineOptions) -> list[ServedModel]:
+    """Every spec, in order (the first is the default model of its task); names must be unique."""
+    models: list[ServedModel] = []
+    try:
+        for spec in specs:
+            models.append(load_model(spec, options))
+        check_unique_names([m.name for m in models])
+    except BaseException:
+        for m in models:
+            m.close()
+        raise
+    return models
