@@ -15,6 +15,7 @@ after steps 1 and 2 (two steps, so momentum and Adam's moments are exercised). S
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -35,14 +36,14 @@ def main() -> None:
     x = rng.standard_normal((BATCH, SIZES[0]))
     y = rng.integers(0, SIZES[-1], BATCH)
     init = {}
-    for i, (fi, fo) in enumerate(zip(SIZES[:-1], SIZES[1:])):
+    for i, (fi, fo) in enumerate(itertools.pairwise(SIZES)):
         init[f"layers.{i}.weight"] = rng.standard_normal((fi, fo)) * np.sqrt(2.0 / fi)
         init[f"layers.{i}.bias"] = rng.standard_normal(fo) * 0.1
     out = {"x": x, "y": y.astype(np.int64), "sizes": np.asarray(SIZES, np.int64)}
     out.update({f"init.{k}": v for k, v in init.items()})
     for name, hp in SETTINGS.items():
         layers = []
-        for i, (fi, fo) in enumerate(zip(SIZES[:-1], SIZES[1:])):
+        for i, (fi, fo) in enumerate(itertools.pairwise(SIZES)):
             lin = torch.nn.Linear(fi, fo)
             with torch.no_grad():
                 lin.weight.copy_(torch.from_numpy(init[f"layers.{i}.weight"].T))

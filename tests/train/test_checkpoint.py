@@ -56,10 +56,9 @@ def test_config_that_does_not_match_weights(tmp_path):
 
 def test_staged_folder_leaves_nothing_on_error(tmp_path):
     out = tmp_path / "run"
-    with pytest.raises(RuntimeError):
-        with staged_folder(out) as tmp:
-            (tmp / "model.safetensors").write_bytes(b"half")
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), staged_folder(out) as tmp:
+        (tmp / "model.safetensors").write_bytes(b"half")
+        raise RuntimeError("boom")
     assert list(tmp_path.iterdir()) == []
     with staged_folder(out) as tmp:
         (tmp / "a").write_text("1")

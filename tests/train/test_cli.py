@@ -24,7 +24,7 @@ def test_train_writes_folder(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["epochs"] == 3 and summary["train_seconds"] > 0 and 0.3 < summary["test_accuracy"] <= 1
     assert np.sum(json.loads((out / "confusion.json").read_text())["matrix"]) == 360
-    model, cfg = load_model(out)
+    _model, cfg = load_model(out)
     assert cfg["sizes"] == [64, 32, 10] and "<svg" in (out / "training.svg").read_text()
 
 

@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from openhood.train.data import (
-    DIGITS_TEST, DataError, bilinear_matrix, check_arrays, load_dataset, upsample, upsample_naive,
+    DIGITS_TEST,
+    DataError,
+    bilinear_matrix,
+    check_arrays,
+    load_dataset,
+    upsample,
+    upsample_naive,
 )
 
 
@@ -54,7 +60,7 @@ def test_csv_and_npz(tmp_path):
     x, y = rng.standard_normal((20, 3)), rng.integers(0, 3, 20)
     y[:3] = [0, 1, 2]
     csv = tmp_path / "d.csv"
-    csv.write_text("a,b,c,label\n" + "\n".join(",".join(map(str, [*r, l])) for r, l in zip(x, y)) + "\n")
+    csv.write_text("a,b,c,label\n" + "\n".join(",".join(map(str, [*r, lab])) for r, lab in zip(x, y, strict=True)) + "\n")
     ds = load_dataset(None, str(csv), test_fraction=0.25)
     assert ds.x_train.shape == (15, 3) and ds.x_test.shape == (5, 3) and ds.n_classes == 3
     np.testing.assert_allclose(ds.x_test, x[15:])

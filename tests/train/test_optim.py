@@ -10,7 +10,7 @@ from openhood.train.optim import adam_step_naive, lr_at, make_optimizer, sgd_ste
 
 
 def tensors(model: MLP) -> list[np.ndarray]:
-    return [l.weight for l in model.linears] + [l.bias for l in model.linears]
+    return [lin.weight for lin in model.linears] + [lin.bias for lin in model.linears]
 
 
 @pytest.mark.parametrize("name", ["sgd", "adam"])
@@ -23,14 +23,14 @@ def test_fast_optimizer_matches_naive(name):
     bufs, ms, vs = [None] * len(params), [np.zeros_like(p) for p in params], [np.zeros_like(p) for p in params]
     for t in range(1, 5):
         model.grads[...] = rng.standard_normal(model.grads.size)
-        grads = [g.copy() for g in [l.grad_weight for l in model.linears] + [l.grad_bias for l in model.linears]]
+        grads = [g.copy() for g in [lin.grad_weight for lin in model.linears] + [lin.grad_bias for lin in model.linears]]
         lr = 0.05 / t
         opt.step(lr)
         if name == "sgd":
             sgd_step_naive(params, grads, bufs, lr, 0.9, decays)
         else:
             adam_step_naive(params, grads, ms, vs, t, lr, decays)
-        for fast, naive in zip(tensors(model), params):
+        for fast, naive in zip(tensors(model), params, strict=False):
             np.testing.assert_allclose(fast, naive, rtol=1e-12, atol=1e-14)
 
 

@@ -32,7 +32,7 @@ def test_same_seed_bit_identical_weights(digits):
 def test_early_stopping_restores_the_best_epoch(digits):
     cfg = TrainConfig(hidden=(32,), epochs=60, lr=0.05, schedule="constant", patience=3, augment=False)
     seen = []
-    model, h = train_mlp(digits.x_train, digits.y_train, 10, cfg, on_epoch=seen.append)
+    _model, h = train_mlp(digits.x_train, digits.y_train, 10, cfg, on_epoch=seen.append)
     assert h.stopped_early and len(h.epochs) < 60 and len(seen) == len(h.epochs)
     best = min(e.val_loss for e in h.epochs)
     assert h.epochs[h.best_epoch - 1].val_loss == best

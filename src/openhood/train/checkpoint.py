@@ -13,12 +13,13 @@ one atomic swap (POSIX has no atomic directory exchange without renameat2).
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 from safetensors import SafetensorError
@@ -71,8 +72,8 @@ def is_mlp_folder(path: str | Path) -> bool:
 
 
 def _expected_shapes(sizes: list[int]) -> dict[str, tuple[int, ...]]:
-    shapes = {"input.mean": (sizes[0],), "input.std": (sizes[0],)}
-    for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+    shapes: dict[str, tuple[int, ...]] = {"input.mean": (sizes[0],), "input.std": (sizes[0],)}
+    for i, (fan_in, fan_out) in enumerate(itertools.pairwise(sizes)):
         shapes[f"layers.{i}.weight"] = (fan_in, fan_out)
         shapes[f"layers.{i}.bias"] = (fan_out,)
     return shapes

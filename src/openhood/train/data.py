@@ -114,7 +114,7 @@ def upsample_naive(image: np.ndarray, side: int) -> np.ndarray:
 def load_digits_dataset(side: int = DIGITS_SIDE) -> Dataset:
     """The UCI digits split by position (test = last 360), at 8×8 or upsampled to ``side``."""
     try:
-        from sklearn.datasets import load_digits
+        from sklearn.datasets import load_digits  # type: ignore[import-untyped]
     except ImportError:
         raise DataError("--dataset digits needs scikit-learn (pip install 'openhood[train]')") from None
     digits = load_digits()
@@ -155,7 +155,8 @@ def load_file_dataset(path: str | Path, test_fraction: float = 0.2, n_classes: i
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such file")
-    x_test = y_test = None
+    x_test: np.ndarray | None = None
+    y_test: np.ndarray | None = None
     if path.suffix == ".npz":
         try:
             with np.load(path, allow_pickle=False) as z:
@@ -173,10 +174,10 @@ def load_file_dataset(path: str | Path, test_fraction: float = 0.2, n_classes: i
     else:
         raise DataError(f"{path}: expected a .csv or .npz file")
     x, y = check_arrays(x, y, n_classes=n_classes, what=str(path))
-    if x_test is None:
+    if x_test is None or y_test is None:
         if not 0.0 < test_fraction < 1.0:
             raise DataError(f"test fraction must be in (0, 1), got {test_fraction}")
-        cut = len(y) - int(round(len(y) * test_fraction))
+        cut = len(y) - round(len(y) * test_fraction)
         if cut <= 0 or cut >= len(y):
             raise DataError(f"{path}: {len(y)} rows are too few to hold out a test split")
         x, y, x_test, y_test = x[:cut], y[:cut], x[cut:], y[cut:]

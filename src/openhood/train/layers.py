@@ -30,7 +30,7 @@ class Linear:
         self.weight, self.bias = weight, bias
         self.grad_weight, self.grad_bias = grad_weight, grad_bias
         self.needs_input_grad = needs_input_grad  # the first layer's dx would be thrown away
-        self._x: np.ndarray | None = None
+        self._x: np.ndarray = np.empty((0, 0))  # set by forward
 
     def forward(self, x: np.ndarray) -> np.ndarray:
         self._x = x  # (B, in), kept for dW
@@ -49,7 +49,7 @@ class ReLU:
     """max(x, 0) in place; the backward mask is read from the output (y > 0 iff x > 0)."""
 
     def __init__(self) -> None:
-        self._y: np.ndarray | None = None
+        self._y: np.ndarray = np.empty((0, 0))  # set by forward
 
     def forward(self, x: np.ndarray) -> np.ndarray:
         np.maximum(x, 0, out=x)  # x is the previous Linear's fresh output: nobody else reads it
@@ -69,8 +69,8 @@ class SoftmaxCrossEntropy:
     """
 
     def __init__(self) -> None:
-        self._probs: np.ndarray | None = None
-        self._labels: np.ndarray | None = None
+        self._probs: np.ndarray = np.empty((0, 0))  # set by forward
+        self._labels: np.ndarray = np.empty(0, dtype=np.int64)
 
     def forward(self, logits: np.ndarray, labels: np.ndarray) -> float:
         z = logits - logits.max(axis=1, keepdims=True)  # (B, C), shifted: exp never overflows
@@ -110,7 +110,7 @@ def linear_forward_naive(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndar
 
 def linear_backward_naive(x: np.ndarray, w: np.ndarray, dy: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(dW, db, dx) from the chain rule written per element: dW[i, o] = Σ_b x[b, i] dy[b, o]."""
-    batch, fan_in = x.shape
+    batch, _fan_in = x.shape
     dw = np.zeros_like(w)
     for bi in range(batch):
         dw += np.outer(x[bi], dy[bi])

@@ -16,6 +16,8 @@ softmax head), which is exactly the network this package trains.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from openhood.train.layers import Linear, ReLU, SoftmaxCrossEntropy, he_normal, softmax
@@ -30,7 +32,7 @@ class MLP:
             raise ValueError(f"an MLP needs at least input and output sizes >= 1, got {sizes}")
         self.sizes = sizes
         self.dtype = np.dtype(dtype)
-        pairs = list(zip(sizes[:-1], sizes[1:]))
+        pairs = list(itertools.pairwise(sizes))
         self.n_decay = sum(i * o for i, o in pairs)
         total = self.n_decay + sum(o for _, o in pairs)
         self.params = np.zeros(total, dtype=self.dtype)  # (P,) [W0, W1, …, b0, b1, …]

@@ -122,11 +122,12 @@ def make_optimizer(name: str, params, grads, n_decay: int, *, momentum: float, w
 
 def sgd_step_naive(params: list[np.ndarray], grads: list[np.ndarray], bufs: list[np.ndarray | None], lr: float,
                    momentum: float, decays: list[float]) -> None:
-    for p, g, i, wd in zip(params, grads, range(len(params)), decays):
+    for p, g, i, wd in zip(params, grads, range(len(params)), decays, strict=False):
         g = g + wd * p
         if momentum:
-            bufs[i] = g.copy() if bufs[i] is None else momentum * bufs[i] + g
-            g = bufs[i]
+            prev = bufs[i]
+            g = g.copy() if prev is None else momentum * prev + g
+            bufs[i] = g
         p -= lr * g
 
 
@@ -134,7 +135,7 @@ def adam_step_naive(params: list[np.ndarray], grads: list[np.ndarray], ms: list[
                     t: int, lr: float, decays: list[float], beta1: float = 0.9, beta2: float = 0.999,
                     eps: float = 1e-8) -> None:
     """One step at 1-based step count ``t``; ``ms``/``vs`` are updated in place."""
-    for p, g, m, v, wd in zip(params, grads, ms, vs, decays):
+    for p, g, m, v, wd in zip(params, grads, ms, vs, decays, strict=False):
         g = g + wd * p
         m[...] = beta1 * m + (1 - beta1) * g
         v[...] = beta2 * v + (1 - beta2) * g * g

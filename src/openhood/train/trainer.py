@@ -13,8 +13,8 @@ per step, which is coarse but costs < 5 % of an epoch.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -81,7 +81,7 @@ def validation_split(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np
     """Seeded random (train, validation) row indices, each sorted."""
     if not 0.0 <= fraction < 1.0:
         raise ValueError(f"validation fraction must be in [0, 1), got {fraction}")
-    n_val = int(round(n * fraction))
+    n_val = round(n * fraction)
     order = np.random.default_rng([seed, 2]).permutation(n)
     return np.sort(order[n_val:]), np.sort(order[:n_val])
 
@@ -116,7 +116,7 @@ def train_mlp(x: np.ndarray, y: np.ndarray, n_classes: int, cfg: TrainConfig, *,
         t0 = time.perf_counter()
         order = shuffle.permutation(n)
         ye = y_tr[order]
-        if raw_tr is None:
+        if raw_tr is None or image_shape is None:
             xe = x_tr[order]  # one gather per epoch; batches are then contiguous slices
         else:
             xe = model.scale(jitter_images(raw_tr[order], image_shape, shuffle))
