@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "openhood.cli.quantize",
     "openhood.cli.convert",
     "openhood.cli.batch",
+    "openhood.cli.train",
 )
 
 
