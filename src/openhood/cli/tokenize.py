@@ -17,16 +17,18 @@ import sys
 import time
 from pathlib import Path
 
+from openhood.cli import validate as v
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("tokenize", help="tokenize text or a JSONL corpus with openhood's WordPiece tokenizer",
                               description=__doc__.splitlines()[0])
     p.add_argument("text", nargs="*", help="text(s) to tokenize (prints tokens and ids)")
-    p.add_argument("--model", default=None, help="model folder or tokenizer.json (default: bundled all-MiniLM-L6-v2)")
-    p.add_argument("--input", type=Path, help='JSONL file of {"text": ...} lines')
+    p.add_argument("--model", default=None, type=v.tokenizer_source, help="model folder or tokenizer.json (default: bundled all-MiniLM-L6-v2)")
+    p.add_argument("--input", type=v.existing_file, help='JSONL file of {"text": ...} lines')
     p.add_argument("--output", type=Path, help='JSONL file to write {"ids": [...]} lines to (with --input)')
-    p.add_argument("--max-length", type=int, default=None, help="truncate to this many ids, specials included")
-    p.add_argument("--batch-size", type=int, default=4096, help="texts per batch in file mode (default 4096)")
+    p.add_argument("--max-length", type=v.positive_int, default=None, help="truncate to this many ids, specials included")
+    p.add_argument("--batch-size", type=v.positive_int, default=4096, help="texts per batch in file mode (default 4096)")
     p.set_defaults(func=run)
 
 
@@ -82,9 +84,7 @@ def _encode_file(tok, src: Path, dst: Path, max_length: int | None, batch_size: 
 
     from openhood.corpus import CorpusError, iter_texts
 
-    if not src.is_file():
-        print(f"openhood tokenize: {src} does not exist", file=sys.stderr)
-        return 2
+    src = Path(src)
     progress = _Progress(src.stat().st_size)
     n_texts = n_tokens = n_chars = 0
     busy = 0.0  # seconds spent encoding, to report the tokenizer's own throughput too

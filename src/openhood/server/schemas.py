@@ -109,7 +109,10 @@ def texts_from(value: str | list[Any], *, max_inputs: int, field: str = "input")
     for i, item in enumerate(texts):
         if not isinstance(item, str):
             raise bad_request(f"{field}[{i}] must be a string, got {_type_name(item)}", code="invalid_input_type", param=field)
-        if not item:
+        if not item or item.isspace():
+            # Whitespace-only text tokenizes to [CLS][SEP] alone: a vector that means nothing.
+            # Refused like OpenAI refuses "" (400) and as sglang refuses blank input (docs/server.md).
             what = f"'{field}'" if isinstance(value, str) else f"{field}[{i}]"
-            raise bad_request(f"{what} is an empty string; every input must contain text", code="empty_string", param=field)
+            kind = "an empty string" if not item else "whitespace only"
+            raise bad_request(f"{what} is {kind}; every input must contain text", code="empty_string", param=field)
     return texts

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,12 +26,15 @@ from starlette.responses import Response
 
 from openhood.models.text import TextPreprocessor
 from openhood.scheduler import BatchFailedError, ItemResult, QueueFullError, SchedulerStoppedError, length_label
-from openhood.server.body import read_body, wait_disconnect
-from openhood.server.errors import APIError, draining, json_response
+from openhood.server.body import ClientGone, read_body, wait_disconnect
+from openhood.server.errors import APIError, drain_deadline, draining, json_response
 from openhood.server.middleware import RequestRecord
+from openhood.server.openapi import EMBEDDINGS_REQUEST, EMBEDDINGS_RESPONSES
 from openhood.server.schemas import parse_embeddings_request
 from openhood.server.state import ModelRuntime, ServerState
 from openhood.server.tracing import to_epoch_ns
+
+log = logging.getLogger("openhood.server")
 
 TASK = "embed"
 # openhood's tokenizer runs at ~60-80 ns/char on a batch (measured; docs/server.md), so this many
@@ -39,7 +43,7 @@ INLINE_TOKENIZE_CHARS = 16384
 
 
 def register(app: FastAPI, state: ServerState) -> None:
-    @app.post("/v1/embeddings")
+    @app.post("/v1/embeddings", openapi_extra=EMBEDDINGS_REQUEST, responses=EMBEDDINGS_RESPONSES)
     async def create_embeddings(request: Request):
         return await embeddings(request, state)
 
@@ -56,7 +60,7 @@ class Embedded:
 
 async def embeddings(request: Request, st: ServerState) -> Response:
     config = st.config
-    body = await read_body(request, config.max_body_bytes)
+    body = await read_body(request, config.max_body_bytes, config.body_timeout_s)
     req = parse_embeddings_request(body, max_inputs=config.max_inputs_per_request)
     rt = st.route(req.model, TASK)
     if req.dimensions is not None:
@@ -163,19 +167,27 @@ async def embed_texts(request: Request, st: ServerState, rt: ModelRuntime, texts
         raise draining() from None
 
     results_task = asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
+    # Read the outcome even when nobody awaits it any more (client gone, drain cut): an
+    # unretrieved exception would otherwise surface as asyncio's "exception was never retrieved".
+    results_task.add_done_callback(lambda t: t.cancelled() or t.exception())
     disconnect_task = asyncio.ensure_future(wait_disconnect(request.receive))
+    cut_task = asyncio.ensure_future(st.lifecycle.cut.wait())  # the drain's grace period ran out
     try:
-        pending: set[asyncio.Future[Any]] = {results_task, disconnect_task}
+        pending: set[asyncio.Future[Any]] = {results_task, disconnect_task, cut_task}
         await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-    finally:  # also when this handler itself is cancelled (grace period over)
+    finally:  # also when this handler itself is cancelled
         disconnect_task.cancel()
+        cut_task.cancel()
         client_gone = not results_task.done()
         if client_gone:
             # Cancelling the futures makes the worker skip items it has not started.
             results_task.cancel()
+    if client_gone and st.lifecycle.cut.is_set():
+        st.metrics.drain_cut.inc()
+        log.warning("request cut at the drain deadline", extra={"fields": {"event": "drain_cut", "message": "request cut at the drain deadline"}})
+        raise drain_deadline()
     if client_gone:
-        record.fields["disconnected"] = True
-        return Response(status_code=499)  # nginx's "client closed request"; nobody reads it
+        raise ClientGone()
     try:
         results: list[ItemResult] = results_task.result()
     except BatchFailedError as exc:

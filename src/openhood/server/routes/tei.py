@@ -84,7 +84,7 @@ def register(app: FastAPI, state: ServerState) -> None:
 
 
 async def read_json(request: Request, st: ServerState, *, flatten: bool = True) -> dict:
-    raw = load_json_object(await read_body(request, st.config.max_body_bytes))
+    raw = load_json_object(await read_body(request, st.config.max_body_bytes, st.config.body_timeout_s))
     if flatten and isinstance(raw.get("parameters"), dict):
         # Hugging Face's generic task shape nests the options: {"inputs": …, "parameters": {…}}.
         raw = {**raw["parameters"], **{k: v for k, v in raw.items() if k != "parameters"}}
