@@ -22,9 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# Upper bounds (inclusive) of the token buckets of MISSION.md R10; the last bucket is open.
-BUCKET_EDGES = (32, 64, 128, 256)
-BUCKET_NAMES = ("0-32", "33-64", "65-128", "129-256", "257+")
+# The token buckets of MISSION.md R10 are the server's metric labels (LENGTH_LABEL_EDGES: upper
+# bounds, inclusive; the last bucket is open): one copy, in the scheduler.
+from openhood.scheduler.buckets import LENGTH_LABEL_EDGES, LENGTH_LABELS
+
 CHARS_PER_TOKEN = 4.0
 
 
@@ -72,7 +73,7 @@ def tokens_per_text(result) -> tuple[np.ndarray, str]:
 
 def bucket_index(tokens: np.ndarray) -> np.ndarray:
     """0..4 for the buckets 0-32, 33-64, 65-128, 129-256, 257+ (edges inclusive)."""
-    return np.searchsorted(np.asarray(BUCKET_EDGES, dtype=np.float64), np.ceil(tokens), side="left")
+    return np.searchsorted(np.asarray(LENGTH_LABEL_EDGES, dtype=np.float64), np.ceil(tokens), side="left")
 
 
 def summarize(result, slo: Slo = Slo()) -> dict:
@@ -92,7 +93,7 @@ def summarize(result, slo: Slo = Slo()) -> dict:
     tok, source = tokens_per_text(result)
     idx = bucket_index(tok)
     buckets = []
-    for b, name in enumerate(BUCKET_NAMES):
+    for b, name in enumerate(LENGTH_LABELS):
         st = latency_stats(lat_ms[ok & (idx == b)])
         buckets.append({"bucket": name, **st})
     overall = latency_stats(lat_ms[ok])

@@ -82,17 +82,17 @@ def length_groups(seqs: Sequence[np.ndarray], batch: int = 32) -> list[tuple[np.
     return out
 
 
-def padded_batches(seqs: Sequence[np.ndarray], batch: int = 32) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Token id arrays → batches padded to their longest (input order kept)."""
+def padded_batches(seqs: Sequence[np.ndarray], batch: int = 32, *, pad_id: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Token id arrays → batches padded to their longest with the tokenizer's ``pad_id`` (input
+    order kept), through the one padding function, ``RaggedBatch.pad``."""
+    from openhood.tokenizer.batch import RaggedBatch
+
     out = []
     for i in range(0, len(seqs), batch):
-        chunk = seqs[i : i + batch]
-        t = max(len(s) for s in chunk)
-        ids = np.zeros((len(chunk), t), dtype=np.int64)
-        mask = np.zeros_like(ids)
-        for r, s in enumerate(chunk):
-            ids[r, : len(s)], mask[r, : len(s)] = s, 1
-        out.append((ids, mask))
+        chunk = [np.asarray(s) for s in seqs[i : i + batch]]
+        lengths = np.array([len(s) for s in chunk], dtype=np.int64)
+        padded = RaggedBatch(np.concatenate(chunk), lengths, np.zeros(len(chunk), dtype=bool), pad_id=pad_id).pad()
+        out.append((padded.input_ids, padded.attention_mask))  # (B, T) each
     return out
 
 
@@ -136,6 +136,8 @@ def quantize(
     calibration: Sequence[np.ndarray],
     holdout: Sequence[np.ndarray],
     method: str = "percentile",
+    *,
+    pad_id: int,
     target_cosine: float = 0.99,
     quantize_embedding: bool = True,
     weight_qmax: int = WEIGHT_QMAX,
@@ -181,7 +183,7 @@ def quantize(
                                   inv_smooth={n: 1.0 / f for n, f in factors.items()})
 
     # 3. Sensitivity on held-out texts.
-    hold_batches = padded_batches(sorted(holdout, key=len))
+    hold_batches = padded_batches(sorted(holdout, key=len), pad_id=pad_id)
     reference = run_graph(graph, hold_batches)  # (n_hold, dim)
 
     def decisions_for(modes: dict[str, str], smoothed: dict[str, bool]) -> tuple[list[LayerPlan], dict]:
