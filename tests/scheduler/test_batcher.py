@@ -280,8 +280,13 @@ def test_short_lane_worker_never_runs_a_long_bucket():
     lane, other = FakeBackend(max_length=64), FakeBackend(max_length=64)
     batcher = DynamicBatcher([runner(lane), runner(other)], BUCKETS,
                              BatchPolicy(max_batch_size=1, max_wait_ms=0, short_lane_tokens=16))
+    other.gate.clear()  # the other worker holds its first batch, so the lane must take short ones
     batcher.start()
     futures = batcher.submit([TOK.encode(words(n, salt=f"l{i}_")) for i, n in enumerate([2, 40, 10, 50, 3, 30] * 4)])
+    deadline = time.monotonic() + 10
+    while not lane.calls and time.monotonic() < deadline:
+        time.sleep(0.005)
+    other.gate.set()
     results = [f.result(timeout=10) for f in futures]
     batcher.stop(5)
     assert all(t <= 16 for _, t in lane.calls) and lane.calls  # buckets 8 and 16 only
