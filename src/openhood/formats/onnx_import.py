@@ -93,7 +93,7 @@ def bert_from_onnx(path: str | Path) -> ImportedBert:
         raise ValueError(f"{path}: no Erf op: the activation is not exact GELU, which the NumPy engine implements")
     word = tensors["embeddings.word_embeddings.weight"]
     hidden = int(word.shape[1])
-    head_dim = int(round(scale * scale))
+    head_dim = round(scale * scale)
     if head_dim < 1 or hidden % head_dim:
         raise ValueError(f"{path}: attention scale {scale} gives head size {head_dim}, which does not divide {hidden}")
     config = {
