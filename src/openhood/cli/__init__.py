@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "openhood.cli.loadtest",
     "openhood.cli.quantize",
     "openhood.cli.import_onnx",
+    "openhood.cli.convert",
 )
 
 
