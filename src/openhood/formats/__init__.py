@@ -1,0 +1,1 @@
+"""On-disk model formats: readers that turn files into plain NumPy arrays and metadata."""
