@@ -20,3 +20,25 @@ def reference():
     emb = np.load(FIXTURES / "reference_embeddings.npy", allow_pickle=False)
     assert emb.shape == (len(meta["texts"]), 384)
     return meta["texts"], emb
+
+
+@pytest.fixture(scope="session")
+def smollm2_path():
+    from openhood.generate.bundled import default_gguf_path
+
+    return default_gguf_path()
+
+
+@pytest.fixture(scope="session")
+def smollm2(smollm2_path):
+    """The bundled SmolLM2-135M decoder, dequantized once for the whole session (~0.5 GB)."""
+    from openhood.engine.llama import Llama
+
+    return Llama.from_gguf(smollm2_path)
+
+
+@pytest.fixture(scope="session")
+def smollm2_tok(smollm2_path):
+    from openhood.tokenizer.bpe import BPETokenizer
+
+    return BPETokenizer.from_file(smollm2_path)
