@@ -30,15 +30,18 @@ def smollm2_path():
 
 
 @pytest.fixture(scope="session")
-def smollm2(smollm2_path):
-    """The bundled SmolLM2-135M decoder, dequantized once for the whole session (~0.5 GB)."""
-    from openhood.engine.llama import Llama
+def smollm2_gen(smollm2_path):
+    """The bundled SmolLM2-135M-Instruct Generator, loaded once for the whole session (~0.5 GB)."""
+    from openhood.generate import Generator
 
-    return Llama.from_gguf(smollm2_path)
+    return Generator(smollm2_path)
 
 
 @pytest.fixture(scope="session")
-def smollm2_tok(smollm2_path):
-    from openhood.tokenizer.bpe import BPETokenizer
+def smollm2(smollm2_gen):
+    return smollm2_gen.model
 
-    return BPETokenizer.from_file(smollm2_path)
+
+@pytest.fixture(scope="session")
+def smollm2_tok(smollm2_gen):
+    return smollm2_gen.tokenizer
