@@ -2,12 +2,15 @@
 tied LM head; ``forward`` runs a batch of sequences against a ``KVCache``, ``forward_full`` is
 the uncached reference it must equal.
 
-Weights come from a GGUF file and are dequantized to float32 at load (correctness first: every
-matmul is one BLAS sgemm). Q and K rows are un-permuted back to the Hugging Face layout so RoPE
+Weights come from a GGUF file, either dequantized to float32 at load (``weights="float32"``:
+every matmul is one BLAS sgemm, best when many rows share each weight) or kept in their Q4_1 /
+Q8_0 blocks (``weights="quantized"``: ``engine.gguf_matmul``'s kernels, ~5× fewer bytes per
+decode step and in memory). Q and K rows are un-permuted back to the Hugging Face layout so RoPE
 rotates contiguous halves (see ``formats.gguf.unpermute_qk``); Q, K, V share one fused
 (960, 576) matrix and gate/up one (3072, 576) matrix, so a layer is four matmuls.
-The trade-off: float32 weights are 4× the Q8_0/Q4_1 file in memory and in bytes read per decode
-step, which is what bounds decode speed at batch 1 (see docs/decoder.md).
+The trade-off: float32 weights are ~5× the file in memory and in bytes read per decode step,
+which bounds decode at batch 1; quantized weights save that but our kernels compute more
+slowly than BLAS (see docs/decoder.md for the figures).
 
 Batching (what a step scheduler drives): ``forward(tokens, slots, cache)`` takes B sequences,
 each with its own KV-cache slot and its own number of new tokens: a prompt (prefill), one token
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from openhood.engine.gguf_matmul import QuantMatrix, quant_linear
 from openhood.engine.kv_cache import KVCache
 from openhood.engine.llama_ops import masked_softmax_, rms_norm, rope_half, rope_tables, swiglu
 
@@ -69,12 +73,26 @@ class LlamaConfig:
 
 @dataclass
 class LayerWeights:
+    """Matrices are float32 arrays or ``QuantMatrix`` (same (out, in) shape either way)."""
+
     attn_norm: np.ndarray  # (D,)
-    wqkv: np.ndarray  # (D + 2 * kv_dim, D): Q, K, V rows stacked, Q/K in HF (half-split) layout
-    wo: np.ndarray  # (D, D)
+    wqkv: object  # (D + 2 * kv_dim, D): Q, K, V rows stacked, Q/K in HF (half-split) layout
+    wo: object  # (D, D)
     ffn_norm: np.ndarray  # (D,)
-    w_gate_up: np.ndarray  # (2 * F, D): gate rows then up rows
-    w_down: np.ndarray  # (D, F)
+    w_gate_up: object  # (2 * F, D): gate rows then up rows
+    w_down: object  # (D, F)
+
+
+def linear(x: np.ndarray, w) -> np.ndarray:
+    """x (..., in) @ w.T for w (out, in), as ONE 2-D sgemm over all rows (or one quantized kernel call).
+
+    ``np.matmul`` on a (B, T, in) array would run B separate products, each re-reading the whole
+    weight from memory: at decode (T = 1) that is B matrix-vector products instead of one
+    matrix-matrix product, and batching would buy nothing.
+    """
+    if isinstance(w, QuantMatrix):
+        return quant_linear(x, w)
+    return (x.reshape(-1, x.shape[-1]) @ w.T).reshape(*x.shape[:-1], w.shape[0])
 
 
 class NullLaps:
@@ -85,36 +103,73 @@ class NullLaps:
 
 
 class Llama:
-    def __init__(self, config: LlamaConfig, embed: np.ndarray, layers: list[LayerWeights], out_norm: np.ndarray):
+    def __init__(self, config: LlamaConfig, embed, layers: list[LayerWeights], out_norm: np.ndarray):
         self.config = config
-        self.embed = embed  # (V, D); also the LM head (tied)
+        self.embed = embed  # (V, D) float32 or QuantMatrix; also the LM head (tied)
         self.layers = layers
         self.out_norm = out_norm
         self.cos, self.sin = rope_tables(config.context_length, config.head_dim, config.rope_base)  # (ctx, hd/2)
 
     @classmethod
-    def from_gguf(cls, path) -> "Llama":
-        from openhood.formats.gguf import GGUFFile, unpermute_qk
+    def from_gguf(cls, path, weights: str = "float32") -> "Llama":
+        """Load a llama GGUF; ``weights`` is "float32" (dequantize at load) or "quantized" (keep blocks)."""
+        from openhood.formats.gguf import GGUFFile, dequantize, unpermute_qk
 
+        if weights not in ("float32", "quantized"):
+            raise ValueError(f"weights must be 'float32' or 'quantized', not {weights!r}")
         g = path if isinstance(path, GGUFFile) else GGUFFile(path)
         cfg = LlamaConfig.from_gguf(g)
-        layers = []
-        for i in range(cfg.n_layers):
-            w = lambda name: g.dequantize(f"blk.{i}.{name}.weight")  # noqa: E731
-            q = unpermute_qk(w("attn_q"), cfg.n_heads)
-            k = unpermute_qk(w("attn_k"), cfg.n_kv_heads)
-            layers.append(LayerWeights(
-                attn_norm=w("attn_norm"),
-                wqkv=np.ascontiguousarray(np.concatenate([q, k, w("attn_v")])),
-                wo=w("attn_output"),
-                ffn_norm=w("ffn_norm"),
-                w_gate_up=np.ascontiguousarray(np.concatenate([w("ffn_gate"), w("ffn_up")])),
-                w_down=w("ffn_down"),
-            ))
-        embed = g.dequantize("token_embd.weight")
         if "output.weight" in g.tensors:
             raise ValueError(f"{g.path}: an untied output.weight is not supported (SmolLM2 ties it to the embedding)")
-        return cls(cfg, embed, layers, g.dequantize("output_norm.weight"))
+        quantized = weights == "quantized"
+
+        def matrix(name: str, qk_heads: int = 0):
+            t = g.tensors[name]
+            if quantized and t.kind in ("Q4_1", "Q8_0"):
+                w = QuantMatrix.from_tensor(t)
+                if qk_heads:  # the same row permutation, applied to block rows
+                    w = w.permute_rows(unpermute_qk(np.arange(t.shape[0])[:, None], qk_heads)[:, 0])
+                return w
+            w = dequantize(t)
+            return unpermute_qk(w, qk_heads) if qk_heads else w
+
+        def fuse(parts):
+            if all(isinstance(p, QuantMatrix) and p.kind == parts[0].kind for p in parts):
+                return QuantMatrix.stack(parts)
+            parts = [p if isinstance(p, np.ndarray) else dequantize_matrix(p) for p in parts]
+            return np.ascontiguousarray(np.concatenate(parts))
+
+        def dequantize_matrix(qm: QuantMatrix) -> np.ndarray:
+            return qm.rows(np.arange(qm.shape[0]))
+
+        layers = []
+        for i in range(cfg.n_layers):
+            p = f"blk.{i}."
+            layers.append(LayerWeights(
+                attn_norm=g.dequantize(p + "attn_norm.weight"),
+                wqkv=fuse([matrix(p + "attn_q.weight", cfg.n_heads), matrix(p + "attn_k.weight", cfg.n_kv_heads),
+                           matrix(p + "attn_v.weight")]),
+                wo=matrix(p + "attn_output.weight"),
+                ffn_norm=g.dequantize(p + "ffn_norm.weight"),
+                w_gate_up=fuse([matrix(p + "ffn_gate.weight"), matrix(p + "ffn_up.weight")]),
+                w_down=matrix(p + "ffn_down.weight"),
+            ))
+        return cls(cfg, matrix("token_embd.weight"), layers, g.dequantize("output_norm.weight"))
+
+    def embed_rows(self, ids: np.ndarray) -> np.ndarray:
+        """Token embeddings (..., D) of ``ids`` (...)."""
+        if isinstance(self.embed, QuantMatrix):
+            return self.embed.rows(ids.reshape(-1)).reshape(*ids.shape, self.config.dim)
+        return self.embed[ids]
+
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of all weights as held (what one batch-1 decode step must read)."""
+        size = lambda w: w.nbytes  # noqa: E731  (ndarray and QuantMatrix both have nbytes)
+        total = size(self.embed) + self.out_norm.nbytes
+        for L in self.layers:
+            total += sum(size(w) for w in (L.attn_norm, L.wqkv, L.wo, L.ffn_norm, L.w_gate_up, L.w_down))
+        return total
 
     def new_cache(self, n_slots: int, max_len: int) -> KVCache:
         c = self.config
@@ -147,7 +202,7 @@ class Llama:
         allowed = (key_pos <= pos[:, :, None]) & (key_pos < (start + n_new)[:, None, None])
         allowed |= key_pos == 0  # padded query rows keep one finite key; their outputs are dropped
         allowed = allowed[:, None, None]  # (B, 1, 1, T, S) over kv heads and groups
-        x = self.embed[ids]  # (B, T, D)
+        x = self.embed_rows(ids)  # (B, T, D)
         laps.mark("embedding", nbytes=x.nbytes)
         for li, L in enumerate(self.layers):
             h = self._attention(rms_norm(x, L.attn_norm, c.norm_eps), L, li, slots, start, n_new, cos, sin,
@@ -158,8 +213,8 @@ class Llama:
         last = x[np.arange(B), n_new - 1]  # (B, D) each row's last real token
         out = rms_norm(last, self.out_norm, c.norm_eps)
         laps.mark("rmsnorm", nbytes=out.nbytes * 2)
-        logits = out @ self.embed.T  # (B, V)
-        laps.mark("matmul lm_head", flops=2 * B * self.embed.size, nbytes=self.embed.nbytes)
+        logits = linear(out, self.embed)  # (B, V)
+        laps.mark("matmul lm_head", flops=2 * B * c.vocab_size * c.dim, nbytes=self.embed.nbytes)
         return logits
 
     def _attention(self, xn, L, li, slots, start, n_new, cos, sin, cache, n_keys, allowed, laps):
@@ -168,8 +223,8 @@ class Llama:
         H, Hkv, hd = c.n_heads, c.n_kv_heads, c.head_dim
         G = H // Hkv  # query heads per kv head
         laps.mark("rmsnorm", nbytes=xn.nbytes * 2)
-        qkv = xn @ L.wqkv.T  # (B, T, D + 2 * Hkv * hd)
-        laps.mark("matmul qkv", flops=2 * B * T * L.wqkv.size, nbytes=L.wqkv.nbytes)
+        qkv = linear(xn, L.wqkv)  # (B, T, D + 2 * Hkv * hd)
+        laps.mark("matmul qkv", flops=2 * B * T * D * L.wqkv.shape[0], nbytes=L.wqkv.nbytes)
         q = qkv[..., :D].reshape(B, T, H, hd)
         k = qkv[..., D : D + Hkv * hd].reshape(B, T, Hkv, hd)
         v = qkv[..., D + Hkv * hd :].reshape(B, T, Hkv, hd)
@@ -186,20 +241,21 @@ class Llama:
         ctx = (scores.reshape(B, Hkv, G * T, n_keys) @ V).reshape(B, Hkv, G, T, hd)
         ctx = ctx.transpose(0, 3, 1, 2, 4).reshape(B, T, D)  # heads back in order h = kv * G + g
         laps.mark("attention", flops=4 * B * H * T * n_keys * hd, nbytes=K.nbytes + V.nbytes)
-        out = ctx @ L.wo.T
-        laps.mark("matmul wo", flops=2 * B * T * L.wo.size, nbytes=L.wo.nbytes)
+        out = linear(ctx, L.wo)
+        laps.mark("matmul wo", flops=2 * B * T * D * D, nbytes=L.wo.nbytes)
         return out
 
     def _mlp(self, x, L, laps):
         c = self.config
         xn = rms_norm(x, L.ffn_norm, c.norm_eps)
         laps.mark("rmsnorm", nbytes=xn.nbytes * 2)
-        gu = xn @ L.w_gate_up.T  # (B, T, 2F)
-        laps.mark("matmul gate_up", flops=2 * xn.shape[0] * xn.shape[1] * L.w_gate_up.size, nbytes=L.w_gate_up.nbytes)
+        gu = linear(xn, L.w_gate_up)  # (B, T, 2F)
+        rows = xn.shape[0] * xn.shape[1]
+        laps.mark("matmul gate_up", flops=2 * rows * c.dim * 2 * c.ffn_dim, nbytes=L.w_gate_up.nbytes)
         a = swiglu(gu[..., : c.ffn_dim], gu[..., c.ffn_dim :])
         laps.mark("swiglu", nbytes=gu.nbytes + a.nbytes)
-        out = a @ L.w_down.T
-        laps.mark("matmul down", flops=2 * a.shape[0] * a.shape[1] * L.w_down.size, nbytes=L.w_down.nbytes)
+        out = linear(a, L.w_down)
+        laps.mark("matmul down", flops=2 * rows * c.dim * c.ffn_dim, nbytes=L.w_down.nbytes)
         return out
 
     # ---- the uncached reference -----------------------------------------------------------------
@@ -212,9 +268,9 @@ class Llama:
         G = H // Hkv
         cos, sin = self.cos[None, :T], self.sin[None, :T]  # (1, T, hd/2)
         causal = np.tril(np.ones((T, T), dtype=bool))
-        x = self.embed[ids]  # (T, D)
+        x = self.embed_rows(ids)  # (T, D)
         for L in self.layers:
-            qkv = rms_norm(x, L.attn_norm, c.norm_eps) @ L.wqkv.T
+            qkv = linear(rms_norm(x, L.attn_norm, c.norm_eps), L.wqkv)
             q = rope_half(qkv[None, :, : c.dim].reshape(1, T, H, hd), cos, sin)[0]  # (T, H, hd)
             k = rope_half(qkv[None, :, c.dim : c.dim + Hkv * hd].reshape(1, T, Hkv, hd), cos, sin)[0]
             v = qkv[:, c.dim + Hkv * hd :].reshape(T, Hkv, hd)
@@ -224,10 +280,10 @@ class Llama:
                 s = np.where(causal, s, -np.inf)
                 p = np.exp(s - s.max(axis=1, keepdims=True))
                 heads.append((p / p.sum(axis=1, keepdims=True)) @ v[:, h // G])  # (T, hd)
-            x = x + np.concatenate(heads, axis=1) @ L.wo.T
-            gu = rms_norm(x, L.ffn_norm, c.norm_eps) @ L.w_gate_up.T
-            x = x + swiglu(gu[:, : c.ffn_dim], gu[:, c.ffn_dim :]) @ L.w_down.T
-        return rms_norm(x, self.out_norm, c.norm_eps) @ self.embed.T
+            x = x + linear(np.concatenate(heads, axis=1), L.wo)
+            gu = linear(rms_norm(x, L.ffn_norm, c.norm_eps), L.w_gate_up)
+            x = x + linear(swiglu(gu[:, : c.ffn_dim], gu[:, c.ffn_dim :]), L.w_down)
+        return linear(rms_norm(x, self.out_norm, c.norm_eps), self.embed)
 
 
 class OpLaps:
