@@ -11,8 +11,10 @@ Sections, each printed as a table with ratios against anchors measured in the sa
    tokens/s and the number of texts whose ids differ;
 2. prefill and decode tokens/s at batch 1, 4, 16 — openhood runs the B prompts as one batch,
    llama.cpp (same GGUF, same threads) runs them one after another (its Python API decodes one
-   sequence at a time), transformers (float32, CPU) runs batch 1;
-3. RSS of a fresh openhood process after generating at batch 16, against 2 × the GGUF file + KV;
+   sequence at a time), transformers (float32, CPU) runs batch 1. openhood runs twice: float32
+   weights (BLAS) and quantized weights (our Q4_1/Q8_0 kernels);
+3. RSS of a fresh openhood process (each weight mode) after generating at batch 16, against
+   2 × the GGUF file + KV;
 4. a per-op profile of one decode step at batch 1 against measured memory bandwidth;
 5. with ``--parity``: logits and 64-step greedy continuations against the committed
    transformers fixtures.
@@ -122,13 +124,14 @@ def bench_transformers(hf_model, prompt, steps: int) -> tuple[float, float]:
 RSS_CHILD = """
 import json, sys, numpy as np
 from openhood.engine.llama import Llama
+mode = sys.argv[4]
 def rss():
     for line in open('/proc/self/status'):
         if line.startswith('VmRSS'):
             return int(line.split()[1]) * 1024
 path, steps = sys.argv[1], int(sys.argv[2])
 prompts = [c['ids'] for c in json.load(open(sys.argv[3]))['cases']][:16]
-m = Llama.from_gguf(path)
+m = Llama.from_gguf(path, weights=mode)
 after_load = rss()
 cache = m.new_cache(16, max(map(len, prompts)) + steps + 1)
 lg = m.forward([np.array(p) for p in prompts], list(range(16)), cache)
@@ -140,16 +143,18 @@ print(json.dumps({'after_load': after_load, 'after_generate': rss(),
 
 
 def bench_rss(path: Path, steps: int) -> None:
-    out = subprocess.run([sys.executable, "-c", RSS_CHILD, str(path), str(steps), str(FIXTURES / "llama_greedy.json")],
-                         capture_output=True, text=True, check=True, timeout=600)
-    r = json.loads(out.stdout)
-    file_mb, kv_mb = path.stat().st_size / 1e6, r["kv_used"] / 1e6
-    budget = 2 * file_mb + kv_mb
-    _table("Memory (fresh process, 16 sequences generated)", ["quantity", "MB"],
-           [["GGUF file", file_mb], ["KV cache in use (16 sequences)", kv_mb], ["goal: 2 × file + KV", budget],
-            ["openhood RSS after load", r["after_load"] / 1e6],
-            ["openhood RSS after generating", r["after_generate"] / 1e6],
-            ["RSS / goal", f"{r['after_generate'] / 1e6 / budget:.2f}x"]])
+    rows = []
+    for mode in ("float32", "quantized"):
+        out = subprocess.run([sys.executable, "-c", RSS_CHILD, str(path), str(steps), str(FIXTURES / "llama_greedy.json"),
+                              mode], capture_output=True, text=True, check=True, timeout=600)
+        r = json.loads(out.stdout)
+        file_mb, kv_mb = path.stat().st_size / 1e6, r["kv_used"] / 1e6
+        budget = 2 * file_mb + kv_mb
+        rows.append([mode, file_mb, kv_mb, budget, r["after_load"] / 1e6, r["after_generate"] / 1e6,
+                     f"{r['after_generate'] / 1e6 / budget:.2f}x"])
+    _table("Memory (fresh process per weight mode, 16 sequences generated)",
+           ["weights", "GGUF MB", "KV in use MB", "goal: 2 × file + KV", "RSS after load MB", "RSS after generating MB",
+            "RSS / goal"], rows)
 
 
 def bench_profile(model, steps: int) -> None:
@@ -159,7 +164,8 @@ def bench_profile(model, steps: int) -> None:
     laps, wall = profile_decode(model, batch=1, prompt_len=32, steps=steps)
     rows = profile_table(laps, wall, steps, bw)
     total_mb = sum(r["mb_per_step"] for r in rows)
-    _table(f"Decode step profile, batch 1 ({1e3 * wall / steps:.1f} ms/step; measured bandwidth {bw:.1f} GB/s "
+    kind = "quantized" if hasattr(model.embed, "kind") else "float32"
+    _table(f"Decode step profile, {kind} weights, batch 1 ({1e3 * wall / steps:.1f} ms/step; measured bandwidth {bw:.1f} GB/s "
            f"(BLAS sgemv over 256 MB); {total_mb:.0f} MB read per token → whole step at "
            f"{total_mb / 1e3 / (wall / steps):.1f} GB/s = {100 * total_mb / 1e3 / (wall / steps) / bw:.0f}% of roofline)",
            ["op", "ms/step", "share", "MB/step", "GB/s", "% of bandwidth"],
@@ -199,6 +205,9 @@ def main() -> None:
     args = ap.parse_args()
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
         os.environ[var] = str(args.threads)
+    # OpenMP threads (llama.cpp, numba) sleep instead of spinning between calls: with spinning,
+    # two runtimes sharing 2 busy cores slowed llama.cpp's decode ~10x in our trials.
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
     import llama_cpp
     import torch
@@ -217,15 +226,22 @@ def main() -> None:
     if args.corpus.is_file():
         bench_tokenizer(path, args.corpus, args.corpus_texts)
     model = Llama.from_gguf(path)
-    llm = llama_cpp.Llama(model_path=str(path), n_ctx=512, n_batch=512, n_threads=args.threads,
+    qmodel = Llama.from_gguf(path, weights="quantized")
+    # n_batch=1: this llama.cpp build (AMX/REPACK kernels compiled in) segfaults on any batch of
+    # two or more tokens on this VM, so its prefill runs token by token (its decode is unaffected).
+    llm = llama_cpp.Llama(model_path=str(path), n_ctx=512, n_batch=1, n_ubatch=1, n_threads=args.threads,
                           n_threads_batch=args.threads, verbose=False)
     hf = transformers.AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32).eval()
-    bench_openhood(model, prompts, 1, 2)  # warm-up
+    bench_openhood(model, prompts, 1, 2)  # warm-up (and numba compilation for the quantized kernels)
+    bench_openhood(qmodel, prompts, 2, 2)
     rows = []
     for b in (int(x) for x in args.batches.split(",")):
         o_pre, o_dec = bench_openhood(model, prompts, b, args.decode_tokens)
+        q_pre, q_dec = bench_openhood(qmodel, prompts, b, args.decode_tokens)
         l_pre, l_dec = bench_llamacpp(llm, prompts, b, args.decode_tokens)
-        rows.append([b, "openhood (NumPy, float32)", o_pre, o_dec, f"{o_pre / l_pre:.2f}x", f"{o_dec / l_dec:.2f}x"])
+        rows.append([b, "openhood (NumPy, float32 weights)", o_pre, o_dec, f"{o_pre / l_pre:.2f}x", f"{o_dec / l_dec:.2f}x"])
+        rows.append([b, "openhood (quantized weights, numba kernels)", q_pre, q_dec, f"{q_pre / l_pre:.2f}x",
+                     f"{q_dec / l_dec:.2f}x"])
         rows.append([b, "llama.cpp (Q4_1, one sequence at a time)", l_pre, l_dec, "1.00x", "1.00x"])
         if b == 1:
             t_pre, t_dec = bench_transformers(hf, prompts[0], args.decode_tokens)
@@ -235,6 +251,7 @@ def main() -> None:
     del hf, llm
     bench_rss(path, args.decode_tokens)
     bench_profile(model, 16)
+    bench_profile(qmodel, 16)
     if args.parity:
         bench_parity(model)
 
