@@ -106,3 +106,19 @@ def test_tokenize_command_reads_gguf(tmp_path, capsys, bpe):
     assert main(["tokenize", "--model", str(default_gguf_path()), "a 12"]) == 0
     assert "a Ġ 1 2" in capsys.readouterr().out
     assert main(["tokenize", "--model", str(tmp_path / "absent.gguf"), "x"]) == 2
+
+
+@pytest.mark.parametrize("text", BPE_NASTY, ids=range(len(BPE_NASTY)))
+def test_numba_merges_equal_python_reference(bpe, text):
+    assert bpe.encode(text).tolist() == bpe.encode_reference(text)
+
+
+def test_cache_is_bounded(bpe, monkeypatch):
+    import openhood.tokenizer.bpe as mod
+
+    monkeypatch.setattr(mod, "CACHE_LIMIT", 5)
+    texts = [f"word{i} other{i}" for i in range(20)]
+    first = our_ids(bpe, texts)
+    assert our_ids(bpe, texts) == first
+    bpe.encode("a b c d e f g h")
+    assert len(bpe._cache) <= 5 + 16

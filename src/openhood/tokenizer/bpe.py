@@ -6,9 +6,10 @@ bytes, each byte the id of its one-character token, and adjacent ids are merged 
 first until no ranked pair is left. Merges work on id pairs (``(left, right) → (rank, merged)``)
 rather than strings, so the inner loop is integer work.
 
-The trade-off: the merge loop is plain Python, made fast by a per-piece cache (natural text
-repeats its words, so most pieces are dictionary hits); the cache is bounded and cleared
-when full, never left to grow with the traffic. Decoding joins the tokens' byte strings;
+The trade-off: a per-piece cache (natural text repeats its words, so most pieces are
+dictionary hits; bounded, cleared when full) in front of the merges; the pieces a text or a
+batch misses are merged together in one numba call (``bpe_kernel``), the plain-Python
+``_bpe`` staying beside it as the reference. Decoding joins the tokens' byte strings;
 ``StreamDecoder`` holds a partial UTF-8 character back until its last byte arrives.
 """
 
@@ -23,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from openhood.tokenizer.batch import RaggedBatch
+from openhood.tokenizer.bpe_kernel import MergeTable, merge_pieces
 from openhood.tokenizer.byte_level import bytes_to_unicode, pretokenizer_pattern
 
 # GGUF token types (llama.cpp's llama_token_type): only these two are matched as whole tokens.
@@ -119,6 +121,9 @@ class BPETokenizer:
             if ia is None or ib is None or im is None:
                 raise BPEConfigError(f"merge #{rank} {a!r} {b!r} refers to a token not in the vocabulary")
             self._merge.setdefault((ia, ib), (rank, im))
+        self._table = MergeTable([(a, b, m) for (a, b), (_, m) in sorted(self._merge.items(), key=lambda kv: kv[1][0])],
+                                 len(spec.tokens))
+        self._byte_id_arr = np.asarray(self._byte_id, dtype=np.int64)
         u2b = {u: b for b, u in b2u.items()}
         # id → bytes: specials are literal text, everything else is spelled in byte-level characters.
         self._bytes = [
@@ -170,29 +175,64 @@ class BPETokenizer:
             ids = out
         return tuple(ids)
 
-    def _encode_plain(self, text: str, out: list[int]) -> None:
-        cache = self._cache
-        for piece in self._pre.findall(text):
-            ids = cache.get(piece)
-            if ids is None:
-                if len(cache) >= CACHE_LIMIT:
-                    cache.clear()
-                ids = cache[piece] = self._bpe(piece)
-            out.extend(ids)
+    def _merge_batch(self, pieces: list[str]) -> None:
+        """Merge the uncached ``pieces`` in one numba call and cache their ids."""
+        raw = [p.encode("utf-8") for p in pieces]
+        offsets = np.zeros(len(raw) + 1, dtype=np.int64)
+        np.cumsum([len(r) for r in raw], out=offsets[1:])
+        ids = self._byte_id_arr[np.frombuffer(b"".join(raw), dtype=np.uint8)]  # (total bytes,)
+        missing = ids < 0
+        if missing.any():  # bytes without a token: drop them, as HF does, then re-offset
+            keep_counts = np.add.reduceat(~missing, offsets[:-1])  # pieces are never empty
+            ids = ids[~missing]
+            offsets[1:] = np.cumsum(keep_counts)
+        lengths = np.empty(len(raw), dtype=np.int64)
+        t = self._table
+        merge_pieces(ids, offsets, lengths, t.keys, t.ranks, t.merged, t.vocab_size, t.mask)
+        for p, a, n in zip(pieces, offsets[:-1].tolist(), lengths.tolist()):
+            self._cache[p] = tuple(ids[a : a + n].tolist())
 
-    def encode_list(self, text: str, parse_special: bool = True) -> list[int]:
-        out: list[int] = []
+    def _split(self, text: str, parse_special: bool) -> list[str | int]:
+        """Pre-token pieces of ``text`` with special-token ids in their places."""
         if not parse_special or self._special_re is None:
-            self._encode_plain(text, out)
-            return out
+            return self._pre.findall(text)
+        parts: list[str | int] = []
         pos = 0
         for m in self._special_re.finditer(text):
-            if m.start() > pos:
-                self._encode_plain(text[pos : m.start()], out)
-            out.append(self.spec.specials[m.group()])
+            parts.extend(self._pre.findall(text[pos : m.start()]))
+            parts.append(self.spec.specials[m.group()])
             pos = m.end()
-        if pos < len(text):
-            self._encode_plain(text[pos:], out)
+        parts.extend(self._pre.findall(text[pos:]))
+        return parts
+
+    def encode_many(self, texts: list[str], parse_special: bool = True) -> list[list[int]]:
+        """Ids of each text; the cache is bounded before the batch (it may exceed CACHE_LIMIT by one batch)."""
+        if len(self._cache) > CACHE_LIMIT:
+            self._cache.clear()
+        splits = [self._split(t, parse_special) for t in texts]
+        cache = self._cache
+        misses = list({p for parts in splits for p in parts if isinstance(p, str) and p not in cache})
+        if misses:
+            self._merge_batch(misses)
+        out = []
+        for parts in splits:
+            ids: list[int] = []
+            for p in parts:
+                if isinstance(p, int):
+                    ids.append(p)
+                else:
+                    ids.extend(cache[p])
+            out.append(ids)
+        return out
+
+    def encode_list(self, text: str, parse_special: bool = True) -> list[int]:
+        return self.encode_many([text], parse_special)[0]
+
+    def encode_reference(self, text: str, parse_special: bool = True) -> list[int]:
+        """The naive path: pure-Python merges per piece, no cache (what the kernel is tested against)."""
+        out: list[int] = []
+        for p in self._split(text, parse_special):
+            out.extend([p] if isinstance(p, int) else self._bpe(p))
         return out
 
     def encode(self, text: str, parse_special: bool = True) -> np.ndarray:
@@ -200,7 +240,7 @@ class BPETokenizer:
         return np.asarray(self.encode_list(text, parse_special), dtype=np.int32)
 
     def encode_batch(self, texts: list[str], max_length: int | None = None, parse_special: bool = True) -> RaggedBatch:
-        rows = [self.encode_list(t, parse_special) for t in texts]
+        rows = self.encode_many(list(texts), parse_special)
         truncated = np.zeros(len(rows), dtype=bool)
         if max_length is not None:
             for i, r in enumerate(rows):
