@@ -12,7 +12,8 @@ Sections, each printed as a table with ratios against anchors measured in the sa
 2. prefill and decode tokens/s at batch 1, 4, 16 — openhood runs the B prompts as one batch,
    llama.cpp (same GGUF, same threads) runs them one after another (its Python API decodes one
    sequence at a time), transformers (float32, CPU) runs batch 1. openhood runs twice: float32
-   weights (BLAS) and quantized weights (our Q4_1/Q8_0 kernels);
+   weights (BLAS) and quantized weights (our Q4_1/Q8_0 kernels). Each engine runs in its own
+   process, so no two thread pools (OpenBLAS, OpenMP of llama.cpp/numba/torch) share the cores;
 3. RSS of a fresh openhood process (each weight mode) after generating at batch 16, against
    2 × the GGUF file + KV;
 4. a per-op profile of one decode step at batch 1 against measured memory bandwidth;
@@ -194,6 +195,49 @@ def bench_parity(model) -> None:
            [[r.prompt[:40], r.first_mismatch, r.first_near_tie, r.ok] for r in report])
 
 
+def run_worker(args) -> None:
+    """One engine in its own process: prints {batch: [prefill tok/s, decode tok/s]} as JSON."""
+    prompts = [c["ids"] for c in json.loads((FIXTURES / "llama_greedy.json").read_text(encoding="utf-8"))["cases"]][:16]
+    from openhood.generate.bundled import default_gguf_path
+
+    path = default_gguf_path()
+    batches = [int(x) for x in args.batches.split(",")]
+    if args.worker.startswith("openhood"):
+        from openhood.engine.llama import Llama
+
+        model = Llama.from_gguf(path, weights=args.worker.split("-", 1)[1])
+        if args.profile:
+            bench_profile(model, 16)
+            return
+        bench_openhood(model, prompts, 2, 2)  # warm-up (numba compiles the quantized kernels)
+        result = {b: bench_openhood(model, prompts, b, args.decode_tokens) for b in batches}
+    elif args.worker == "llamacpp":
+        import llama_cpp
+
+        # n_batch=1: this llama.cpp build (AMX/REPACK kernels compiled in) segfaults on any batch of
+        # two or more tokens on this VM, so its prefill runs token by token (its decode is unaffected).
+        llm = llama_cpp.Llama(model_path=str(path), n_ctx=512, n_batch=1, n_ubatch=1, n_threads=args.threads,
+                              n_threads_batch=args.threads, verbose=False)
+        bench_llamacpp(llm, prompts, 1, 2)
+        result = {b: bench_llamacpp(llm, prompts, b, args.decode_tokens) for b in batches}
+    else:
+        import torch
+        import transformers
+
+        torch.set_num_threads(args.threads)
+        hf = transformers.AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
+                                                               dtype=torch.float32).eval()
+        bench_transformers(hf, prompts[0], 2)
+        result = {1: bench_transformers(hf, prompts[0], args.decode_tokens)}
+    print(json.dumps(result))
+
+
+def _worker(name: str, args, *extra: str) -> str:
+    cmd = [sys.executable, __file__, "--worker", name, "--threads", str(args.threads), "--decode-tokens",
+           str(args.decode_tokens), "--batches", args.batches, *extra]
+    return subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=1200).stdout
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=2)
@@ -202,6 +246,8 @@ def main() -> None:
     ap.add_argument("--corpus", type=Path, default=Path("/work/shared/data/dev_corpus.jsonl"))
     ap.add_argument("--corpus-texts", type=int, default=20000)
     ap.add_argument("--parity", action="store_true")
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
         os.environ[var] = str(args.threads)
@@ -209,51 +255,42 @@ def main() -> None:
     # two runtimes sharing 2 busy cores slowed llama.cpp's decode ~10x in our trials.
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
-    import llama_cpp
-    import torch
-    import transformers
+    if args.worker:
+        run_worker(args)
+        return
+    from importlib.metadata import version
 
     from openhood.engine.llama import Llama
     from openhood.generate.bundled import default_gguf_path
 
-    torch.set_num_threads(args.threads)
     path = default_gguf_path()
     prompts = [c["ids"] for c in json.loads((FIXTURES / "llama_greedy.json").read_text(encoding="utf-8"))["cases"]][:16]
     print(f"# decoder benchmark: {path.name}, {args.threads} threads, {args.decode_tokens} decode tokens, "
           f"prompts of {min(map(len, prompts))}-{max(map(len, prompts))} tokens; llama-cpp-python "
-          f"{llama_cpp.__version__}, torch {torch.__version__}, transformers {transformers.__version__}")
+          f"{version('llama-cpp-python')}, torch {version('torch')}, transformers {version('transformers')}; "
+          "each engine in its own process")
 
     if args.corpus.is_file():
         bench_tokenizer(path, args.corpus, args.corpus_texts)
-    model = Llama.from_gguf(path)
-    qmodel = Llama.from_gguf(path, weights="quantized")
-    # n_batch=1: this llama.cpp build (AMX/REPACK kernels compiled in) segfaults on any batch of
-    # two or more tokens on this VM, so its prefill runs token by token (its decode is unaffected).
-    llm = llama_cpp.Llama(model_path=str(path), n_ctx=512, n_batch=1, n_ubatch=1, n_threads=args.threads,
-                          n_threads_batch=args.threads, verbose=False)
-    hf = transformers.AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32).eval()
-    bench_openhood(model, prompts, 1, 2)  # warm-up (and numba compilation for the quantized kernels)
-    bench_openhood(qmodel, prompts, 2, 2)
+    engines = {name: {int(k): v for k, v in json.loads(_worker(name, args)).items()}
+               for name in ("openhood-float32", "openhood-quantized", "llamacpp", "transformers")}
+    labels = {"openhood-float32": "openhood (NumPy, float32 weights)",
+              "openhood-quantized": "openhood (quantized weights, numba kernels)",
+              "llamacpp": "llama.cpp (Q4_1, one sequence at a time)", "transformers": "transformers (float32, CPU)"}
     rows = []
     for b in (int(x) for x in args.batches.split(",")):
-        o_pre, o_dec = bench_openhood(model, prompts, b, args.decode_tokens)
-        q_pre, q_dec = bench_openhood(qmodel, prompts, b, args.decode_tokens)
-        l_pre, l_dec = bench_llamacpp(llm, prompts, b, args.decode_tokens)
-        rows.append([b, "openhood (NumPy, float32 weights)", o_pre, o_dec, f"{o_pre / l_pre:.2f}x", f"{o_dec / l_dec:.2f}x"])
-        rows.append([b, "openhood (quantized weights, numba kernels)", q_pre, q_dec, f"{q_pre / l_pre:.2f}x",
-                     f"{q_dec / l_dec:.2f}x"])
-        rows.append([b, "llama.cpp (Q4_1, one sequence at a time)", l_pre, l_dec, "1.00x", "1.00x"])
-        if b == 1:
-            t_pre, t_dec = bench_transformers(hf, prompts[0], args.decode_tokens)
-            rows.append([b, "transformers (float32, CPU)", t_pre, t_dec, f"{t_pre / l_pre:.2f}x", f"{t_dec / l_dec:.2f}x"])
+        l_pre, l_dec = engines["llamacpp"][b]
+        for name, res in engines.items():
+            if b in res:
+                pre, dec = res[b]
+                rows.append([b, labels[name], pre, dec, f"{pre / l_pre:.2f}x", f"{dec / l_dec:.2f}x"])
     _table("Prefill and decode throughput (aggregate over the batch)",
            ["batch", "engine", "prefill tok/s", "decode tok/s", "prefill vs llama.cpp", "decode vs llama.cpp"], rows)
-    del hf, llm
     bench_rss(path, args.decode_tokens)
-    bench_profile(model, 16)
-    bench_profile(qmodel, 16)
+    for name in ("openhood-float32", "openhood-quantized"):
+        print(_worker(name, args, "--profile"), end="")
     if args.parity:
-        bench_parity(model)
+        bench_parity(Llama.from_gguf(path))
 
 
 if __name__ == "__main__":
