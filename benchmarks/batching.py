@@ -41,10 +41,10 @@ def pack(rb, budget: int) -> list[tuple[np.ndarray, np.ndarray]]:
     return [(p.input_ids, p.attention_mask) for p in (rb.take(g).pad() for g in groups)]
 
 
-def run_batches(backend, batches) -> float:
+def run_batches(model, batches) -> float:
     t0 = time.perf_counter()
     for ids, mask in batches:
-        backend.embed(ids, mask)
+        model.run_feeds(0, {"input_ids": ids, "attention_mask": mask})
     return time.perf_counter() - t0
 
 
@@ -60,10 +60,9 @@ def run_side_by_side(backends, batches) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from openhood.backends import load_backend
     from openhood.corpus import read_texts
     from openhood.engine.parallel import available_cores
-    from openhood.models import resolve_model_dir
+    from openhood.models import EngineOptions, ModelSpec, load_model, resolve_model_dir
     from openhood.tokenizer import Tokenizer
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -93,12 +92,12 @@ def main(argv: list[str] | None = None) -> int:
     print("| backend | layout | padded tokens per call | calls | sentences/s | vs budget 1 |")
     print("|---|---|---:|---:|---:|---:|")
     for name in args.backends:
-        full = load_backend(name, folder, threads=cores)
-        halves = [load_backend(name, folder, threads=max(1, cores // 2)) for _ in range(2)]
-        for ids, mask in packed[budgets[-1]][:4]:  # warm-up: first-call allocations
-            full.embed(ids, mask)
-            for h in halves:
-                h.embed(ids, mask)
+        spec = ModelSpec(path=str(folder))
+        full = load_model(spec, EngineOptions(backend=name, threads=cores))
+        halves = [load_model(spec, EngineOptions(backend=name, threads=max(1, cores // 2))) for _ in range(2)]
+        warm = packed[budgets[-1]][:4]  # warm-up: first-call allocations
+        for m in (full, *halves):
+            run_batches(m, warm)
         rates: dict[tuple[str, int], float] = {}
         for _ in range(args.rounds):
             for b in budgets:

@@ -41,10 +41,15 @@ def make_batches(rb, order, batch_size):
     return [rb.take(order[s : s + batch_size]).pad() for s in range(0, len(order), batch_size)]
 
 
-def time_batches(backend, batches) -> float:
+def run_padded(model, pb):
+    """One padded batch through the served model's backend and postprocessor (pooling)."""
+    return model.run_feeds(0, {"input_ids": pb.input_ids, "attention_mask": pb.attention_mask})
+
+
+def time_batches(model, batches) -> float:
     t0 = time.perf_counter()
     for pb in batches:
-        backend.embed(pb.input_ids, pb.attention_mask)
+        run_padded(model, pb)
     return time.perf_counter() - t0
 
 
@@ -95,11 +100,11 @@ def main() -> int:
     ap.add_argument("--json", help="also write the results as JSON here")
     args = ap.parse_args()
 
-    from openhood.backends import load_backend
     from openhood.engine import kernels
+    from openhood.engine.bert import read_config
     from openhood.engine.blas import blas
     from openhood.engine.profiler import measure_gemm_peak
-    from openhood.models import default_model_dir
+    from openhood.models import EngineOptions, ModelSpec, default_model_dir, load_model
     from openhood.tokenizer import Tokenizer
 
     t0 = time.perf_counter()
@@ -109,11 +114,11 @@ def main() -> int:
     folder = default_model_dir()
     tok = Tokenizer.from_pretrained(folder)
     backends = {
-        "numpy": load_backend("numpy", folder, threads=args.threads),
-        "numpy (fusion off)": load_backend("numpy", folder, fusion=False, threads=args.threads),
-        "onnxruntime": load_backend("onnxruntime", folder, threads=args.threads),
+        name: load_model(ModelSpec(path=str(folder)), EngineOptions(backend=backend, threads=args.threads, fusion=fusion))
+        for name, backend, fusion in (("numpy", "numpy", True), ("numpy (fusion off)", "numpy", False),
+                                      ("onnxruntime", "onnxruntime", True))
     }
-    cfg = backends["numpy"].config
+    cfg = read_config(folder)
     rb = tok.encode_batch(texts, max_length=cfg.max_length)
     lengths = rb.lengths
     print(f"{len(texts)} texts, tokens/text mean {lengths.mean():.1f} p50 {np.median(lengths):.0f} "
@@ -142,7 +147,7 @@ def main() -> int:
             for i, pb in enumerate(batches):
                 for b in orders[(i + r) % len(orders)]:
                     t0 = time.perf_counter()
-                    backends[b].embed(pb.input_ids, pb.attention_mask)
+                    run_padded(backends[b], pb)
                     per_batch[b][r, i] = time.perf_counter() - t0
                 if i % 10 == 0:
                     print(f"\r{cfg_name}: round {r + 1}/{args.rounds}, batch {i + 1}/{len(batches)}   ", end="", file=sys.stderr, flush=True)

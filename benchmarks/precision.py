@@ -8,7 +8,8 @@
 
 Evaluation texts are corpus lines ``--offset`` … ``--offset + --limit`` (the quantizer read the
 first 20000 lines for calibration, so they are disjoint from its samples). Every variant is
-loaded through the real plumbing (``load_backend(name, folder, precision)``); the anchors are
+loaded through the real plumbing (``load_model`` with backend and precision, the served path);
+the anchors are
 ``onnxruntime.quantization.quantize_dynamic`` applied to our fp32 ONNX export, with its
 defaults (s8 weights per tensor) and with per-channel + reduce_range (7-bit weights, ORT's
 advice for CPUs without VNNI).
@@ -48,16 +49,25 @@ def embed_all(backend, seqs, size=32):
     return out
 
 
+class Served:
+    """A served model (backend + pooling postprocessor) behind ``embed(ids, mask)``."""
+
+    def __init__(self, model):
+        self.model = model
+        self.dim = model.output.shape[0]
+
+    def embed(self, ids, mask):
+        return self.model.run_feeds(0, {"input_ids": ids, "attention_mask": mask})
+
+
 class OrtFile:
-    """A plain ONNX file behind the backend's ``embed`` (for the quantize_dynamic anchors)."""
+    """A plain ONNX file (pooled output) behind ``embed`` (for the quantize_dynamic anchors)."""
 
     def __init__(self, model, dim):
-        import onnxruntime as ort
-
-        from openhood.backends.onnxruntime_backend import session_options
+        from openhood.backends.onnxruntime_backend import make_session
 
         source = model.SerializeToString() if hasattr(model, "SerializeToString") else str(model)
-        self.session = ort.InferenceSession(source, session_options(), providers=["CPUExecutionProvider"])
+        self.session = make_session(source)
         self.output = self.session.get_outputs()[0].name
         self.dim = dim
 
@@ -106,8 +116,8 @@ def main(argv=None) -> int:
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    from openhood.backends import load_backend
     from openhood.engine.bert import load_bert
+    from openhood.models import EngineOptions, ModelSpec, load_model
     from openhood.engine.fusion import fuse
     from openhood.corpus import read_texts
     from openhood.engine.quant.calibration import stratified_sample
@@ -152,10 +162,11 @@ def main(argv=None) -> int:
     variants, int8_files = {}, {}
     for backend in args.backends:
         for precision in ("fp32", "fp16"):
-            variants[f"{backend} {precision}"] = load_backend(backend, qdir, precision=precision)
+            variants[f"{backend} {precision}"] = Served(load_model(ModelSpec(path=str(qdir)),
+                                                                   EngineOptions(backend=backend, precision=precision)))
         for d in qdirs:
             name = f"{backend} int8 ({plan_label(d)})"
-            variants[name] = load_backend(backend, d, precision="int8")
+            variants[name] = Served(load_model(ModelSpec(path=str(d)), EngineOptions(backend=backend, precision="int8")))
             int8_files[name] = d / (INT8_FILE if backend == "numpy" else "model.int8.onnx")
     dim = model.config.hidden
     variants["ORT quantize_dynamic (default)"] = OrtFile(dyn, dim)

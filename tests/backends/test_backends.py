@@ -1,15 +1,26 @@
-"""Backends and the Embedder: PyTorch parity, batching/padding invariance, errors."""
+"""Backends and the Embedder: PyTorch parity, batching/padding invariance, the protocol, errors."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from openhood.backends import load_backend
-from openhood.backends.base import Backend
-from openhood.models import UnsafeModelFormatError, default_model_dir
+from openhood.backends import Backend, load_backend, prepare_graph
+from openhood.engine.bert import load_bert
+from openhood.formats.weights import UnsafeModelFormatError
+from openhood.models import default_model_dir
 
 BACKENDS = ["numpy", "onnxruntime"]
+
+
+def feeds_of(padded) -> dict:
+    return {"input_ids": padded.input_ids, "attention_mask": padded.attention_mask}
+
+
+def pooled(emb, backend, padded) -> np.ndarray:
+    """The served path on one padded batch: backend → the model's postprocessor (pooling)."""
+    feeds = feeds_of(padded)
+    return emb.model.postprocessor(backend.run(feeds), feeds)
 
 
 @pytest.mark.parametrize("name", BACKENDS)
@@ -35,30 +46,25 @@ def test_padding_to_a_longer_bucket_changes_nothing(embedders, reference, name):
     emb = embedders(name)
     rb = emb.tokenizer.encode_batch(reference[0][:10], max_length=emb.max_length)
     tight, bucket = rb.pad(), rb.pad(128)
-    a = emb.backend.embed(tight.input_ids, tight.attention_mask)
-    b = emb.backend.embed(bucket.input_ids, bucket.attention_mask)
+    a, b = pooled(emb, emb.backend, tight), pooled(emb, emb.backend, bucket)
     assert bucket.input_ids.shape[1] == 128 > tight.input_ids.shape[1]
     assert np.max(np.abs(a - b)) <= 1e-5
 
 
 @pytest.mark.parametrize("name", BACKENDS)
-def test_backend_protocol_and_health(embedders, name):
+def test_backend_protocol_runs_named_inputs_to_named_outputs(embedders, name):
     be = embedders(name).backend
     assert isinstance(be, Backend)
-    assert (be.name, be.dim, be.max_length) == (name, 384, 256)
-    report = be.health()
-    assert report["ok"] and report["dim"] == 384
+    assert (be.name, be.precision) == (name, "fp32")
+    assert be.input_names == ("input_ids", "attention_mask") and be.output_names == ("token_embeddings",)
     ids = np.array([[101, 7592, 2088, 102]], dtype=np.int32)  # int32 ids are accepted too
-    out = be.embed(ids, np.ones_like(ids))
-    assert out.shape == (1, 384) and out.dtype == np.float32
-    assert abs(float(np.linalg.norm(out)) - 1.0) < 1e-5
-    with pytest.raises(ValueError, match="differs"):
-        be.embed(ids, np.ones((1, 5), np.int64))
-    with pytest.raises(ValueError, match="2-D"):
-        be.embed(ids[0], np.ones(4, np.int64))
-    with pytest.raises(ValueError, match="exceeds"):
-        be.embed(np.zeros((1, 600), np.int64), np.ones((1, 600), np.int64))
-    assert be.embed(np.zeros((0, 4), np.int64), np.zeros((0, 4), np.int64)).shape == (0, 384)
+    out = be.run({"input_ids": ids, "attention_mask": np.ones_like(ids)})
+    states = out["token_embeddings"].reshape(1, 4, -1)  # (B, T, C): the NumPy engine's are (B*T, C)
+    assert states.shape == (1, 4, 384) and states.dtype == np.float32
+    with pytest.raises(ValueError, match="missing inputs"):
+        be.run({"input_ids": ids})
+    with pytest.raises(ValueError, match="batch size"):
+        be.run({"input_ids": ids, "attention_mask": np.ones((2, 4), np.int64)})
 
 
 def test_embedder_api(embedders):
@@ -76,19 +82,19 @@ def test_embedder_api(embedders):
 
 
 def test_unfused_backend_matches_fused(embedders, reference):
-    plain = load_backend("numpy", fusion=False)
     emb = embedders("numpy")
+    model = load_bert(default_model_dir(), head=False)
+    plain = load_backend("numpy", lambda: prepare_graph(model.graph, fusion=False))
     rb = emb.tokenizer.encode_batch(reference[0][:8], max_length=256).pad()
-    a = plain.embed(rb.input_ids, rb.attention_mask)
-    b = emb.backend.embed(rb.input_ids, rb.attention_mask)
-    assert np.max(np.abs(a - b)) <= 1e-5
+    assert np.max(np.abs(pooled(emb, plain, rb) - pooled(emb, emb.backend, rb))) <= 1e-5
 
 
 def test_unsupported_precision_and_backend():
+    model = load_bert(default_model_dir(), head=False)
     with pytest.raises(ValueError, match="precision 'int3'"):
-        load_backend("numpy", precision="int3")
+        prepare_graph(model.graph, precision="int3")
     with pytest.raises(ValueError, match="unknown backend"):
-        load_backend("tensorflow")
+        load_backend("tensorflow", lambda: model.graph)
 
 
 def test_pickle_weights_are_refused(tmp_path):
@@ -97,7 +103,7 @@ def test_pickle_weights_are_refused(tmp_path):
         (tmp_path / name).write_bytes((src / name).read_bytes())
     (tmp_path / "pytorch_model.bin").write_bytes(b"\x80\x04not really a pickle")
     with pytest.raises(UnsafeModelFormatError, match="pickle"):
-        load_backend("numpy", tmp_path)
+        load_bert(tmp_path)
 
 
 def test_non_mean_pooling_is_refused(tmp_path):
@@ -117,11 +123,10 @@ def test_replica_is_a_separate_engine_with_the_same_output(embedders, reference,
     replica = emb.backend.replicate()
     assert isinstance(replica, Backend) and replica is not emb.backend
     batch = emb.tokenizer.encode_batch(reference[0][:6], max_length=emb.max_length).pad()
-    np.testing.assert_array_equal(replica.embed(batch.input_ids, batch.attention_mask),
-                                  emb.backend.embed(batch.input_ids, batch.attention_mask))
+    np.testing.assert_array_equal(pooled(emb, replica, batch), pooled(emb, emb.backend, batch))
     if name == "numpy":  # weights shared, not loaded again; thread pool and scratch its own
         assert replica.graph is emb.backend.graph and replica.executor is not emb.backend.executor
     else:
         assert replica.session is not emb.backend.session
     replica.close()
-    assert emb.backend.embed(batch.input_ids, batch.attention_mask).shape == (6, emb.dim)  # the original still works
+    assert pooled(emb, emb.backend, batch).shape == (6, emb.dim)  # the original still works

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 
-from openhood.backends.onnxruntime_backend import session_options
+from openhood.backends.onnxruntime_backend import make_session
 from openhood.engine.bert import load_bert
 from openhood.engine.fusion import fuse
 from openhood.engine.mlp import build_mlp
 from openhood.engine.runtime import Executor
 from openhood.export.onnx_export import export_onnx, graph_to_onnx
+from openhood.models import default_model_dir
 
 
 def run_numpy(graph, feeds):
@@ -21,13 +21,12 @@ def run_numpy(graph, feeds):
 
 
 def run_ort(model, feeds):
-    sess = ort.InferenceSession(model.SerializeToString(), sess_options=session_options(1), providers=["CPUExecutionProvider"])
-    return sess.run(None, feeds)[0]
+    return make_session(model.SerializeToString(), threads=1).run(None, feeds)[0]
 
 
 @pytest.fixture(scope="module")
 def bert():
-    return load_bert()
+    return load_bert(default_model_dir())
 
 
 def test_unfused_bert_export_matches_engine_and_writes_a_file(bert, tmp_path):

@@ -8,8 +8,9 @@ import pytest
 @pytest.fixture(scope="session")
 def bert():
     from openhood.engine.bert import load_bert
+    from openhood.models import default_model_dir
 
-    return load_bert()
+    return load_bert(default_model_dir())
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ from openhood.engine.fusion import fuse
 
 VOCAB, HIDDEN, LAYERS, FFN = 1000, 32, 2, 64
 CONFIG = BertConfig(hidden=HIDDEN, heads=4, layers=LAYERS, intermediate=FFN, eps=1e-12, max_positions=64,
-                    max_length=64, normalize=True, pooling="mean", model_name="tiny-bert")
+                    max_length=64, normalize=True, pooling="mean")
 
 
 def tiny_weights(seed: int = 0) -> dict[str, np.ndarray]:

@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
-from fakes import FakeBackend, FakeTokenizer  # noqa: E402
+from fakes import FakeBackend, FakeTokenizer, runner  # noqa: E402
 
 from openhood.scheduler import (  # noqa: E402
     BatchFailedError,
+    BatchPolicy,
     DynamicBatcher,
     LengthBuckets,
     QueueFullError,
@@ -31,7 +32,8 @@ def words(n: int, salt: str = "w") -> str:
 def make(backend=None, **kw):
     backend = backend or FakeBackend(max_length=64)
     kw.setdefault("max_wait_ms", 2.0)
-    batcher = DynamicBatcher(backend.embed, BUCKETS, pad_id=0, **kw)
+    hooks = {k: kw.pop(k) for k in ("on_batch", "on_drop") if k in kw}
+    batcher = DynamicBatcher(runner(backend), BUCKETS, BatchPolicy(**kw), **hooks)
     batcher.start()
     return batcher, backend
 
@@ -49,7 +51,7 @@ def test_batched_equals_unbatched_and_rows_stay_in_order():
     batcher.stop(5)
     assert max(r.batch.size for r in results) > 1  # they really were batched
     for text, r in zip(texts, results):
-        np.testing.assert_allclose(r.vector, single(backend, text), atol=1e-5)
+        np.testing.assert_allclose(r.output, single(backend, text), atol=1e-5)
 
 
 def test_batches_never_mix_buckets_and_respect_caps():
@@ -74,7 +76,7 @@ def test_pad_to_bucket_uses_static_shapes():
     r = batcher.submit([TOK.encode(words(3))])[0].result(timeout=10)
     batcher.stop(5)
     assert backend.calls[-1][1] == 8 and r.batch.padded_len == 8
-    np.testing.assert_allclose(r.vector, single(backend, words(3)), atol=1e-5)
+    np.testing.assert_allclose(r.output, single(backend, words(3)), atol=1e-5)
 
 
 def test_full_batch_fires_without_waiting_for_max_wait():
@@ -144,7 +146,7 @@ def test_engine_failure_fails_only_its_batch_and_worker_survives():
     good = batcher.submit([TOK.encode(words(20))])[0]  # another bucket, another batch
     with pytest.raises(BatchFailedError):
         bad.result(timeout=10)
-    assert good.result(timeout=10).vector.shape == (16,)
+    assert good.result(timeout=10).output.shape == (16,)
     assert batcher.submit([TOK.encode("after")])[0].result(timeout=10)
     assert batcher.worker_alive
     batcher.stop(5)
@@ -169,7 +171,7 @@ def test_stop_refuses_new_work_and_flushes_queued():
 
 def test_token_budget_must_hold_the_largest_bucket():
     with pytest.raises(ValueError, match="max_batch_tokens"):
-        DynamicBatcher(FakeBackend().embed, BUCKETS, max_batch_tokens=32)
+        DynamicBatcher(runner(FakeBackend()), BUCKETS, BatchPolicy(max_batch_tokens=32))
 
 
 def test_a_failing_observer_neither_kills_the_worker_nor_fails_callers():
@@ -177,7 +179,7 @@ def test_a_failing_observer_neither_kills_the_worker_nor_fails_callers():
         raise ValueError("metrics bug")
 
     batcher, _ = make(on_batch=broken_metrics)
-    assert batcher.submit([TOK.encode("a b c")])[0].result(timeout=10).vector.shape == (16,)
+    assert batcher.submit([TOK.encode("a b c")])[0].result(timeout=10).output.shape == (16,)
     assert batcher.worker_alive
     assert batcher.run_exclusive(lambda: 42).result(timeout=10) == 42
     batcher.stop(5)
@@ -222,7 +224,7 @@ def test_each_worker_calls_only_its_own_engine_and_they_run_concurrently():
     backends = [FakeBackend(max_length=64), FakeBackend(max_length=64)]
     for b in backends:
         b.gate.clear()
-    batcher = DynamicBatcher([b.embed for b in backends], BUCKETS, pad_id=0, max_batch_size=1, max_wait_ms=0)
+    batcher = DynamicBatcher([runner(b) for b in backends], BUCKETS, BatchPolicy(max_batch_size=1, max_wait_ms=0))
     batcher.start()
     assert batcher.workers == 2
     futures = batcher.submit([TOK.encode(words(n, salt=f"c{n}_")) for n in (2, 3, 4, 5)])
@@ -240,18 +242,18 @@ def test_each_worker_calls_only_its_own_engine_and_they_run_concurrently():
     assert backends[0].threads == {"openhood-worker-0"} and backends[1].threads == {"openhood-worker-1"}
     assert all(b.calls for b in backends)
     for n, r in zip((2, 3, 4, 5), results):
-        np.testing.assert_allclose(r.vector, single(backends[0], words(n, salt=f"c{n}_")), atol=1e-5)
+        np.testing.assert_allclose(r.output, single(backends[0], words(n, salt=f"c{n}_")), atol=1e-5)
 
 
 def test_one_worker_failing_leaves_the_other_serving():
     good, bad = FakeBackend(max_length=64), FakeBackend(max_length=64, fail_len=7)
-    batcher = DynamicBatcher([bad.embed, good.embed], BUCKETS, pad_id=0, max_batch_size=1, max_wait_ms=0)
+    batcher = DynamicBatcher([runner(bad), runner(good)], BUCKETS, BatchPolicy(max_batch_size=1, max_wait_ms=0))
     batcher.start()
     outcomes = []
     for _ in range(20):
         f = batcher.submit([TOK.encode(words(5))])[0]  # 7 tokens: fails on the bad engine only
         try:
-            outcomes.append(f.result(timeout=10).vector.shape)
+            outcomes.append(f.result(timeout=10).output.shape)
         except BatchFailedError:
             outcomes.append("failed")
     assert batcher.worker_alive
@@ -261,12 +263,12 @@ def test_one_worker_failing_leaves_the_other_serving():
 
 
 def test_stop_joins_every_worker_and_bad_settings_are_refused():
-    batcher = DynamicBatcher([FakeBackend().embed] * 3, BUCKETS, pad_id=0)
+    batcher = DynamicBatcher([runner(FakeBackend())] * 3, BUCKETS)
     batcher.start()
     assert batcher.stop(5) and not batcher.worker_alive
     with pytest.raises(ValueError, match="priority"):
-        DynamicBatcher(FakeBackend().embed, BUCKETS, priority="random")
-    with pytest.raises(ValueError, match="embed"):
+        BatchPolicy(priority="random")
+    with pytest.raises(ValueError, match="callable"):
         DynamicBatcher([], BUCKETS)
     one, _ = make()
     with pytest.raises(ValueError, match="worker"):
@@ -276,8 +278,8 @@ def test_stop_joins_every_worker_and_bad_settings_are_refused():
 
 def test_short_lane_worker_never_runs_a_long_bucket():
     lane, other = FakeBackend(max_length=64), FakeBackend(max_length=64)
-    batcher = DynamicBatcher([lane.embed, other.embed], BUCKETS, pad_id=0, max_batch_size=1, max_wait_ms=0,
-                             short_lane_tokens=16)
+    batcher = DynamicBatcher([runner(lane), runner(other)], BUCKETS,
+                             BatchPolicy(max_batch_size=1, max_wait_ms=0, short_lane_tokens=16))
     batcher.start()
     futures = batcher.submit([TOK.encode(words(n, salt=f"l{i}_")) for i, n in enumerate([2, 40, 10, 50, 3, 30] * 4)])
     results = [f.result(timeout=10) for f in futures]
@@ -286,12 +288,12 @@ def test_short_lane_worker_never_runs_a_long_bucket():
     assert any(t > 16 for _, t in other.calls)  # the long ones all went to the other worker
     assert len(results) == 24
     with pytest.raises(ValueError, match="short_lane_tokens"):
-        DynamicBatcher(FakeBackend().embed, BUCKETS, short_lane_tokens=-1)
+        BatchPolicy(short_lane_tokens=-1)
 
 
 def test_a_long_request_is_not_stranded_when_only_the_lane_is_woken():
     lane, other = FakeBackend(max_length=64), FakeBackend(max_length=64)
-    batcher = DynamicBatcher([lane.embed, other.embed], BUCKETS, pad_id=0, max_wait_ms=0, short_lane_tokens=16)
+    batcher = DynamicBatcher([runner(lane), runner(other)], BUCKETS, BatchPolicy(max_wait_ms=0, short_lane_tokens=16))
     batcher.start()
     time.sleep(0.05)  # both workers asleep on the condition
     for i in range(5):

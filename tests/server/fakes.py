@@ -1,8 +1,10 @@
 """A tiny deterministic tokenizer + backend with the real contracts, for scheduler/app unit tests.
 
-The fake backend really mean-pools per-token vectors under the attention mask and L2-normalizes,
-so padding and batch composition must not change its output — the same property the real engine
-has — and a scheduler bug that mixes rows up shows as a wrong vector.
+The fake backend returns per-token vectors (a fixed random table) as ``token_embeddings``; the
+served fake model pools them with the real ``MeanPooling`` postprocessor and pads with the real
+``TextPreprocessor``, so padding and batch composition must not change its output — the same
+property the real engine has — and a scheduler bug that mixes rows up shows as a wrong vector.
+``FakeBackend.embed`` is that whole path for one padded batch (the scheduler tests' engine).
 """
 
 from __future__ import annotations
@@ -55,6 +57,9 @@ class FakeTokenizer:
 
 class FakeBackend:
     name = "fake"
+    precision = "fp32"
+    input_names = ("input_ids", "attention_mask")
+    output_names = ("token_embeddings",)
 
     def __init__(self, dim: int = 16, max_length: int = 64, fail_len: int | None = None):
         self.dim, self.max_length = dim, max_length
@@ -65,23 +70,51 @@ class FakeBackend:
         self.gate = threading.Event()  # cleared → embed blocks (lets tests hold a batch in flight)
         self.gate.set()
 
-    def embed(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+    def run(self, feeds) -> dict[str, np.ndarray]:
+        input_ids, attention_mask = feeds["input_ids"], feeds["attention_mask"]
         self.gate.wait()
         self.threads.add(threading.current_thread().name)
         self.calls.append(input_ids.shape)
         if self.fail_len is not None and (attention_mask.sum(1) == self.fail_len).any():
             raise RuntimeError("fake engine failure")
-        vecs = self.table[input_ids] * attention_mask[..., None]  # (B, T, dim)
-        pooled = vecs.sum(1) / attention_mask.sum(1, keepdims=True)  # (B, dim)
-        return (pooled / np.linalg.norm(pooled, axis=1, keepdims=True)).astype(np.float32)
+        return {"token_embeddings": self.table[input_ids]}  # (B, T, dim)
 
-    def health(self) -> dict:
-        out = self.embed(np.array([[CLS, SEP]]), np.ones((1, 2), dtype=np.int64))
-        return {"norm": float(np.linalg.norm(out))}
+    def embed(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+        """(B, T) ids and mask → (B, dim) unit vectors: run + the real pooling."""
+        from openhood.models.pooling import MeanPooling
+
+        feeds = {"input_ids": input_ids, "attention_mask": attention_mask}
+        return MeanPooling(normalize=True)(self.run(feeds), feeds)
+
+    def replicate(self) -> "FakeBackend":
+        return self
+
+    def close(self) -> None:
+        pass
 
 
-def fake_engine(**backend_kwargs):
-    from openhood.server.app import Engine
+def runner(backend: FakeBackend):
+    """The scheduler's per-worker function over a fake engine: the real padding, then ``embed``."""
+    from openhood.models.text import TextPreprocessor
+
+    pre = TextPreprocessor(FakeTokenizer(), backend.max_length)
+
+    def run(payloads, padded_len):
+        feeds = pre.collate(payloads, padded_len)
+        return backend.embed(feeds["input_ids"], feeds["attention_mask"])
+
+    return run
+
+
+def fake_model(**backend_kwargs):
+    """A served embed model over the fake tokenizer and backend (real pre/postprocessors)."""
+    from pathlib import Path
+
+    from openhood.models import OutputSpec, ServedModel
+    from openhood.models.pooling import MeanPooling
+    from openhood.models.text import TextPreprocessor
 
     backend = FakeBackend(**backend_kwargs)
-    return Engine(FakeTokenizer(), [backend], "fake/fake-model", backend.max_length, backend.dim)
+    return ServedModel("fake/fake-model", "embed", Path("."), TextPreprocessor(FakeTokenizer(), backend.max_length),
+                       [backend], MeanPooling(normalize=True), OutputSpec((backend.dim,), unit_norm=True),
+                       info={"backend": "fake", "dim": backend.dim})

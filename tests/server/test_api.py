@@ -227,34 +227,38 @@ def test_metrics_exposition(client):
     post(client, {"input": []})  # one 400 of our own, whatever ran before
     with httpx.Client(timeout=10) as c:
         text = c.get(client.base_url.join("/metrics")).text
+    m = 'model="sentence-transformers/all-MiniLM-L6-v2"'  # every per-model series carries its model
     for needle in (
         'openhood_http_requests_total{route="/v1/embeddings",status="200"}',
         'openhood_http_requests_total{route="/v1/embeddings",status="400"}',
-        'openhood_request_stage_seconds_bucket{le="0.001",stage="tokenize"}',
-        'openhood_request_stage_seconds_count{stage="total"}',
-        'openhood_request_stage_seconds_count{stage="queue"}',
-        'openhood_request_stage_seconds_count{stage="inference"}',
-        'openhood_request_stage_seconds_count{stage="postprocess"}',
-        'openhood_request_seconds_by_length_count{length_bucket="0-32"}',
-        'openhood_request_seconds_by_length_count{length_bucket="65-128"}',
-        "openhood_input_tokens_bucket",
+        f'openhood_request_stage_seconds_bucket{{le="0.001",{m},stage="tokenize"}}',
+        f'openhood_request_stage_seconds_count{{{m},stage="total"}}',
+        f'openhood_request_stage_seconds_count{{{m},stage="queue"}}',
+        f'openhood_request_stage_seconds_count{{{m},stage="inference"}}',
+        f'openhood_request_stage_seconds_count{{{m},stage="postprocess"}}',
+        f'openhood_request_seconds_by_length_count{{length_bucket="0-32",{m}}}',
+        f'openhood_request_seconds_by_length_count{{length_bucket="65-128",{m}}}',
+        f"openhood_input_tokens_bucket{{le=",
         "openhood_batch_size_bucket",
         "openhood_batch_tokens_bucket",
         "openhood_batch_padding_waste_ratio_bucket",
-        "openhood_queue_depth ",
+        f"openhood_queue_depth{{{m}}} ",
         "openhood_in_flight_requests ",
-        "openhood_tokens_per_second ",
+        f"openhood_tokens_per_second{{{m}}} ",
+        f"openhood_model_memory_bytes{{{m}}} ",
         "openhood_process_rss_bytes ",
         "process_resident_memory_bytes ",
-        'openhood_batches_total{outcome="ok"}',
+        f'openhood_batches_total{{{m},outcome="ok"}}',
     ):
         assert needle in text, needle
+
     def value(name):
-        return float(re.search(rf"^{name} (\S+)$", text, re.M).group(1))
+        return float(re.search(rf"^{re.escape(name)} (\S+)$", text, re.M).group(1))
 
     assert value("openhood_process_rss_bytes") > 10e6
-    assert value("openhood_tokens_per_second") > 0  # the warm-up request above is < 10 s old
-    assert value("openhood_padded_tokens_total") >= value("openhood_real_tokens_total") > 0
+    assert value(f"openhood_tokens_per_second{{{m}}}") > 0  # the warm-up request above is < 10 s old
+    assert value(f"openhood_padded_tokens_total{{{m}}}") >= value(f"openhood_real_tokens_total{{{m}}}") > 0
+    assert value(f"openhood_model_memory_bytes{{{m}}}") > 1e6  # its load was measured and reported
     labels = set(re.findall(r'length_bucket="([^"]+)"', text))
     assert labels <= {"0-32", "33-64", "65-128", "129-256", "257+"}
     assert MARKER not in text

@@ -71,3 +71,26 @@ def test_buckets_command_derives_r2_buckets(tmp_path, capsys):
     assert f"--buckets {expected}\n" in out and expected.bounds[-1] == 256
     share = float(out.split("first two buckets hold ")[1].split("%")[0])
     assert share >= 75.0
+
+
+def test_batching_defaults_live_in_one_place():
+    from openhood.scheduler import BatchPolicy
+
+    assert ServerConfig().batch_policy() == BatchPolicy()  # config, flags and batcher share them
+
+
+def test_serve_model_flags_and_usage_errors(tmp_path, capsys):
+    from openhood.cli.serve import model_specs
+    from openhood.models import ModelSpec
+
+    args = build_parser().parse_args(["serve", "--model", "a=/x/a", "--model", "/x/b"])
+    assert model_specs(args) == ({}, [ModelSpec(name="a", path="/x/a"), ModelSpec(path="/x/b")])
+    assert model_specs(build_parser().parse_args(["serve"])) == ({}, [ModelSpec()])  # the bundled default
+    toml = tmp_path / "m.toml"
+    toml.write_text('[[models]]\nname = "m"\n')
+    for argv, needle in ((["--model", "=nothing"], "NAME=PATH"), (["--model", "a=/x", "--config", str(toml)], "not both"),
+                         (["--model", str(tmp_path / "missing")], "does not exist"),
+                         (["--config", str(tmp_path / "none.toml")], "cannot read")):
+        assert main(["serve", *argv]) == 2
+        err = capsys.readouterr().err
+        assert needle in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -91,7 +91,7 @@ def test_engine_exception_fails_only_its_batch_and_server_keeps_serving(faulty):
     assert out["ok"].status_code == 200
     with faulty.client() as c:
         assert c.post("/v1/embeddings", json={"input": "after the failure"}).status_code == 200
-        assert 'openhood_batches_total{outcome="error"} 1.0' in c.get("/metrics").text
+        assert 'openhood_batches_total{model="sentence-transformers/all-MiniLM-L6-v2",outcome="error"} 1.0' in c.get("/metrics").text
 
 
 def test_disconnected_client_is_dropped_before_inference(faulty):
@@ -113,7 +113,7 @@ def test_disconnected_client_is_dropped_before_inference(faulty):
 
     def dropped(text):
         for line in text.splitlines():
-            if line.startswith("openhood_dropped_sequences_total "):
+            if line.startswith("openhood_dropped_sequences_total{"):
                 return float(line.split()[1])
         return 0.0
 

@@ -1,6 +1,6 @@
 """The app in-process (no sockets): tracing content, server-wide --no-truncate, OTLP switch.
 
-Uses the real tokenizer and engine through ``Embedder``; spans go to the SDK's in-memory
+Uses the real tokenizer and engine (the ``Embedder``'s served model); spans go to the SDK's in-memory
 exporter so the test can read every attribute and event of every span.
 """
 
@@ -11,7 +11,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from starlette.testclient import TestClient
 
-from openhood.server.app import Engine, create_app
+from openhood.server.app import create_app
 from openhood.server.config import ServerConfig
 from openhood.server.tracing import make_tracer
 
@@ -19,14 +19,14 @@ MARKER = "qqzzsecretmarker"
 
 
 @pytest.fixture(scope="module")
-def engine(embedder):
-    return Engine(embedder.tokenizer, [embedder.backend], embedder.model_name, embedder.max_length, embedder.dim)
+def models(embedder):
+    return [embedder.model]
 
 
-def test_spans_per_stage_carry_lengths_never_text(engine):
+def test_spans_per_stage_carry_lengths_never_text(models):
     exporter = InMemorySpanExporter()
     tracer, provider = make_tracer(exporter)
-    app = create_app(ServerConfig(), engine, tracer=tracer)
+    app = create_app(ServerConfig(), models, tracer=tracer)
     texts = [f"{MARKER} first private sentence", f"second {MARKER} " + "word " * 300]
     with TestClient(app) as c:
         resp = c.post("/v1/embeddings", json={"input": texts}, headers={"X-Request-ID": "trace-1"})
@@ -39,7 +39,7 @@ def test_spans_per_stage_carry_lengths_never_text(engine):
         assert stage in names
     root = next(s for s in spans if s.name == "embeddings.request")
     assert root.attributes["openhood.inputs"] == 2
-    assert root.attributes["openhood.max_tokens"] == engine.max_length
+    assert root.attributes["openhood.max_tokens"] == models[0].max_length
     assert root.attributes["openhood.truncated"] == 1
     assert root.attributes["openhood.request_id"] == "trace-1"
     for s in spans:
@@ -54,8 +54,8 @@ def test_spans_per_stage_carry_lengths_never_text(engine):
     assert all(s.attributes["openhood.batch_size"] >= 1 for s in inference)
 
 
-def test_server_wide_no_truncate_and_per_request_override(engine):
-    app = create_app(ServerConfig(truncate=False), engine)
+def test_server_wide_no_truncate_and_per_request_override(models):
+    app = create_app(ServerConfig(truncate=False), models)
     with TestClient(app) as c:
         long = "word " * 400
         r = c.post("/v1/embeddings", json={"input": long})
@@ -75,9 +75,9 @@ def test_tracing_is_off_without_endpoint_and_otlp_with_it(monkeypatch):
 
 
 def test_untokenizable_text_is_a_400_not_a_500():
-    from .fakes import fake_engine
+    from .fakes import fake_model
 
-    with TestClient(create_app(ServerConfig(), fake_engine())) as c:
+    with TestClient(create_app(ServerConfig(), [fake_model()])) as c:
         r = c.post("/v1/embeddings", json={"input": ["fine", "bad\u0000text"]})
         assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_text"
         assert c.post("/v1/embeddings", json={"input": "fine"}).status_code == 200

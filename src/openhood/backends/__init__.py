@@ -1,51 +1,55 @@
 """Backends: the engines behind the ``Backend`` protocol, chosen by name.
 
-``load_backend("numpy" | "onnxruntime", model_dir, precision="fp32")`` is the one entry point
-the ``Embedder`` and the server use. Precision is applied to the engine's op graph *after*
-fusion, by swapping ``Linear`` layers by name; anything but fp32 is delegated to
-``openhood.engine.quant.apply_precision(graph, precision, model_dir)`` when that package
-provides it, and refused with a ``ValueError`` otherwise. The trade-off: heavy imports
-(onnxruntime) happen only when that backend is asked for.
+``load_backend("numpy" | "onnxruntime", build_graph, precision="fp32")`` builds one from a
+function returning the engine ``Graph`` the model loader made (``openhood.models``; a function
+so ONNX Runtime can rebuild its session in ``replicate`` without the backend keeping a second
+copy of the weights alive): ``prepare_graph`` applies the fusion
+passes, then the precision (``openhood.engine.quant.apply_precision``: fp16 / int8 swap
+``Linear`` layers by name). ONNX Runtime can also run a foreign ``.onnx`` file as it is
+(``OnnxRuntimeBackend.from_file``: the parity anchor of imported models). The trade-off: heavy
+imports (onnxruntime) happen only when that backend is asked for.
 """
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from openhood.backends.base import Backend
+from openhood.backends.base import Backend, check_feeds
+
+if TYPE_CHECKING:
+    from openhood.engine.graph import Graph
 
 BACKENDS = ("numpy", "onnxruntime")
 BASE_PRECISION = "fp32"
 
 
-def apply_precision(graph, precision: str, model_dir: Path):
-    """fp32 → the graph unchanged; other precisions → openhood.engine.quant, or ValueError."""
+def prepare_graph(graph, *, fusion: bool = True, precision: str = BASE_PRECISION, model_dir: Path | None = None):
+    """The unfused graph → fused (unless ``fusion=False``) at ``precision`` (int8 reads its plan
+    from ``model_dir``)."""
+    from openhood.engine.fusion import fuse
+    from openhood.engine.quant import apply_precision
+
+    graph = fuse(graph) if fusion else graph
     if precision == BASE_PRECISION:
         return graph
-    try:
-        quant = importlib.import_module("openhood.engine.quant")
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("openhood.engine.quant",):
-            raise
-        quant = None
-    hook = getattr(quant, "apply_precision", None)
-    if hook is None:
-        raise ValueError(f"precision {precision!r} is not supported yet (supported: {BASE_PRECISION!r})")
-    return hook(graph, precision, model_dir)
+    return apply_precision(graph, precision, model_dir)
 
 
-def load_backend(name: str = "numpy", model_dir: str | Path | None = None, precision: str = BASE_PRECISION, **options) -> Backend:
-    """Build a backend by name. ``options``: ``fusion`` (numpy, default True), ``threads``."""
+def load_backend(name: str, build_graph: "Callable[[], Graph]", *, precision: str = BASE_PRECISION,
+                 threads: int | None = None) -> Backend:
+    """A backend by name over ``build_graph()``, a prepared graph (``prepare_graph``).
+    ``threads``: intra-op threads."""
     if name == "numpy":
         from openhood.backends.numpy_backend import NumpyBackend
 
-        return NumpyBackend(model_dir, precision=precision, **options)
+        return NumpyBackend(build_graph(), precision=precision, threads=threads)
     if name in ("onnxruntime", "ort"):
         from openhood.backends.onnxruntime_backend import OnnxRuntimeBackend
 
-        return OnnxRuntimeBackend(model_dir, precision=precision, **options)
+        return OnnxRuntimeBackend.from_graph(build_graph, precision=precision, threads=threads)
     raise ValueError(f"unknown backend {name!r}; choose one of {BACKENDS}")
 
 
-__all__ = ["BACKENDS", "Backend", "apply_precision", "load_backend"]
+__all__ = ["BACKENDS", "BASE_PRECISION", "Backend", "check_feeds", "load_backend", "prepare_graph"]

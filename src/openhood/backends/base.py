@@ -1,12 +1,16 @@
-"""The ``Backend`` protocol: what the scheduler and ``Embedder`` need from an engine.
+"""The ``Backend`` protocol: what a served model needs from an engine, and nothing more.
 
-Deliberately tiny (one inference call, one health probe) so a backend is swapped by name:
-our NumPy engine or ONNX Runtime running our exported graph. A backend takes a padded batch
-and returns pooled, L2-normalized float32 embeddings; tokenization and batching live elsewhere.
+A backend runs one compiled model: named arrays in, named arrays out. It does not know the
+task (no tokenizer, no pooling, no top-k: those are the model's pre- and postprocessors in
+``openhood.models``) nor the architecture beyond the graph it was given, so the NumPy engine,
+ONNX Runtime and the int8 variants of both are swapped by name. The trade-off: every backend
+returns its raw outputs (e.g. token states), so the postprocessor does work an exported graph
+could have fused (pooling is ~1% of a forward pass).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -15,18 +19,30 @@ import numpy as np
 @runtime_checkable
 class Backend(Protocol):
     name: str  # "numpy" | "onnxruntime"
-    dim: int  # embedding width, e.g. 384
-    max_length: int  # longest sequence the model accepts, e.g. 256
+    precision: str  # "fp32" | "fp16" | "int8"
+    input_names: tuple[str, ...]  # e.g. ("input_ids", "attention_mask")
+    output_names: tuple[str, ...]  # e.g. ("token_embeddings",)
 
-    def embed(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
-        """(B, T) integer ids and 0/1 mask → (B, dim) float32, mean-pooled and L2-normalized."""
-        ...
-
-    def health(self) -> dict:
-        """Run a tiny real inference and report on it; raise if the output is not sane."""
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """One forward pass on a batch: every name of ``input_names`` → every name of ``output_names``."""
         ...
 
     def replicate(self) -> "Backend":
-        """Another engine instance of the same model, precision and threads, for another thread
+        """Another instance of the same model, precision and threads, for another worker thread
         (the server runs one per worker). Shares what it safely can with this one."""
         ...
+
+    def close(self) -> None:
+        """Release thread pools and sessions; the backend is unusable afterwards."""
+        ...
+
+
+def check_feeds(feeds: Mapping[str, np.ndarray], input_names: tuple[str, ...]) -> None:
+    """Every input present, all with the same batch size: a wrong feed fails here with a clear
+    message instead of deep inside a kernel."""
+    missing = [n for n in input_names if n not in feeds]
+    if missing:
+        raise ValueError(f"missing inputs {missing}; the model takes {list(input_names)}")
+    batch = {n: np.shape(feeds[n])[0] if np.ndim(feeds[n]) else None for n in input_names}
+    if len(set(batch.values())) != 1 or None in batch.values():
+        raise ValueError(f"inputs disagree on the batch size: {batch}")

@@ -1,27 +1,28 @@
-"""The ONNX Runtime backend: OUR exported graph run by ONNX Runtime, the speed anchor.
+"""The ONNX Runtime backend: a graph run by ONNX Runtime, the speed and parity anchor.
 
-At load the engine's graph (fused, precision applied) is exported in memory with
-``openhood.export.onnx_export`` and handed to ``onnxruntime.InferenceSession`` as bytes:
-nothing is written to disk, so there is no cache to invalidate and site-packages stays
-read-only; the price is the export time at every load (~1 s for MiniLM, reported as
-``export_seconds``). Sessions get explicit ``SessionOptions``: ``threads`` intra-op threads
-(default: the cores available), one inter-op thread, sequential execution, all graph
-optimizations (on our graph ORT fuses bias + erf-GELU into ``BiasGelu``; attention and
-Add + LayerNormalization stay as exported).
+Two sources: OUR graph (``from_graph``: fused, precision applied, exported in memory with
+``openhood.export.onnx_export`` and handed to ORT as bytes — nothing written to disk, no cache
+to invalidate; the price is the export time at every load, ~1 s for MiniLM, reported as
+``export_seconds``), or a foreign ``.onnx`` file as it is (``from_file``: e.g. the imported
+paraphrase-MiniLM, the reference our engine is checked against). ``make_session`` is the one
+place ORT sessions are configured: ``threads`` intra-op threads (default: the cores available),
+one inter-op thread, sequential execution, all graph optimizations (on our graph ORT fuses
+bias + erf-GELU into ``BiasGelu``; attention and Add + LayerNormalization stay as exported).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import numpy as np
 
-from openhood.backends import apply_precision
-from openhood.backends.checks import check_inputs, probe
-from openhood.engine.bert import load_bert
-from openhood.engine.fusion import fuse
+from openhood.backends.base import check_feeds
 from openhood.engine.parallel import available_cores
+
+# Inputs ORT wants as int64 whatever integer type the caller built (token ids, masks).
+_INT_INPUT_TYPES = ("tensor(int64)",)
 
 
 def session_options(threads: int | None = None):
@@ -35,46 +36,57 @@ def session_options(threads: int | None = None):
     return so
 
 
+def make_session(model: bytes | str | Path, threads: int | None = None):
+    """A CPU ``InferenceSession`` over serialized ONNX bytes or a file path, with ``session_options``."""
+    import onnxruntime as ort
+
+    source = str(model) if isinstance(model, Path) else model
+    return ort.InferenceSession(source, sess_options=session_options(threads), providers=["CPUExecutionProvider"])
+
+
 class OnnxRuntimeBackend:
     name = "onnxruntime"
 
-    def __init__(self, model_dir: str | Path | None = None, precision: str = "fp32", threads: int | None = None, fusion: bool = True):
-        import onnxruntime as ort
+    def __init__(self, source: Callable[[], bytes | str], precision: str = "fp32", threads: int | None = None):
+        """``source()`` gives the ONNX model (bytes or a path); called again by ``replicate`` so a
+        backend never keeps a second copy of the weights only to be able to replicate."""
+        self._source = source
+        self.precision = precision
+        self.threads = threads or available_cores()
+        t0 = time.perf_counter()
+        model = source()
+        self.export_seconds = time.perf_counter() - t0
+        self.session = make_session(model, self.threads)
+        self.input_names = tuple(i.name for i in self.session.get_inputs())
+        self.output_names = tuple(o.name for o in self.session.get_outputs())
+        self._int64 = {i.name for i in self.session.get_inputs() if i.type in _INT_INPUT_TYPES}
 
+    @classmethod
+    def from_graph(cls, build_graph: Callable[[], object], precision: str = "fp32", threads: int | None = None) -> "OnnxRuntimeBackend":
+        """``build_graph()`` → a prepared engine graph, exported in memory at every (re)build."""
         from openhood.export.onnx_export import graph_to_onnx
 
-        model = load_bert(model_dir)
-        graph = apply_precision(fuse(model.graph) if fusion else model.graph, precision, model.folder)
-        t0 = time.perf_counter()
-        onnx_bytes = graph_to_onnx(graph).SerializeToString()
-        self.export_seconds = time.perf_counter() - t0
-        self.session = ort.InferenceSession(onnx_bytes, sess_options=session_options(threads), providers=["CPUExecutionProvider"])
-        self.config = model.config
-        self.model_dir = model.folder
-        self.precision = precision
-        self.dim = model.config.hidden
-        self.max_length = model.config.max_length
-        self.normalized = model.config.normalize
-        self.threads = threads or available_cores()
-        self.fusion = fusion
+        return cls(lambda: graph_to_onnx(build_graph()).SerializeToString(), precision, threads)
 
-    def embed(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
-        ids, mask = check_inputs(input_ids, attention_mask, self.config.max_positions)
-        if ids.shape[0] == 0:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        feeds = {"input_ids": ids.astype(np.int64, copy=False), "attention_mask": mask.astype(np.int64, copy=False)}
-        return self.session.run(["embedding"], feeds)[0]
+    @classmethod
+    def from_file(cls, path: str | Path, threads: int | None = None) -> "OnnxRuntimeBackend":
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"no ONNX file at {path}")
+        return cls(lambda: str(path), "fp32", threads)
 
-    def health(self) -> dict:
-        return probe(self)
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        check_feeds(feeds, self.input_names)
+        arrays = {n: np.asarray(feeds[n]).astype(np.int64, copy=False) if n in self._int64 else np.asarray(feeds[n])
+                  for n in self.input_names}
+        return dict(zip(self.output_names, self.session.run(list(self.output_names), arrays)))
 
     def replicate(self) -> "OnnxRuntimeBackend":
-        """A new session built the same way: a session owns its weights, and keeping the graph
-        or the ONNX bytes around only to skip the ~1 s export would hold another model in memory."""
-        return OnnxRuntimeBackend(self.model_dir, self.precision, self.threads, self.fusion)
+        """A new session built from the same source: a session owns its weights."""
+        return OnnxRuntimeBackend(self._source, self.precision, self.threads)
 
     def close(self) -> None:
         self.session = None
 
     def __repr__(self) -> str:
-        return f"OnnxRuntimeBackend({self.model_dir.name}, {self.precision}, threads={self.threads})"
+        return f"OnnxRuntimeBackend({self.precision}, outputs={self.output_names}, threads={self.threads})"

@@ -85,10 +85,11 @@ def cmd_profile_ops(args: argparse.Namespace) -> int:
     from openhood.engine.blas import blas
     from openhood.engine.fusion import fuse
     from openhood.engine.profiler import measure_gemm_peak, profile_graph, random_batch
+    from openhood.models import model_name_for, resolve_model_dir
 
-    model = load_bert(args.model)
+    model = load_bert(resolve_model_dir(args.model))
     peak = measure_gemm_peak()
-    print(f"model {model.config.model_name}  batch {args.batch}  seq {args.seq}  runs {args.runs}")
+    print(f"model {model_name_for(model.folder)}  batch {args.batch}  seq {args.seq}  runs {args.runs}")
     print(f"BLAS {blas().describe()}  measured sgemm peak (1536^3): {peak:.1f} GFLOP/s")
     feeds = random_batch(args.batch, args.seq, padded_fraction=args.padded_fraction)
     variants = {"on": [True], "off": [False], "both": [True, False]}[args.fusion]
@@ -107,14 +108,13 @@ def cmd_profile_ops(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from openhood.backends import apply_precision
+    from openhood.backends import prepare_graph
     from openhood.engine.bert import load_bert
-    from openhood.engine.fusion import fuse
     from openhood.export.onnx_export import export_onnx
+    from openhood.models import resolve_model_dir
 
-    model = load_bert(args.model)
-    graph = model.graph if args.no_fusion else fuse(model.graph)
-    graph = apply_precision(graph, args.precision, model.folder)
+    model = load_bert(resolve_model_dir(args.model))
+    graph = prepare_graph(model.graph, fusion=not args.no_fusion, precision=args.precision, model_dir=model.folder)
     path = export_onnx(graph, args.output)
     print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, {len(graph.nodes)} engine nodes)")
     return 0

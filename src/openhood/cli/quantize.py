@@ -64,13 +64,14 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     from openhood.engine.quant.progress import Progress
     from openhood.engine.quant.quantizer import format_decisions, quantize
     from openhood.corpus import CorpusError, read_texts
+    from openhood.models import model_name_for, resolve_model_dir
     from openhood.tokenizer import Tokenizer
 
     t0 = time.perf_counter()
     if not 0.0 <= args.smooth_alpha <= 1.0:
         raise SystemExit(f"--smooth-alpha must be in [0, 1] (0 = off), got {args.smooth_alpha}")
     qmax = 2 ** (args.weight_bits - 1) - 1  # 63 or 127
-    model = load_bert(args.model)
+    model = load_bert(resolve_model_dir(args.model))
     graph = fuse(model.graph)
     try:
         texts = read_texts(args.calibration, limit=args.limit)
@@ -98,7 +99,7 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     )
     print(format_decisions(result.decisions))
     out = write_folder(Path(args.out), model, graph, result, {
-        "source_model": model.config.model_name, "method": args.method, "samples": int(drawn),
+        "source_model": model_name_for(model.folder), "method": args.method, "samples": int(drawn),
         "calibration_texts": int(len(split.calibrate)), "holdout_texts": int(len(split.holdout)),
         "target_cosine": args.target_cosine, "seed": args.seed, "token_lengths": lengths_table,
         "weights": f"int8 symmetric per output channel [-{qmax}, {qmax}]", "weight_qmax": qmax,

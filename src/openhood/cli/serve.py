@@ -1,8 +1,10 @@
 """``openhood serve`` (the HTTP server) and ``openhood buckets`` (derive length buckets from a corpus).
 
 Heavy imports (FastAPI, uvicorn, the engine) happen inside the command functions, so other
-sub-commands do not pay for them. ``serve`` runs uvicorn programmatically through
-``DrainingServer`` so SIGTERM/SIGINT drain the queue instead of cutting requests off.
+sub-commands do not pay for them. ``serve`` loads every ``--model NAME=PATH`` (or the models of
+a ``--config`` TOML file) one after the other, logging what each one costs in memory, then runs
+uvicorn programmatically through ``DrainingServer`` so SIGTERM/SIGINT drain the queues instead
+of cutting requests off.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from openhood.scheduler.batcher import PRIORITIES
+from openhood.scheduler.policy import PRIORITIES
 from openhood.server.config import DEFAULT_BUCKETS, ServerConfig
 
 
@@ -18,12 +20,18 @@ def register(subparsers) -> None:
     d = ServerConfig()
     p = subparsers.add_parser(
         "serve",
-        help="serve OpenAI-compatible embeddings over HTTP with dynamic batching",
+        help="serve one or more models over HTTP (OpenAI-compatible embeddings) with dynamic batching",
         description="Serve POST /v1/embeddings (OpenAI-compatible), /v1/models, /health/live, "
-        "/health/ready, /metrics and /stats. See docs/server.md.",
+        "/health/ready, /metrics and /stats for one or more models, routed by the request's 'model'. "
+        "See docs/server.md.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--model", default=None, help="Hugging Face model folder (default: the bundled all-MiniLM-L6-v2)")
+    p.add_argument("--model", action="append", default=None, metavar="[NAME=]PATH",
+                   help="a model folder to serve, optionally named (repeatable; the first is the default of its task; "
+                   "default: the bundled all-MiniLM-L6-v2)")
+    p.add_argument("--config", default=None, metavar="FILE.toml",
+                   help="serve the [[models]] of this TOML file (name, path, task, backend, precision, buckets); "
+                   "its [server] table sets any flag left at its default (docs/server.md)")
     p.add_argument("--backend", default=d.backend, choices=("numpy", "onnxruntime"))
     p.add_argument("--precision", default=d.precision, help="passed to the engine (fp32; others when the backend offers them)")
     p.add_argument("--workers", type=int, default=d.workers,
@@ -81,7 +89,6 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     except ValueError:
         raise SystemExit(f"--buckets must be a comma list of integers, got {args.buckets!r}") from None
     return ServerConfig(
-        model=args.model,
         backend=args.backend,
         precision=args.precision,
         workers=args.workers,
@@ -108,37 +115,78 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     )
 
 
-def load_engine(config: ServerConfig):
-    """The real ``Embedder`` (tokenizer + backend), wrapped for fault injection only if asked."""
+def model_specs(args: argparse.Namespace) -> tuple[dict, list]:
+    """(the model file's [server] settings, the model specs) from --config or the --model flags."""
+    from openhood.models import ModelSpec, parse_model_spec, read_model_file
+
+    if args.config and args.model:
+        raise ValueError("give either --config or --model, not both")
+    if args.config:
+        return read_model_file(args.config)
+    return {}, [parse_model_spec(m) for m in args.model] if args.model else [ModelSpec()]
+
+
+def apply_file_settings(args: argparse.Namespace, settings: dict) -> None:
+    """The model file's [server] keys (flag names with _ for -) fill in flags left at their default."""
+    defaults = vars(ServerConfig())
+    for key, value in settings.items():
+        dest = key.replace("-", "_")
+        if not hasattr(args, dest) or dest in ("model", "config", "func"):
+            raise ValueError(f"unknown [server] setting {key!r} in the model file")
+        if dest == "buckets" and isinstance(value, list):
+            value = ",".join(str(v) for v in value)
+        if getattr(args, dest) == defaults.get(dest, getattr(args, dest)) or dest == "buckets":
+            setattr(args, dest, value)
+
+
+def load_served_models(config: ServerConfig, specs: list) -> list:
+    """Every model (one backend per worker), memory reported per model; fault injection if asked."""
     import logging
 
-    from openhood import Embedder
     from openhood.engine.parallel import available_cores
-    from openhood.server.app import Engine
-    from openhood.server.faults import ENV_VAR, FaultInjectingBackend, parse_faults
+    from openhood.models import EngineOptions, load_models
+    from openhood.server.faults import ENV_VAR, inject_faults, parse_faults
 
+    log = logging.getLogger("openhood.server")
     cores = available_cores()
-    threads = config.engine_threads(cores)
-    embedder = Embedder.from_pretrained(config.model, backend=config.backend, precision=config.precision, threads=threads)
-    # One engine instance per worker: no backend is ever called from two threads at once.
-    backends = [embedder.backend] + [embedder.backend.replicate() for _ in range(config.worker_count(cores) - 1)]
+    options = EngineOptions(backend=config.backend, precision=config.precision, threads=config.engine_threads(cores),
+                            workers=config.worker_count(cores))
+    models = load_models(specs, options)
+    for m in models:
+        log.info("model %s loaded (task %s, %s, %s, max length %d, %d workers): %.1f MB resident memory added",
+                 m.name, m.task, m.info.get("backend"), m.info.get("precision"), m.max_length, m.workers,
+                 m.memory_bytes / 2**20)
     faults = parse_faults(os.environ.get(ENV_VAR))
     if faults:
-        logging.getLogger("openhood.server").warning("TEST-ONLY fault injection active: %s", sorted(faults))
-        backends = [FaultInjectingBackend(b, faults) for b in backends]
-    return Engine(embedder.tokenizer, backends, embedder.model_name, int(embedder.max_length), int(embedder.dim))
+        log.warning("TEST-ONLY fault injection active: %s", sorted(faults))
+        inject_faults(models, faults)
+    return models
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    import sys
+
+    from openhood.models import ModelNotFoundError, ModelSpecError
     from openhood.server.logs import configure_logging
 
-    config = config_from_args(args)
+    try:
+        settings, specs = model_specs(args)
+        apply_file_settings(args, settings)
+        config = config_from_args(args)
+    except (ValueError, ModelSpecError) as exc:
+        print(f"openhood serve: error: {exc}", file=sys.stderr)
+        return 2
     configure_logging(config.log_level)
-    return serve(config, load_engine(config))
+    try:
+        models = load_served_models(config, specs)
+    except (ModelNotFoundError, ModelSpecError) as exc:
+        print(f"openhood serve: error: {exc}", file=sys.stderr)
+        return 2
+    return serve(config, models)
 
 
-def serve(config: ServerConfig, engine) -> int:
-    """Run the server on ``engine`` until a signal drains it; 0 after a clean drain."""
+def serve(config: ServerConfig, models: list) -> int:
+    """Run the server on ``models`` until a signal drains it; 0 after a clean drain."""
     import logging
 
     import uvicorn
@@ -150,14 +198,13 @@ def serve(config: ServerConfig, engine) -> int:
     log = logging.getLogger("openhood.server")
     tracer, provider = make_tracer()
     lifecycle = Lifecycle()
-    app = create_app(config, engine, tracer=tracer, lifecycle=lifecycle)
+    app = create_app(config, models, tracer=tracer, lifecycle=lifecycle)
     state = app.state.openhood
-    log.info(
-        "serving %s on http://%s:%d (backend=%s, workers=%d, buckets=%s, max_batch_size=%d, max_batch_tokens=%d, "
-        "max_wait_ms=%g, priority=%s)",
-        engine.model_name, config.host, config.port, engine.backend.name, len(engine.backends), state.buckets,
-        config.max_batch_size, config.max_batch_tokens, config.max_wait_ms, config.priority,
-    )
+    for rt in state.runtimes.values():
+        log.info("serving %s (%s) on http://%s:%d: buckets=%s, workers=%d", rt.model.name, rt.model.task,
+                 config.host, config.port, rt.buckets, rt.model.workers)
+    log.info("batching: max_batch_size=%d, max_batch_tokens=%d, max_wait_ms=%g, priority=%s",
+             config.max_batch_size, config.max_batch_tokens, config.max_wait_ms, config.priority)
     uv_config = uvicorn.Config(
         app,
         host=config.host,
@@ -170,12 +217,9 @@ def serve(config: ServerConfig, engine) -> int:
         log_level=config.log_level,
         timeout_graceful_shutdown=max(1, int(config.grace_period_s)),
     )
-    server = DrainingServer(uv_config, lifecycle, config.grace_period_s, state.batcher.stop)
+    server = DrainingServer(uv_config, lifecycle, config.grace_period_s, state.stop)
     server.run()
-    for backend in engine.backends:
-        close = getattr(backend, "close", None)
-        if close is not None:
-            close()  # release the engine's thread pool and weights only after the workers stopped
+    state.close()  # release the engines' thread pools and weights only after the workers stopped
     if provider is not None:
         provider.shutdown()  # flush spans still buffered for the OTLP exporter
     if not server.started:
@@ -185,21 +229,19 @@ def serve(config: ServerConfig, engine) -> int:
 
 
 def run_buckets(args: argparse.Namespace) -> int:
-    import json
-
     import numpy as np
 
+    from openhood.corpus import read_texts
+    from openhood.engine.bert import read_config
     from openhood.models import resolve_model_dir
     from openhood.scheduler import LengthBuckets
     from openhood.tokenizer import Tokenizer
 
     folder = resolve_model_dir(args.model)
     tokenizer = Tokenizer.from_pretrained(folder)
-    from openhood.corpus import read_texts
-
     texts = read_texts(args.corpus, limit=args.limit or None)
     lengths = np.asarray(tokenizer.encode_batch(texts, max_length=None).lengths)
-    max_length = _model_max_length(folder)
+    max_length = read_config(folder).max_length  # the same clamp the served model uses
     buckets = LengthBuckets.from_lengths(lengths, max_length)
     pct = {p: float(np.percentile(lengths, p)) for p in (50, 80, 90, 95, 99)}
     print(f"{len(lengths)} texts; token length percentiles: " + ", ".join(f"P{p}={v:.0f}" for p, v in pct.items()))
@@ -210,11 +252,3 @@ def run_buckets(args: argparse.Namespace) -> int:
     print(f"first two buckets hold {sum(shares[:2]):.1%} of the texts")
     return 0
 
-
-def _model_max_length(folder) -> int:
-    import json
-
-    cfg = folder / "sentence_bert_config.json"
-    if cfg.is_file():
-        return int(json.loads(cfg.read_text())["max_seq_length"])
-    return int(json.loads((folder / "config.json").read_text()).get("max_position_embeddings", 512))

@@ -1,11 +1,14 @@
 """Load a BERT-family sentence-embedding folder into an (unfused) op graph.
 
 Reads ``config.json`` and ``model.safetensors`` with ``safetensors.numpy`` (never pickle: a
-folder with only ``.bin``/``.pt`` weights is refused by ``openhood.models.weights_file``), plus
+folder with only ``.bin``/``.pt`` weights is refused by ``openhood.formats.weights``), plus
 the sentence-transformers files: ``1_Pooling/config.json`` (only mean pooling is supported,
 others are refused), ``modules.json`` (is there a ``Normalize`` module?) and
 ``sentence_bert_config.json`` (``max_seq_length``). The graph is built in its plain textbook
-form, one node per operation; ``engine.fusion`` rewrites it for speed. The trade-off: weights
+form, one node per operation; ``engine.fusion`` rewrites it for speed. ``head=False`` stops at
+the token states (``token_embeddings``, (B*T, C)): that is what a served model runs, its
+postprocessor pooling and normalizing (``openhood.models.pooling``); the full graph (with the
+pooling head) is what export, quantization and the engine benchmarks compare. The trade-off: weights
 are copied once into (in, out) float32 layout (~90 MB for MiniLM) rather than memory-mapped,
 because the transposed layout is what makes every matmul a plain GEMM.
 """
@@ -21,7 +24,7 @@ import numpy as np
 
 from openhood.engine.graph import Graph, Node
 from openhood.engine.linear import Linear
-from openhood.models import resolve_model_dir, weights_file
+from openhood.formats.weights import read_tensors
 
 
 @dataclass(frozen=True)
@@ -35,7 +38,6 @@ class BertConfig:
     max_length: int  # sentence-transformers max_seq_length (<= max_positions)
     normalize: bool
     pooling: str  # "mean"
-    model_name: str
 
     @property
     def head_dim(self) -> int:
@@ -83,36 +85,22 @@ def read_config(folder: Path) -> BertConfig:
         max_length=max_length,
         normalize=normalize,
         pooling="mean",
-        model_name=_model_name(folder),
     )
 
 
-def _model_name(folder: Path) -> str:
-    from openhood.models import DEFAULT_MODEL_NAME, default_model_dir
-
-    try:
-        if folder.resolve() == default_model_dir().resolve():
-            return DEFAULT_MODEL_NAME
-    except FileNotFoundError:
-        pass
-    return folder.name if folder.name != "model" else folder.parent.name
-
-
 def read_weights(folder: Path) -> dict[str, np.ndarray]:
-    """All tensors of ``model.safetensors`` as NumPy arrays, prefix ``bert.`` stripped."""
-    from safetensors import safe_open
-
-    path = weights_file(folder)  # raises UnsafeModelFormatError for pickle-only folders
-    tensors: dict[str, np.ndarray] = {}
-    with safe_open(str(path), framework="np") as f:
-        for key in f.keys():
-            name = key[len("bert.") :] if key.startswith("bert.") else key
-            tensors[name] = f.get_tensor(key)
-    return tensors
+    """All tensors of ``model.safetensors`` as NumPy arrays, prefix ``bert.`` stripped (raises
+    ``UnsafeModelFormatError`` for pickle-only folders)."""
+    return read_tensors(folder, strip_prefix="bert.")
 
 
-def build_graph(cfg: BertConfig, w: dict[str, np.ndarray]) -> Graph:
-    """The textbook BERT encoder + mean pooling (+ L2 normalize) as an unfused op graph."""
+TOKEN_OUTPUT = "token_embeddings"  # (B*T, C): the last layer's states, the served model's output
+POOLED_OUTPUT = "embedding"  # (B, C): after the pooling head (head=True)
+
+
+def build_graph(cfg: BertConfig, w: dict[str, np.ndarray], head: bool = True) -> Graph:
+    """The textbook BERT encoder as an unfused op graph; ``head`` adds mean pooling (+ L2
+    normalize when the model has a Normalize module)."""
 
     def t(name: str) -> np.ndarray:
         try:
@@ -163,11 +151,16 @@ def build_graph(cfg: BertConfig, w: dict[str, np.ndarray]) -> Graph:
                  {"gamma": t(f"{src}.output.LayerNorm.weight"), "beta": t(f"{src}.output.LayerNorm.bias")}),
         ]
     last = f"h.{cfg.layers}"
-    nodes.append(Node("pool", "MeanPool", (last, "attention_mask"), ("pooled" if cfg.normalize else "embedding",)))
-    if cfg.normalize:
-        nodes.append(Node("normalize", "L2Normalize", ("pooled",), ("embedding",)))
     meta = {"hidden": cfg.hidden, "heads": cfg.heads, "layers": cfg.layers, "eps": eps, "fusions": []}
-    return Graph(nodes, ("input_ids", "attention_mask"), ("embedding",), meta)
+    if not head:
+        # Rename the last state so the graph's output has a stable, architecture-free name.
+        final = nodes[-1]
+        nodes[-1] = Node(final.name, final.op, final.inputs, (TOKEN_OUTPUT,), final.attrs, final.params, final.linear)
+        return Graph(nodes, ("input_ids", "attention_mask"), (TOKEN_OUTPUT,), meta)
+    nodes.append(Node("pool", "MeanPool", (last, "attention_mask"), ("pooled" if cfg.normalize else POOLED_OUTPUT,)))
+    if cfg.normalize:
+        nodes.append(Node("normalize", "L2Normalize", ("pooled",), (POOLED_OUTPUT,)))
+    return Graph(nodes, ("input_ids", "attention_mask"), (POOLED_OUTPUT,), meta)
 
 
 @dataclass
@@ -177,9 +170,8 @@ class BertModel:
     folder: Path
 
 
-def load_bert(path: str | Path | None = None) -> BertModel:
-    """Folder (None = the bundled all-MiniLM-L6-v2) → config + unfused graph."""
-    folder = resolve_model_dir(path)
-    cfg = read_config(folder)
-    weights = read_weights(folder)
-    return BertModel(cfg, build_graph(cfg, weights), folder)
+def load_bert(folder: Path, head: bool = True, config: BertConfig | None = None) -> BertModel:
+    """A resolved folder (``openhood.models.resolve_model_dir``) → config + unfused graph.
+    Pass ``config`` when the caller already read it, so it is read once."""
+    cfg = config or read_config(folder)
+    return BertModel(cfg, build_graph(cfg, read_weights(folder), head=head), folder)

@@ -180,7 +180,10 @@ def graph_to_onnx(graph: Graph, producer: str = "openhood") -> onnx.ModelProto:
         else helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", "features"])
         for n in graph.inputs
     ]
-    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", "dim"]) for n in graph.outputs]
+    # A pooled graph returns (batch, dim), an encoder-only one its token states (batch, sequence, dim).
+    pooled = graph.nodes[-1].op in ("MeanPool", "L2Normalize")
+    dims = ["batch", "dim"] if pooled else ["batch", "sequence", "dim"]
+    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, dims) for n in graph.outputs]
     g = helper.make_graph(b.nodes, "openhood", inputs, outputs, b.initializers)
     model = helper.make_model(g, producer_name=producer, producer_version=EXPORTER_VERSION,
                               opset_imports=[helper.make_opsetid("", OPSET)])

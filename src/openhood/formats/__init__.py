@@ -1,1 +1,4 @@
-"""On-disk model formats: readers that turn files into plain NumPy arrays and metadata."""
+"""File formats: safetensors weights (never pickle), ONNX import, GGUF reading.
+
+The lowest layer: reading and writing files, knowing nothing about serving or architectures.
+"""

@@ -1,6 +1,7 @@
-"""Scheduler: length buckets, a bounded queue and the dynamic-batching inference worker.
+"""Scheduler: length buckets, bounded queues and the dynamic-batching inference workers.
 
-Knows nothing about HTTP: it takes token-id arrays and gives back futures of embeddings.
+Knows nothing about HTTP or architectures: it takes opaque items with a length (their cost)
+and gives back futures of the served model's outputs, one row per item.
 """
 
 from openhood.scheduler.batcher import (
@@ -11,15 +12,20 @@ from openhood.scheduler.batcher import (
     QueueFullError,
     SchedulerStoppedError,
 )
-from openhood.scheduler.buckets import LENGTH_LABELS, LengthBuckets, length_label
+from openhood.scheduler.buckets import LENGTH_LABEL_EDGES, LENGTH_LABELS, LengthBuckets, length_label
+from openhood.scheduler.policy import PAD_TO, PRIORITIES, BatchPolicy
 
 __all__ = [
     "BatchFailedError",
     "BatchInfo",
+    "BatchPolicy",
     "DynamicBatcher",
     "ItemResult",
     "LENGTH_LABELS",
+    "LENGTH_LABEL_EDGES",
     "LengthBuckets",
+    "PAD_TO",
+    "PRIORITIES",
     "QueueFullError",
     "SchedulerStoppedError",
     "length_label",

@@ -1,12 +1,20 @@
-"""Dynamic batching: a bounded queue per length bucket and N worker threads running the engine.
+"""Dynamic batching: a bounded queue per length bucket and N worker threads running the model.
+
+The batcher knows items, not tasks: an item is an opaque payload (a token-id array, a feature
+vector, a decoded image) with a *length*, its cost in the batch's budget. Text tasks pass token
+counts (length buckets, padded-token budget); fixed-shape tasks pass 1 with one bucket
+``LengthBuckets((1,))``, so they batch by count through the same code. Each worker's ``run``
+function (the served model's, ``openhood.models``) turns a list of payloads and the batch's
+padded length into a (B, ...) array: collating/padding, the backend and postprocessing are its
+business, not the scheduler's.
 
 Who calls what, and when:
-- the HTTP layer (event loop) calls ``submit(ids_list)`` once per request with already-tokenized
-  sequences; it gets one ``concurrent.futures.Future`` per sequence back at once, or
+- the HTTP layer (event loop) calls ``submit(payloads, lengths)`` once per request with already
+  preprocessed items; it gets one ``concurrent.futures.Future`` per item back at once, or
   ``QueueFullError`` (→ 429) / ``SchedulerStoppedError`` (→ 503). Nothing blocks on inference.
-- each worker thread owns one engine (``embed`` function) and forms a batch from one bucket when
-  it is *full* (``max_batch_size`` rows or ``max_batch_tokens`` padded tokens) or when its
-  oldest request has waited ``max_wait_ms``, pads it, calls its engine and resolves the futures.
+- each worker thread owns one model instance (``run`` function) and forms a batch from one
+  bucket when it is *full* (``max_batch_size`` rows or ``max_batch_tokens`` padded tokens) or
+  when its oldest item has waited ``max_wait_ms``, calls ``run`` and resolves the futures.
 - ``short_lane_tokens`` > 0 with 2+ workers makes worker 0 a short lane: it only takes buckets
   up to that many tokens, so short requests always have a worker that no long batch can hold.
 - which ready bucket goes first: ``priority="shortest"`` (default) takes the shortest bucket
@@ -39,14 +47,17 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from itertools import count
+from typing import Any
 
 import numpy as np
 
 from openhood.scheduler.buckets import LengthBuckets
+from openhood.scheduler.policy import BatchPolicy
 
 log = logging.getLogger("openhood.scheduler")
 
-EmbedFn = Callable[[np.ndarray, np.ndarray], np.ndarray]  # (B, T) ids, (B, T) mask → (B, dim)
+# (payloads of one batch, padded length T) → (B, ...) outputs, row i for payload i.
+RunFn = Callable[[list[Any], int], np.ndarray]
 
 
 class QueueFullError(RuntimeError):
@@ -62,18 +73,18 @@ class SchedulerStoppedError(RuntimeError):
 
 
 class BatchFailedError(RuntimeError):
-    """The engine raised while running the batch this sequence was in."""
+    """The model raised while running the batch this item was in."""
 
 
 @dataclass(frozen=True)
 class BatchInfo:
-    """What one engine call looked like; shared by every sequence of the batch."""
+    """What one model call looked like; shared by every item of the batch."""
 
     batch_id: int
     bucket: int  # upper bound of the length bucket the batch came from
     size: int  # rows B
-    padded_len: int  # T
-    real_tokens: int  # sum of unpadded lengths
+    padded_len: int  # T (1 for fixed-shape tasks)
+    real_tokens: int  # sum of the items' lengths (tokens; items for fixed-shape tasks)
     started_ns: int  # monotonic: the worker took the batch off the queue
     inference_start_ns: int
     inference_end_ns: int
@@ -89,19 +100,17 @@ class BatchInfo:
 
 @dataclass(frozen=True)
 class ItemResult:
-    vector: np.ndarray  # (dim,) float32
+    output: np.ndarray  # this item's row of the batch output, e.g. (dim,) float32
     batch: BatchInfo
 
 
 @dataclass(eq=False)
 class _Item:
-    ids: np.ndarray  # (L,) integer token ids, special tokens included
+    payload: Any  # e.g. (L,) token ids, special tokens included
+    length: int  # its cost: tokens, or 1 for fixed-shape items
     bucket: int  # index into LengthBuckets
     enqueued_ns: int
     future: Future = field(default_factory=Future)
-
-
-PRIORITIES = ("shortest", "oldest")
 
 
 class DynamicBatcher:
@@ -109,67 +118,52 @@ class DynamicBatcher:
 
     def __init__(
         self,
-        embed: EmbedFn | Sequence[EmbedFn],
+        run: RunFn | Sequence[RunFn],
         buckets: LengthBuckets,
+        policy: BatchPolicy | None = None,
         *,
-        pad_id: int = 0,
-        max_batch_size: int = 32,
-        max_batch_tokens: int = 8192,
-        max_wait_ms: float = 10.0,
-        max_queue: int = 1024,
-        pad_to: str = "longest",
-        priority: str = "shortest",
-        max_age_ms: float = 100.0,
-        short_lane_tokens: int = 0,
         on_batch: Callable[[BatchInfo, bool], None] | None = None,
         on_drop: Callable[[int], None] | None = None,
+        name: str = "",
     ):
-        if max_batch_size < 1 or max_queue < 1:
-            raise ValueError("max_batch_size and max_queue must be >= 1")
-        if max_batch_tokens < buckets.bounds[-1]:
+        policy = policy or BatchPolicy()
+        if policy.max_batch_tokens < buckets.bounds[-1]:
             raise ValueError(
-                f"max_batch_tokens ({max_batch_tokens}) must hold at least one sequence of the "
-                f"largest bucket ({buckets.bounds[-1]})"
+                f"max_batch_tokens ({policy.max_batch_tokens}) must hold at least one item of the "
+                f"largest bucket ({buckets.bounds[-1]}); raise it or lower the model's max length"
             )
-        if pad_to not in ("longest", "bucket"):
-            raise ValueError(f"pad_to must be 'longest' or 'bucket', got {pad_to!r}")
-        if priority not in PRIORITIES:
-            raise ValueError(f"priority must be one of {PRIORITIES}, got {priority!r}")
-        if max_age_ms < 0:
-            raise ValueError(f"max_age_ms must be >= 0, got {max_age_ms}")
-        embeds = [embed] if callable(embed) else list(embed)
-        if not embeds or not all(callable(e) for e in embeds):
-            raise ValueError("embed must be a callable or a non-empty sequence of callables (one per worker)")
-        if short_lane_tokens < 0:
-            raise ValueError(f"short_lane_tokens must be >= 0, got {short_lane_tokens}")
+        runs = [run] if callable(run) else list(run)
+        if not runs or not all(callable(r) for r in runs):
+            raise ValueError("run must be a callable or a non-empty sequence of callables (one per worker)")
         # Worker 0 as a short lane: it only takes buckets up to this bound (needs another worker
         # for the rest, so it is off with one worker). Buckets are indices: precompute the limit.
-        lane_buckets = sum(1 for b in buckets.bounds if b <= short_lane_tokens)
-        self._lane_limit = lane_buckets if short_lane_tokens and len(embeds) > 1 and lane_buckets else None
-        self._embeds = embeds
+        lane_buckets = sum(1 for b in buckets.bounds if b <= policy.short_lane_tokens)
+        self._lane_limit = lane_buckets if policy.short_lane_tokens and len(runs) > 1 and lane_buckets else None
+        self._runs = runs
         self.buckets = buckets
-        self.pad_id = pad_id
-        self.max_batch_size = max_batch_size
-        self.max_batch_tokens = max_batch_tokens
-        self.max_wait_ns = int(max_wait_ms * 1e6)
-        self.max_queue = max_queue
-        self.pad_to = pad_to
-        self.priority = priority
-        self.max_age_ns = int(max_age_ms * 1e6)
+        self.policy = policy
+        self.max_batch_size = policy.max_batch_size
+        self.max_batch_tokens = policy.max_batch_tokens
+        self.max_wait_ns = int(policy.max_wait_ms * 1e6)
+        self.max_queue = policy.max_queue
+        self.pad_to = policy.pad_to
+        self.priority = policy.priority
+        self.max_age_ns = int(policy.max_age_ms * 1e6)
         self._on_batch = on_batch
         self._on_drop = on_drop
 
         self._cond = threading.Condition()  # guards the fields below, never held during inference
         self._queues: list[deque[_Item]] = [deque() for _ in buckets.bounds]
-        self._jobs: list[deque[tuple[Callable[[], object], Future]]] = [deque() for _ in embeds]  # per worker
+        self._jobs: list[deque[tuple[Callable[[], object], Future]]] = [deque() for _ in runs]  # per worker
         self._depth = 0
         self._stopping = False
-        self._busy_since_ns: list[int | None] = [None] * len(embeds)
+        self._busy_since_ns: list[int | None] = [None] * len(runs)
         self._items_per_s = 0.0  # EWMA of engine throughput (all workers), for Retry-After
 
         self._batch_ids = count(1)
+        prefix = f"openhood-{name}-worker" if name else "openhood-worker"
         self._threads = [
-            threading.Thread(target=self._run, args=(w,), name=f"openhood-worker-{w}", daemon=True) for w in range(len(embeds))
+            threading.Thread(target=self._run, args=(w,), name=f"{prefix}-{w}", daemon=True) for w in range(len(runs))
         ]
 
     # ---- called from the event loop -------------------------------------------------------
@@ -182,10 +176,12 @@ class DynamicBatcher:
         for thread in self._threads:
             thread.start()
 
-    def submit(self, sequences: Sequence[np.ndarray]) -> list[Future]:
-        """Enqueue all sequences of one request, or none of them (all-or-nothing admission)."""
+    def submit(self, payloads: Sequence[Any], lengths: Sequence[int] | None = None) -> list[Future]:
+        """Enqueue all items of one request, or none of them (all-or-nothing admission).
+        ``lengths[i]`` is item i's cost; ``None`` → ``len(payload)`` (token-id arrays)."""
         now = time.monotonic_ns()
-        items = [_Item(ids, self.buckets.index(len(ids)), now) for ids in sequences]
+        costs = [len(p) for p in payloads] if lengths is None else [int(n) for n in lengths]
+        items = [_Item(p, n, self.buckets.index(n), now) for p, n in zip(payloads, costs, strict=True)]
         with self._cond:
             if self._stopping:
                 raise SchedulerStoppedError("the server is shutting down")
@@ -292,7 +288,7 @@ class DynamicBatcher:
         for item in queue:
             if n == self.max_batch_size:
                 break
-            length = self.buckets.upper(bucket) if self.pad_to == "bucket" else max(longest, len(item.ids))
+            length = self.buckets.upper(bucket) if self.pad_to == "bucket" else max(longest, item.length)
             if (n + 1) * length > self.max_batch_tokens:
                 break
             longest = length
@@ -300,7 +296,7 @@ class DynamicBatcher:
         return n, longest
 
     def _run(self, worker: int) -> None:
-        embed = self._embeds[worker]
+        run = self._runs[worker]
         jobs = self._jobs[worker]
         while True:
             with self._cond:
@@ -326,7 +322,7 @@ class DynamicBatcher:
                         except BaseException as exc:  # the probe reports; the worker goes on
                             job_future.set_exception(exc)
                 else:
-                    self._run_batch(items, embed, self._busy_since_ns[worker])
+                    self._run_batch(items, run, self._busy_since_ns[worker])
             except Exception:
                 # A bug outside the engine call (e.g. in a metrics callback) must neither kill the
                 # worker nor leave callers waiting forever.
@@ -337,7 +333,7 @@ class DynamicBatcher:
             finally:
                 self._busy_since_ns[worker] = None
 
-    def _run_batch(self, items: list[_Item], embed: EmbedFn, started: int | None) -> None:
+    def _run_batch(self, items: list[_Item], run: RunFn, started: int | None) -> None:
         started = started or time.monotonic_ns()
         live = [it for it in items if it.future.set_running_or_notify_cancel()]
         if len(live) < len(items) and self._on_drop:
@@ -345,21 +341,16 @@ class DynamicBatcher:
         if not live:
             return
         bucket_upper = self.buckets.upper(live[0].bucket)
-        lengths = [len(it.ids) for it in live]
+        lengths = [it.length for it in live]
         padded_len = bucket_upper if self.pad_to == "bucket" else max(lengths)
-        input_ids = np.full((len(live), padded_len), self.pad_id, dtype=np.int64)  # (B, T)
-        attention_mask = np.zeros((len(live), padded_len), dtype=np.int64)  # (B, T)
-        for row, item in enumerate(live):  # one copy per row, not per token
-            input_ids[row, : len(item.ids)] = item.ids
-            attention_mask[row, : len(item.ids)] = 1
         t0 = time.monotonic_ns()
         try:
-            vectors = np.asarray(embed(input_ids, attention_mask), dtype=np.float32)  # (B, dim)
-            if vectors.ndim != 2 or vectors.shape[0] != len(live):
-                raise RuntimeError(f"engine returned shape {vectors.shape} for a batch of {len(live)}")
+            outputs = np.asarray(run([it.payload for it in live], padded_len))  # (B, ...)
+            if outputs.ndim < 1 or outputs.shape[0] != len(live):
+                raise RuntimeError(f"the model returned shape {outputs.shape} for a batch of {len(live)}")
         except Exception as exc:
             t1 = time.monotonic_ns()
-            log.exception("batch of %d sequences (T=%d) failed in the engine", len(live), padded_len)
+            log.exception("batch of %d items (T=%d) failed in the model", len(live), padded_len)
             info = BatchInfo(next(self._batch_ids), bucket_upper, len(live), padded_len, sum(lengths), started, t0, t1)
             self._notify(info, False)
             error = BatchFailedError(f"inference failed for a batch of {len(live)}: {type(exc).__name__}")
@@ -371,7 +362,7 @@ class DynamicBatcher:
         rate = len(live) / max((t1 - started) / 1e9, 1e-6)
         self._items_per_s = rate if self._items_per_s == 0 else 0.8 * self._items_per_s + 0.2 * rate
         for row, item in enumerate(live):
-            item.future.set_result(ItemResult(vectors[row], info))
+            item.future.set_result(ItemResult(outputs[row], info))
         self._notify(info, True)
 
     def _notify(self, info: BatchInfo, ok: bool) -> None:

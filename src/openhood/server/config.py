@@ -1,16 +1,19 @@
 """Every server knob in one frozen dataclass, with the defaults `openhood serve` uses.
 
 Kept separate from the CLI so tests and the load-test tooling build a server without argparse.
-Defaults favour a 2-core CPU box serving short sentences: small waits (latency first), a batch
-token budget that keeps one batch under ~0.1-0.2 s of engine time, and a queue bound that turns
-overload into fast 429s instead of unbounded latency.
+The batching knobs' defaults are ``scheduler.BatchPolicy``'s (one copy); they apply to every
+served model, each of which gets its own queue, buckets (clipped to its max length) and workers.
+Which models to serve is not here: ``openhood serve --model``/``--config`` loads them
+(``openhood.models``) and hands them to ``create_app``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from openhood.scheduler.batcher import PRIORITIES
+from openhood.scheduler.policy import BatchPolicy
+
+_P = BatchPolicy  # the defaults below are the policy's, read from its class
 
 # Derived with `openhood buckets --corpus dev_corpus.jsonl` (LengthBuckets.from_lengths): the
 # dev corpus has P50=43, P80=77, P95=159 tokens, so 81% of requests land in the first two
@@ -20,33 +23,25 @@ DEFAULT_BUCKETS = (48, 80, 160, 256)
 
 @dataclass(frozen=True)
 class ServerConfig:
-    model: str | None = None  # HF folder; None = bundled all-MiniLM-L6-v2
-    backend: str = "numpy"
+    backend: str = "numpy"  # for every model that does not name its own (TOML `backend`)
     precision: str = "fp32"
-    # Inference worker threads, each with its own engine instance; None = 2 where there are
-    # 2+ cores. Measured with `openhood loadtest` (docs/benchmarks.md): two 1-thread engines let
+    # Inference worker threads per model, each with its own engine instance; None = 2 where there
+    # are 2+ cores. Measured with `openhood loadtest` (docs/benchmarks.md): two 1-thread engines let
     # a short request start while a long batch holds the other core.
     workers: int | None = None
     threads: int | None = None  # intra-op threads per engine; None = the cores split over the workers
     host: str = "127.0.0.1"
     port: int = 8000
 
-    max_batch_size: int = 32
-    # From benchmarks/batching.py (docs/benchmarks.md, "Batch size on this CPU"): per sentence, a
-    # call of up to ~512 padded tokens is as cheap as it gets here (ONNX Runtime: 1.19x batch-1
-    # throughput at 512, 1.14x at 1024, 0.93x at 4096) and it bounds how long a short request can
-    # wait behind one batch; 8192 (the first default) meant multi-second batches.
-    max_batch_tokens: int = 512  # padded B x T per engine call
-    max_wait_ms: float = 2.0
+    max_batch_size: int = _P.max_batch_size
+    max_batch_tokens: int = _P.max_batch_tokens
+    max_wait_ms: float = _P.max_wait_ms
     buckets: tuple[int, ...] = DEFAULT_BUCKETS
-    pad_to: str = "longest"  # "longest" in the batch (within its bucket) or "bucket" (static shapes)
-    priority: str = "shortest"  # which ready bucket first: "shortest" (age-capped) or "oldest"
-    max_age_ms: float = 100.0  # with "shortest": a bucket whose head waited this long goes first
-    # With 2+ workers: worker 0 only runs buckets up to this many tokens (0 = off), so short requests
-    # (81% of the dev corpus is <= 80 tokens) always have a worker no long batch holds. Measured
-    # with `openhood loadtest --sweep` (docs/benchmarks.md).
-    short_lane_tokens: int = 80
-    max_queue: int = 1024  # queued sequences, not requests
+    pad_to: str = _P.pad_to
+    priority: str = _P.priority
+    max_age_ms: float = _P.max_age_ms
+    short_lane_tokens: int = _P.short_lane_tokens
+    max_queue: int = _P.max_queue  # queued items per model, not requests
     max_inputs_per_request: int = 256
     max_body_bytes: int = 2 * 1024 * 1024
     truncate: bool = True  # False: too-long inputs get 413 instead of being truncated
@@ -59,23 +54,23 @@ class ServerConfig:
     log_level: str = "info"
 
     def __post_init__(self) -> None:
-        for name in ("max_batch_size", "max_batch_tokens", "max_queue", "max_inputs_per_request", "max_body_bytes"):
+        self.batch_policy()  # validates the batching knobs (ValueError)
+        for name in ("max_inputs_per_request", "max_body_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads must be >= 1, got {self.threads}")
         if self.workers is not None and self.workers < 1:
             raise ValueError(f"workers must be >= 1, got {self.workers}")
-        if self.priority not in PRIORITIES:
-            raise ValueError(f"priority must be one of {PRIORITIES}, got {self.priority!r}")
-        if self.short_lane_tokens < 0:
-            raise ValueError(f"short_lane_tokens must be >= 0, got {self.short_lane_tokens}")
-        if self.max_age_ms < 0:
-            raise ValueError(f"max_age_ms must be >= 0, got {self.max_age_ms}")
-        if self.max_wait_ms < 0 or self.grace_period_s < 0:
-            raise ValueError("max_wait_ms and grace_period_s must be >= 0")
-        if self.pad_to not in ("longest", "bucket"):
-            raise ValueError(f"pad_to must be 'longest' or 'bucket', got {self.pad_to!r}")
+        if self.grace_period_s < 0:
+            raise ValueError("grace_period_s must be >= 0")
+
+    def batch_policy(self) -> BatchPolicy:
+        return BatchPolicy(
+            max_batch_size=self.max_batch_size, max_batch_tokens=self.max_batch_tokens, max_wait_ms=self.max_wait_ms,
+            max_queue=self.max_queue, pad_to=self.pad_to, priority=self.priority, max_age_ms=self.max_age_ms,
+            short_lane_tokens=self.short_lane_tokens,
+        )
 
     def worker_count(self, cores: int) -> int:
         return self.workers if self.workers is not None else min(2, max(1, cores))

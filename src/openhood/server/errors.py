@@ -66,3 +66,29 @@ def draining() -> APIError:
         code="draining",
         headers={"Retry-After": "1", "Connection": "close"},
     )
+
+
+def install_error_handlers(app) -> None:
+    """Every error leaves the app in OpenAI's shape: APIError, unknown routes/methods, and bugs."""
+    import logging
+
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+
+    log = logging.getLogger("openhood.server")
+
+    @app.exception_handler(APIError)
+    async def api_error_handler(request, exc: APIError):
+        record = getattr(request.state, "record", None)
+        if record is not None:
+            record.fields["error"] = exc.code  # the code only: messages may name limits, never text
+        return error_response(exc)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error_handler(request, exc: StarletteHTTPException):
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
+        return error_response(APIError(exc.status_code, str(exc.detail), code=code, param=None))
+
+    @app.exception_handler(Exception)
+    async def unexpected_error_handler(request, exc: Exception):
+        log.exception("unhandled error in %s", request.url.path)
+        return error_response(APIError(500, "internal server error", type="server_error", code="internal_error", param=None))

@@ -2,7 +2,7 @@
 
 ``OPENHOOD_FAULT_INJECT`` is a comma list (unset in production; the server logs a warning when
 it is set):
-- ``health``          the backend's ``health()`` raises → readiness must turn 503.
+- ``health``          the model's readiness probe raises → readiness must turn 503.
 - ``embed_len=N``     ``embed`` raises for any batch containing a sequence of exactly N tokens
                       (an "engine exception" that fails exactly that batch → 500).
 - ``embed_sleep=S``   every ``embed`` call first sleeps S seconds (holds work in flight, fills
@@ -45,21 +45,31 @@ class FaultInjectingBackend:
     def __init__(self, inner, faults: dict[str, float | bool]):
         self.inner = inner
         self.faults = faults
-        self.name, self.dim, self.max_length = inner.name, inner.dim, inner.max_length
+        self.name, self.precision = inner.name, inner.precision
+        self.input_names, self.output_names = inner.input_names, inner.output_names
 
-    def embed(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+    def run(self, feeds):
         if "embed_sleep" in self.faults:
             time.sleep(float(self.faults["embed_sleep"]))
-        if "embed_len" in self.faults and (attention_mask.sum(axis=1) == int(self.faults["embed_len"])).any():
+        mask = feeds.get("attention_mask")
+        if "embed_len" in self.faults and mask is not None and (np.asarray(mask).sum(axis=1) == int(self.faults["embed_len"])).any():
             raise InjectedFault("injected engine failure (embed_len)")
-        return self.inner.embed(input_ids, attention_mask)
+        return self.inner.run(feeds)
+
+    def replicate(self):
+        return FaultInjectingBackend(self.inner.replicate(), self.faults)
 
     def close(self) -> None:
-        close = getattr(self.inner, "close", None)
-        if close is not None:
-            close()
+        self.inner.close()
 
-    def health(self) -> dict:
-        if self.faults.get("health"):
-            raise InjectedFault("injected health failure")
-        return self.inner.health()
+
+def _failing_probe(worker: int) -> dict:
+    raise InjectedFault("injected health failure")
+
+
+def inject_faults(models: list, faults: dict[str, float | bool]) -> None:
+    """Wrap every model's backends (and, for ``health``, replace its readiness probe) in place."""
+    for model in models:
+        model.backends = [FaultInjectingBackend(b, faults) for b in model.backends]
+        if faults.get("health"):
+            model.probe = _failing_probe

@@ -1,10 +1,11 @@
 """Readiness that means something: a tiny real inference, on the real worker, with a deadline.
 
-``/health/ready`` is 200 only if (1) the server is not draining, (2) the worker thread is alive
-and not stuck inside one batch for longer than ``stall_timeout_s``, and (3) a probe — the
-backend's own ``health()`` plus our check of a real 1-sequence embedding (finite, unit norm,
-right width) — ran on a worker thread and came back within ``health_timeout_s``; with several
-workers the probe goes to each in turn, on that worker's own backend. Running the
+``/health/ready`` is 200 only if (1) the server is not draining and, for every served model,
+(2) its worker threads are alive and not stuck inside one batch for longer than
+``stall_timeout_s``, and (3) a probe — a real one-item inference through the model's whole
+path, checked against what the model says a healthy output looks like (``ServedModel.probe``:
+shape, finite, unit norm only when the model normalizes) — ran on a worker thread and came back
+within ``health_timeout_s``; with several workers the probe goes to each in turn. Running the
 probe on the worker (between batches) means the engine is never called from two threads, and a
 wedged worker cannot answer: readiness then fails by timeout instead of hanging. Concurrent
 probes share one in-flight probe, so a wedged worker never accumulates probe jobs, and a probe
@@ -18,41 +19,22 @@ import functools
 import time
 from concurrent.futures import Future
 
-import numpy as np
-
+from openhood.models import ServedModel
 from openhood.scheduler import DynamicBatcher
 
-PROBE_TEXT = "openhood readiness probe"
-NORM_TOLERANCE = 1e-3
 POLL_S = 0.05  # how often a waiting readiness check re-checks for a stalled worker
 PROBE_REUSE_S = 1.0  # a passing probe younger than this answers readiness without a new inference
 
 
 class ReadinessProbe:
-    def __init__(self, batcher: DynamicBatcher, tokenizer, backends: list, *, timeout_s: float, stall_timeout_s: float):
+    def __init__(self, batcher: DynamicBatcher, model: ServedModel, *, timeout_s: float, stall_timeout_s: float):
         self.batcher = batcher
-        self.backends = list(backends)  # backends[i] belongs to worker i
+        self.model = model
         self._next_worker = 0
         self.timeout_s = timeout_s
         self.stall_timeout_s = stall_timeout_s
-        self._probe_ids = np.asarray(tokenizer.encode(PROBE_TEXT), dtype=np.int64)[None, :]  # (1, T)
         self._pending: Future | None = None
         self._last_ok: tuple[float, dict] | None = None  # (monotonic time, details) of the last passing probe
-
-    def _probe(self, worker: int) -> dict:
-        """Runs on worker ``worker``'s thread, on its own backend. Raises on any sign of a broken engine."""
-        backend = self.backends[worker]
-        t0 = time.perf_counter()
-        report = backend.health()
-        vec = np.asarray(backend.embed(self._probe_ids, np.ones_like(self._probe_ids)))  # (1, dim)
-        if vec.shape != (1, backend.dim):
-            raise RuntimeError(f"probe embedding has shape {vec.shape}, expected (1, {backend.dim})")
-        if not np.isfinite(vec).all():
-            raise RuntimeError("probe embedding is not finite")
-        norm = float(np.linalg.norm(vec))
-        if abs(norm - 1.0) > NORM_TOLERANCE:
-            raise RuntimeError(f"probe embedding norm is {norm:.6f}, expected 1")
-        return {"probe_ms": round((time.perf_counter() - t0) * 1000, 3), "worker": worker, "backend_health": report}
 
     async def check(self) -> tuple[bool, dict]:
         """(ready, details). Never waits longer than ``timeout_s``."""
@@ -65,8 +47,8 @@ class ReadinessProbe:
             return True, {**self._last_ok[1], "cached": True}  # many probers must not tax the worker
         if self._pending is None or self._pending.done():
             # Workers take turns, so every engine gets probed as readiness is polled.
-            worker, self._next_worker = self._next_worker, (self._next_worker + 1) % len(self.backends)
-            self._pending = self.batcher.run_exclusive(functools.partial(self._probe, worker), worker=worker)
+            worker, self._next_worker = self._next_worker, (self._next_worker + 1) % self.model.workers
+            self._pending = self.batcher.run_exclusive(functools.partial(self.model.probe, worker), worker=worker)
         probe = asyncio.wrap_future(self._pending)
         deadline = time.monotonic() + self.timeout_s
         while True:

@@ -1,6 +1,8 @@
 """Prometheus metrics (own registry) and the sliding-window latency table behind ``GET /stats``.
 
 What is exported, and why each exists (MISSION.md R10, R11):
+Every series about a model's work carries a ``model`` label (its served name: a short, bounded
+set fixed at start-up); process-wide ones (HTTP status per route, RSS, in-flight) do not.
 - ``openhood_http_requests_total{route,status}`` — traffic and errors per route.
 - ``openhood_request_stage_seconds{stage}`` — total / tokenize / queue / inference / postprocess
   of each embeddings request: which stage a slow request spent its time in.
@@ -34,81 +36,116 @@ THROUGHPUT_WINDOW_S = 10.0
 
 
 class ServerMetrics:
-    def __init__(self, stats_window: int = 2048, in_flight_fn=None, queue_depth_fn=None):
+    """The process-wide registry; per-model series come from ``for_model(name)``."""
+
+    def __init__(self, stats_window: int = 2048, in_flight_fn=None):
         self.registry = CollectorRegistry(auto_describe=True)
+        self.stats_window = stats_window
         r = self.registry
         ProcessCollector(registry=r)  # process_resident_memory_bytes, cpu seconds, open fds
         self.http_requests = Counter(
             "openhood_http_requests", "HTTP requests by route and status", ["route", "status"], registry=r
         )
+        m = ["model"]  # every per-model series carries the served model's name
         self.stage_seconds = Histogram(
             "openhood_request_stage_seconds",
-            "Per-stage time of /v1/embeddings requests (queue/inference: the slowest item's batch)",
-            ["stage"],
+            "Per-stage time of /v1 requests (queue/inference: the slowest item's batch)",
+            [*m, "stage"],
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
         self.by_length = Histogram(
             "openhood_request_seconds_by_length",
-            "Total /v1/embeddings latency by the request's longest input (tokens)",
-            ["length_bucket"],
+            "Total /v1 request latency by the request's longest input (tokens)",
+            [*m, "length_bucket"],
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
         self.input_tokens = Histogram(
-            "openhood_input_tokens", "Tokens per input sequence after truncation", buckets=TOKEN_BUCKETS, registry=r
+            "openhood_input_tokens", "Tokens per input sequence after truncation", m, buckets=TOKEN_BUCKETS, registry=r
         )
         self.inputs_per_request = Histogram(
-            "openhood_inputs_per_request", "Input strings per request", buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256), registry=r
+            "openhood_inputs_per_request", "Inputs per request", m, buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256), registry=r
         )
-        self.truncated = Counter("openhood_truncated_inputs", "Inputs truncated to the model's max length", registry=r)
+        self.truncated = Counter("openhood_truncated_inputs", "Inputs truncated to the model's max length", m, registry=r)
         self.batch_size = Histogram(
-            "openhood_batch_size", "Rows per engine call", buckets=(1, 2, 4, 8, 16, 24, 32, 48, 64, 128), registry=r
+            "openhood_batch_size", "Rows per engine call", m, buckets=(1, 2, 4, 8, 16, 24, 32, 48, 64, 128), registry=r
         )
         self.batch_tokens = Histogram(
             "openhood_batch_tokens",
             "Padded tokens (B x T) per engine call",
+            m,
             buckets=(64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384),
             registry=r,
         )
         self.padding_waste = Histogram(
             "openhood_batch_padding_waste_ratio",
             "Share of a batch's padded tokens that are padding",
+            m,
             buckets=(0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0),
             registry=r,
         )
-        self.padded_tokens = Counter("openhood_padded_tokens", "Padded tokens sent to the engine", registry=r)
-        self.real_tokens = Counter("openhood_real_tokens", "Non-padding tokens sent to the engine", registry=r)
+        self.padded_tokens = Counter("openhood_padded_tokens", "Padded tokens sent to the engine", m, registry=r)
+        self.real_tokens = Counter("openhood_real_tokens", "Non-padding tokens sent to the engine", m, registry=r)
         self.inference_seconds = Histogram(
-            "openhood_batch_inference_seconds", "Engine time per batch", buckets=LATENCY_BUCKETS, registry=r
+            "openhood_batch_inference_seconds", "Engine time per batch", m, buckets=LATENCY_BUCKETS, registry=r
         )
-        self.batches = Counter("openhood_batches", "Engine calls by outcome", ["outcome"], registry=r)
+        self.batches = Counter("openhood_batches", "Engine calls by outcome", [*m, "outcome"], registry=r)
         self.dropped = Counter(
-            "openhood_dropped_sequences", "Queued sequences dropped before inference (client went away)", registry=r
+            "openhood_dropped_sequences", "Queued items dropped before inference (client went away)", m, registry=r
         )
-        self.rejected = Counter("openhood_rejected_requests", "Requests refused before queueing", ["reason"], registry=r)
-        self.queue_depth = Gauge("openhood_queue_depth", "Sequences waiting for a batch", registry=r)
+        # model="" for refusals before any model is chosen (draining).
+        self.rejected = Counter("openhood_rejected_requests", "Requests refused before queueing", [*m, "reason"], registry=r)
+        self.queue_depth = Gauge("openhood_queue_depth", "Items waiting for a batch", m, registry=r)
         self.in_flight = Gauge("openhood_in_flight_requests", "/v1 requests being handled", registry=r)
-        if queue_depth_fn is not None:
-            self.queue_depth.set_function(queue_depth_fn)
         if in_flight_fn is not None:
             self.in_flight.set_function(in_flight_fn)
         self.tokens_per_s = Gauge(
-            "openhood_tokens_per_second", f"Real tokens embedded per second over the last {THROUGHPUT_WINDOW_S:.0f} s", registry=r
+            "openhood_tokens_per_second", f"Real tokens (items) processed per second over the last {THROUGHPUT_WINDOW_S:.0f} s",
+            m, registry=r,
         )
-        self.tokens_per_s.set_function(self._tokens_per_s)
+        self.model_memory = Gauge("openhood_model_memory_bytes", "Resident memory the model's load added", m, registry=r)
         self.rss = Gauge("openhood_process_rss_bytes", "Resident set size of the server process", registry=r)
         self._process = psutil.Process()
         self.rss.set_function(lambda: self._process.memory_info().rss)
-        self.ready = Gauge("openhood_ready", "1 when the last readiness probe passed", registry=r)
+        self.ready = Gauge("openhood_ready", "1 when the model's last readiness probe passed", m, registry=r)
 
+    def for_model(self, name: str, queue_depth_fn, memory_bytes: int = 0) -> "ModelMetrics":
+        return ModelMetrics(self, name, queue_depth_fn, memory_bytes)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def rss_bytes(self) -> int:
+        return self._process.memory_info().rss
+
+
+class ModelMetrics:
+    """One served model's children of the shared series, its throughput and its /stats window."""
+
+    def __init__(self, server: ServerMetrics, name: str, queue_depth_fn, memory_bytes: int):
+        self.name = name
+        self.server = server
+        s = server
+        self.batch_size, self.batch_tokens = s.batch_size.labels(name), s.batch_tokens.labels(name)
+        self.padding_waste, self.inference_seconds = s.padding_waste.labels(name), s.inference_seconds.labels(name)
+        self.padded_tokens, self.real_tokens = s.padded_tokens.labels(name), s.real_tokens.labels(name)
+        self.input_tokens, self.inputs_per_request = s.input_tokens.labels(name), s.inputs_per_request.labels(name)
+        self.truncated, self.dropped = s.truncated.labels(name), s.dropped.labels(name)
+        self.ready = s.ready.labels(name)
+        s.queue_depth.labels(name).set_function(queue_depth_fn)
+        s.tokens_per_s.labels(name).set_function(self._tokens_per_s)
+        s.model_memory.labels(name).set(memory_bytes)
         self._throughput: deque[tuple[float, int]] = deque()  # (monotonic s, real tokens) per batch
         self._throughput_lock = threading.Lock()  # written by the worker, read by the scrape
-        self.window = LatencyWindow(stats_window)
+        self.window = LatencyWindow(s.stats_window)
+
+    def rejected(self, reason: str) -> None:
+        self.server.rejected.labels(self.name, reason).inc()
 
     def observe_batch(self, info: BatchInfo, ok: bool) -> None:
         """Called on the worker thread after every engine call."""
-        self.batches.labels("ok" if ok else "error").inc()
+        self.server.batches.labels(self.name, "ok" if ok else "error").inc()
         self.batch_size.observe(info.size)
         self.batch_tokens.observe(info.padded_tokens)
         self.padding_waste.observe(info.padding_waste)
@@ -130,20 +167,14 @@ class ServerMetrics:
     def observe_request(self, stages: dict[str, float], length_bucket: str, token_counts: list[int], truncated: int) -> None:
         for stage in STAGES:
             if stage in stages:
-                self.stage_seconds.labels(stage).observe(stages[stage])
-        self.by_length.labels(length_bucket).observe(stages["total"])
+                self.server.stage_seconds.labels(self.name, stage).observe(stages[stage])
+        self.server.by_length.labels(self.name, length_bucket).observe(stages["total"])
         for n in token_counts:
             self.input_tokens.observe(n)
         self.inputs_per_request.observe(len(token_counts))
         if truncated:
             self.truncated.inc(truncated)
         self.window.add(length_bucket, stages)
-
-    def exposition(self) -> bytes:
-        return generate_latest(self.registry)
-
-    def rss_bytes(self) -> int:
-        return self._process.memory_info().rss
 
 
 class LatencyWindow:

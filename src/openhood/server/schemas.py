@@ -36,6 +36,7 @@ class EmbeddingsRequest:
     model: str | None
     encoding_format: str
     truncate: bool | None
+    dimensions: int | None  # checked against the routed model's width by the route
 
 
 def _type_name(value: object) -> str:
@@ -44,7 +45,7 @@ def _type_name(value: object) -> str:
     )
 
 
-def parse_embeddings_request(body: bytes, *, max_inputs: int, dim: int) -> EmbeddingsRequest:
+def parse_embeddings_request(body: bytes, *, max_inputs: int) -> EmbeddingsRequest:
     try:
         raw = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -61,9 +62,6 @@ def parse_embeddings_request(body: bytes, *, max_inputs: int, dim: int) -> Embed
         else:
             message = f"invalid field '{'.'.join(str(p) for p in first['loc'])}': {first['msg']}"
         raise APIError(422, message, code="invalid_schema", param=field)
-
-    if parsed.dimensions is not None and parsed.dimensions != dim:
-        raise bad_request(f"this model returns {dim} dimensions; 'dimensions'={parsed.dimensions} is not supported", param="dimensions", code="invalid_dimensions")
 
     texts = [parsed.input] if isinstance(parsed.input, str) else parsed.input
     if not texts:
@@ -87,4 +85,4 @@ def parse_embeddings_request(body: bytes, *, max_inputs: int, dim: int) -> Embed
         if not item:
             what = "'input'" if isinstance(parsed.input, str) else f"input[{i}]"
             raise bad_request(f"{what} is an empty string; every input must contain text", code="empty_string")
-    return EmbeddingsRequest(texts, parsed.model, parsed.encoding_format, parsed.truncate)
+    return EmbeddingsRequest(texts, parsed.model, parsed.encoding_format, parsed.truncate, parsed.dimensions)

@@ -1,0 +1,45 @@
+"""The ``embed`` task for BERT-family sentence-embedding folders: tokenizer → encoder → pooling.
+
+Reads the folder once (``engine.bert.read_config``: sizes, max length, pooling, Normalize) and
+hands that config down: the graph is built from it, the tokenizer truncates to its max length,
+the postprocessor pools and normalizes as it says, and the readiness check expects unit norm
+only when the model normalizes. The backend runs the encoder only (``head=False``); pooling is
+the postprocessor's. The trade-off: only BERT encoders with mean pooling are accepted (other
+poolings are refused with a clear error by ``read_config``) — the engine implements no more.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from openhood.models.loading import EngineOptions
+from openhood.models.pooling import MeanPooling
+from openhood.models.served import OutputSpec, ServedModel
+from openhood.models.text import TextPreprocessor
+
+
+def load_text_embedder(name: str, folder: Path, options: EngineOptions) -> ServedModel:
+    from openhood.backends import load_backend, prepare_graph
+    from openhood.engine.bert import TOKEN_OUTPUT, load_bert, read_config
+    from openhood.tokenizer import Tokenizer
+
+    config = read_config(folder)
+
+    def build_graph():
+        graph = load_bert(folder, head=False, config=config).graph
+        return prepare_graph(graph, fusion=options.fusion, precision=options.precision, model_dir=folder)
+
+    first = load_backend(options.backend, build_graph, precision=options.precision, threads=options.threads)
+    # One instance per worker: no backend is ever called from two threads at once.
+    backends = [first] + [first.replicate() for _ in range(options.workers - 1)]
+    return ServedModel(
+        name=name,
+        task="embed",
+        folder=folder,
+        preprocessor=TextPreprocessor(Tokenizer.from_pretrained(folder), config.max_length),
+        backends=backends,
+        postprocessor=MeanPooling(config.normalize, states=TOKEN_OUTPUT),
+        output=OutputSpec((config.hidden,), unit_norm=config.normalize),
+        info={"backend": first.name, "precision": options.precision, "dim": config.hidden,
+              "normalized": config.normalize, "layers": config.layers},
+    )

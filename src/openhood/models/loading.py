@@ -1,0 +1,72 @@
+"""Load models by task: a ``ModelSpec`` (name, folder, task) + engine options → ``ServedModel``.
+
+``TASK_LOADERS`` maps each task to the function that builds its served model from a resolved
+folder; a new task (``classify``, ``image-classify``, …) adds one entry and its own module
+(see docs/architecture.md, "How to add a task"). Each load is measured: the process's resident
+memory before and after (``memory_bytes``), so start-up can say what each model costs. The
+trade-off: RSS deltas include allocator slack and are only meaningful loaded one at a time,
+which is how ``load_models`` loads them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import psutil
+
+from openhood.models.registry import ModelSpec, ModelSpecError, check_unique_names, model_name_for, resolve_model_dir
+from openhood.models.served import ServedModel
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """How to run a model: backend, precision, intra-op threads, one backend per worker."""
+
+    backend: str = "numpy"
+    precision: str = "fp32"
+    threads: int | None = None
+    workers: int = 1
+    fusion: bool = True
+
+
+def _embed_loader(name: str, folder: Path, options: EngineOptions) -> ServedModel:
+    from openhood.models.embed import load_text_embedder
+
+    return load_text_embedder(name, folder, options)
+
+
+TASK_LOADERS: dict[str, Callable[[str, Path, EngineOptions], ServedModel]] = {
+    "embed": _embed_loader,
+}
+
+
+def load_model(spec: ModelSpec, options: EngineOptions) -> ServedModel:
+    """One spec → a served model; its own backend/precision override ``options``."""
+    loader = TASK_LOADERS.get(spec.task)
+    if loader is None:
+        raise ModelSpecError(f"model {spec.name!r}: unknown task {spec.task!r}; tasks served: {sorted(TASK_LOADERS)}")
+    folder = resolve_model_dir(spec.path)
+    name = spec.name or model_name_for(folder)
+    options = replace(options, backend=spec.backend or options.backend, precision=spec.precision or options.precision)
+    process = psutil.Process()
+    before = process.memory_info().rss
+    model = loader(name, folder, options)
+    model.memory_bytes = max(0, process.memory_info().rss - before)
+    model.buckets = spec.buckets
+    return model
+
+
+def load_models(specs: Sequence[ModelSpec], options: EngineOptions) -> list[ServedModel]:
+    """Every spec, in order (the first is the default model of its task); names must be unique."""
+    models: list[ServedModel] = []
+    try:
+        for spec in specs:
+            models.append(load_model(spec, options))
+        check_unique_names([m.name for m in models])
+    except BaseException:
+        for m in models:
+            m.close()
+        raise
+    return models

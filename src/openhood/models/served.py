@@ -1,0 +1,141 @@
+"""``ServedModel``: a task's preprocessor → backend (one per worker) → postprocessor, as one unit.
+
+This is the seam between the server/scheduler and the model families. The server sees a name,
+a task, ``prepare`` (raw inputs → items with a length each), ``run(worker, payloads, T)`` (one
+batch → one output row per item) and ``probe(worker)`` (a tiny real inference, checked against
+the model's own ``OutputSpec``); it never sees an architecture. The pieces:
+
+- the preprocessor (``models.text.TextPreprocessor``; images or feature vectors later) turns a
+  request's inputs into payloads + lengths, and a batch of payloads into the backend's feeds;
+- the backends (``openhood.backends``): one instance per worker thread, never shared;
+- the postprocessor (``models.pooling.MeanPooling``; softmax + top-k later) turns the backend's
+  named outputs into one row per item;
+- ``OutputSpec``: what a healthy row looks like (shape, finite, unit norm only when the model
+  normalizes), which is what readiness checks.
+
+The trade-off: one object carries the whole path, so a task added later brings its own
+preprocessor/postprocessor pair and reuses the rest (batcher, readiness, metrics) unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from openhood.backends import Backend
+
+NORM_TOLERANCE = 1e-3
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A request's inputs after preprocessing: one payload and one length (cost) per input."""
+
+    payloads: list[Any]  # e.g. (L,) int token ids
+    lengths: list[int]  # tokens; 1 for fixed-shape inputs
+    truncated: np.ndarray  # (n,) bool: the input was cut to the model's max length
+
+
+class Preprocessor(Protocol):
+    max_length: int  # the largest length an item can have (the last batching bucket)
+    probe_input: Any  # a tiny valid raw input for readiness
+
+    def prepare(self, inputs: Sequence[Any]) -> Prepared:
+        """Raw inputs → payloads; ValueError names an input that cannot be preprocessed."""
+        ...
+
+    def collate(self, payloads: list[Any], padded_len: int) -> dict[str, np.ndarray]:
+        """A batch of payloads → the backend's feeds, padded to ``padded_len``."""
+        ...
+
+    def dummy(self, length: int) -> Any:
+        """A payload of ``length`` (for warming each bucket up before serving)."""
+        ...
+
+
+Postprocessor = Callable[[dict[str, np.ndarray], dict[str, np.ndarray]], np.ndarray]  # (outputs, feeds) → (B, ...)
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """What one healthy output row looks like; the readiness probe checks a real row against it."""
+
+    shape: tuple[int, ...]  # e.g. (384,)
+    unit_norm: bool = False  # only models that L2-normalize promise norm 1
+
+    def check(self, row: np.ndarray) -> None:
+        if row.shape != self.shape:
+            raise RuntimeError(f"probe output has shape {row.shape}, expected {self.shape}")
+        if not np.isfinite(row).all():
+            raise RuntimeError("probe output is not finite")
+        if self.unit_norm:
+            norm = float(np.linalg.norm(row))
+            if abs(norm - 1.0) > NORM_TOLERANCE:
+                raise RuntimeError(f"probe output norm is {norm:.6f}, expected 1")
+
+
+@dataclass
+class ServedModel:
+    name: str  # public id: the request's "model" field, /v1/models, the metrics' model label
+    task: str  # "embed" (later "classify", "image-classify", …)
+    folder: Path
+    preprocessor: Preprocessor
+    backends: list[Backend]  # backends[i] belongs to worker i
+    postprocessor: Postprocessor
+    output: OutputSpec
+    info: dict = field(default_factory=dict)  # backend, precision, dim, …: for /v1/models and logs
+    memory_bytes: int = 0  # process memory the load added (RSS delta), reported at start-up
+    buckets: tuple[int, ...] | None = None  # batching buckets of its own (model file); None = the server's
+
+    @property
+    def aliases(self) -> set[str]:
+        """Accepted values of a request's ``model`` field: the name and its last path part."""
+        return {self.name, self.name.rsplit("/", 1)[-1]}
+
+    @property
+    def max_length(self) -> int:
+        return self.preprocessor.max_length
+
+    @property
+    def workers(self) -> int:
+        return len(self.backends)
+
+    def run(self, worker: int, payloads: list[Any], padded_len: int) -> np.ndarray:
+        """One batch on worker ``worker``'s backend → (B, ...) rows (called on that worker's thread)."""
+        return self.run_feeds(worker, self.preprocessor.collate(payloads, padded_len))
+
+    def run_feeds(self, worker: int, feeds: dict[str, np.ndarray]) -> np.ndarray:
+        """Already-collated feeds (e.g. a padded batch a benchmark built) → backend → postprocessor."""
+        return self.postprocessor(self.backends[worker].run(feeds), feeds)
+
+    def runner(self, worker: int) -> Callable[[list[Any], int], np.ndarray]:
+        """``run`` bound to one worker: the scheduler's per-worker function."""
+        return lambda payloads, padded_len: self.run(worker, payloads, padded_len)
+
+    def probe(self, worker: int) -> dict:
+        """A real one-item inference on ``worker``'s backend, checked against ``output``; raises
+        when the model is not healthy."""
+        t0 = time.perf_counter()
+        prepared = self.preprocessor.prepare([self.preprocessor.probe_input])
+        out = np.asarray(self.run(worker, prepared.payloads, prepared.lengths[0]))
+        self.output.check(out[0])
+        return {"probe_ms": round((time.perf_counter() - t0) * 1000, 3), "worker": worker}
+
+    def warm_up(self, worker: int, lengths: Sequence[int]) -> None:
+        """One call per padded length (bucket) so the first requests pay no first-call costs."""
+        for length in lengths:
+            self.run(worker, [self.preprocessor.dummy(length)], length)
+
+    def describe(self) -> dict:
+        """The /v1/models entry (OpenAI's shape plus openhood's facts)."""
+        return {"id": self.name, "object": "model", "created": 0, "owned_by": "openhood", "task": self.task,
+                "max_length": self.max_length, **self.info}
+
+    def close(self) -> None:
+        for backend in self.backends:
+            backend.close()

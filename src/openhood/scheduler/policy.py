@@ -1,0 +1,48 @@
+"""``BatchPolicy``: every knob of the dynamic batcher, with the one set of defaults.
+
+The server's config, ``openhood serve``'s flags and the batcher all read their defaults from
+here, so they cannot drift apart again (the batcher once defaulted to an 8192-token budget
+while the server used 512). Defaults favour a 2-core CPU box serving short sentences: small
+waits (latency first), a token budget that keeps one batch under ~0.1-0.2 s of engine time,
+and a queue bound that turns overload into fast 429s instead of unbounded latency.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PRIORITIES = ("shortest", "oldest")
+PAD_TO = ("longest", "bucket")
+
+
+@dataclass(frozen=True)
+class BatchPolicy:
+    max_batch_size: int = 32  # rows per engine call
+    # From benchmarks/batching.py (docs/benchmarks.md, "Batch size on this CPU"): per sentence, a
+    # call of up to ~512 padded tokens is as cheap as it gets here (ONNX Runtime: 1.19x batch-1
+    # throughput at 512, 1.14x at 1024, 0.93x at 4096) and it bounds how long a short request can
+    # wait behind one batch; 8192 (the first default) meant multi-second batches. For fixed-shape
+    # tasks (every item costs 1) it is a plain row cap like max_batch_size.
+    max_batch_tokens: int = 512  # padded B x T (sum of item costs at the padded length) per call
+    max_wait_ms: float = 2.0  # how long the oldest item may wait for batch-mates
+    max_queue: int = 1024  # queued items (sequences, not requests) before 429
+    pad_to: str = "longest"  # "longest" in the batch (within its bucket) or "bucket" (static shapes)
+    priority: str = "shortest"  # which ready bucket first: "shortest" (age-capped) or "oldest"
+    max_age_ms: float = 100.0  # with "shortest": a bucket whose head waited this long goes first
+    # With 2+ workers: worker 0 only runs buckets up to this many tokens (0 = off), so short requests
+    # (81% of the dev corpus is <= 80 tokens) always have a worker no long batch holds. Measured
+    # with `openhood loadtest --sweep` (docs/benchmarks.md).
+    short_lane_tokens: int = 80
+
+    def __post_init__(self) -> None:
+        for name in ("max_batch_size", "max_batch_tokens", "max_queue"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_wait_ms < 0 or self.max_age_ms < 0:
+            raise ValueError("max_wait_ms and max_age_ms must be >= 0")
+        if self.pad_to not in PAD_TO:
+            raise ValueError(f"pad_to must be one of {PAD_TO}, got {self.pad_to!r}")
+        if self.priority not in PRIORITIES:
+            raise ValueError(f"priority must be one of {PRIORITIES}, got {self.priority!r}")
+        if self.short_lane_tokens < 0:
+            raise ValueError(f"short_lane_tokens must be >= 0, got {self.short_lane_tokens}")

@@ -1,0 +1,31 @@
+"""Routes, one module per API family, registered per task.
+
+``register_routes`` always adds the operational routes (``ops``: health, metrics, stats) and
+``/v1/models`` (``openai_models``), then, for each task the served models have, that task's
+routes from ``TASK_ROUTES``. A new task adds its module here (e.g. ``"classify":
+classify.register`` for ``/v1/classify``) and touches nothing else in the server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fastapi import FastAPI
+
+from openhood.server.routes import embeddings, openai_models, ops
+from openhood.server.state import ServerState
+
+TASK_ROUTES: dict[str, Callable[[FastAPI, ServerState], None]] = {
+    "embed": embeddings.register,
+}
+
+
+def register_routes(app: FastAPI, state: ServerState) -> None:
+    ops.register(app, state)
+    openai_models.register(app, state)
+    for task in state.tasks:
+        register = TASK_ROUTES.get(task)
+        if register is None:
+            raise ValueError(f"no HTTP routes for task {task!r}; tasks with routes: {sorted(TASK_ROUTES)}")
+        register(app, state)
+    state.route_labels = {route.path for route in app.routes if route.path not in ("/docs", "/openapi.json", "/docs/oauth2-redirect")}

@@ -1,0 +1,191 @@
+"""``POST /v1/embeddings`` (OpenAI-compatible), the ``embed`` task's route.
+
+One request, end to end (each stage timed; spans, metrics and the log line come from the same
+timestamps): read the body with a byte cap (413 before parsing) → parse/validate (400/422) →
+route by ``model`` (404 unknown) → tokenize with truncation (413 if the caller asked not to
+truncate) → ``submit`` to that model's scheduler (429 when full) → await the futures *or* the
+client's disconnect (then cancel: the worker drops the items before inference) → encode
+(float list or base64) → JSON. Small requests tokenize inline; big ones in a thread, so one of
+them cannot stall every other connection's I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+
+import numpy as np
+from fastapi import FastAPI, Request
+from opentelemetry import trace
+from starlette.responses import Response
+
+from openhood.scheduler import BatchFailedError, ItemResult, QueueFullError, SchedulerStoppedError, length_label
+from openhood.server.body import read_body, wait_disconnect
+from openhood.server.errors import APIError, draining, json_response
+from openhood.server.middleware import RequestRecord
+from openhood.server.schemas import parse_embeddings_request
+from openhood.server.state import ModelRuntime, ServerState
+from openhood.server.tracing import to_epoch_ns
+
+TASK = "embed"
+# openhood's tokenizer runs at ~60-80 ns/char on a batch (measured; docs/server.md), so this many
+# characters block the event loop for about a millisecond — cheaper inline than a thread hop.
+INLINE_TOKENIZE_CHARS = 16384
+
+
+def register(app: FastAPI, state: ServerState) -> None:
+    @app.post("/v1/embeddings")
+    async def create_embeddings(request: Request):
+        return await embeddings(request, state)
+
+
+async def embeddings(request: Request, st: ServerState) -> Response:
+    record: RequestRecord = request.state.record
+    config = st.config
+    body = await read_body(request, config.max_body_bytes)
+    req = parse_embeddings_request(body, max_inputs=config.max_inputs_per_request)
+    rt = st.route(req.model, TASK)
+    model = rt.model
+    dim = model.output.shape[0]
+    if req.dimensions is not None and req.dimensions != dim:
+        raise APIError(400, f"this model returns {dim} dimensions; 'dimensions'={req.dimensions} is not supported",
+                       code="invalid_dimensions", param="dimensions")
+    truncate = config.truncate if req.truncate is None else req.truncate
+    chars = sum(len(t) for t in req.texts)
+    record.fields.update(model=model.name, inputs=len(req.texts), chars=chars, encoding_format=req.encoding_format)
+
+    t_tok0 = time.monotonic_ns()
+    try:
+        if chars <= INLINE_TOKENIZE_CHARS:
+            prepared = model.preprocessor.prepare(req.texts)
+        else:
+            prepared = await asyncio.to_thread(model.preprocessor.prepare, req.texts)
+    except ValueError as exc:  # the tokenizer refuses text it cannot encode exactly (e.g. lone surrogates)
+        raise APIError(400, f"input could not be tokenized: {exc}", code="invalid_text", param="input")
+    t_tok1 = time.monotonic_ns()
+    lengths, truncated = prepared.lengths, prepared.truncated
+    bucket = length_label(max(lengths))
+    record.fields.update(tokens=sum(lengths), max_tokens=max(lengths), truncated=int(truncated.sum()), bucket=bucket)
+    record.fields["tokenize_ms"] = round((t_tok1 - t_tok0) / 1e6, 3)
+    if truncated.any() and not truncate:
+        first = int(np.flatnonzero(truncated)[0])
+        raise APIError(
+            413,
+            f"input[{first}] is longer than the model's maximum of {model.max_length} tokens and truncation "
+            "is off for this request ('truncate': false); shorten it or allow truncation",
+            code="input_too_long",
+            param="input",
+        )
+
+    try:
+        futures = rt.batcher.submit(prepared.payloads, lengths)
+    except QueueFullError as exc:
+        rt.metrics.rejected("queue_full")
+        raise APIError(429, str(exc) + "; retry later", type="rate_limit_error", code="queue_full", param=None,
+                       headers={"Retry-After": str(exc.retry_after_s)})
+    except SchedulerStoppedError:
+        rt.metrics.rejected("draining")
+        raise draining()
+
+    results_task = asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
+    disconnect_task = asyncio.ensure_future(wait_disconnect(request.receive))
+    try:
+        await asyncio.wait({results_task, disconnect_task}, return_when=asyncio.FIRST_COMPLETED)
+    finally:  # also when this handler itself is cancelled (grace period over)
+        disconnect_task.cancel()
+        client_gone = not results_task.done()
+        if client_gone:
+            # Cancelling the futures makes the worker skip items it has not started.
+            results_task.cancel()
+    if client_gone:
+        record.fields["disconnected"] = True
+        return Response(status_code=499)  # nginx's "client closed request"; nobody reads it
+    try:
+        results: list[ItemResult] = results_task.result()
+    except BatchFailedError as exc:
+        for f in futures:  # items of this request still queued in other batches are moot now
+            f.cancel()
+        raise APIError(500, f"{exc}; the server keeps serving, retry the request", type="server_error", code="inference_failed", param=None)
+
+    t_post0 = time.monotonic_ns()
+    vectors = np.stack([r.output for r in results]).astype(np.float32, copy=False)  # (n, dim)
+    if req.encoding_format == "base64":
+        # OpenAI's base64 format: the little-endian float32 bytes of each vector.
+        little = vectors.astype("<f4", copy=False)
+        embeddings = [base64.b64encode(row.tobytes()).decode("ascii") for row in little]
+    else:
+        embeddings = list(vectors)  # orjson writes numpy rows directly
+    usage = sum(lengths)
+    payload = {
+        "object": "list",
+        "data": [{"object": "embedding", "index": i, "embedding": e} for i, e in enumerate(embeddings)],
+        "model": model.name,
+        "usage": {"prompt_tokens": usage, "total_tokens": usage},
+        "truncated_inputs": np.flatnonzero(truncated).tolist(),
+    }
+    response = json_response(payload, headers={"X-Openhood-Truncated": str(int(truncated.sum()))})
+    t_end = time.monotonic_ns()
+    finish(st, rt, record, results, lengths, int(truncated.sum()), bucket, (t_tok0, t_tok1, t_post0, t_end))
+    return response
+
+
+def finish(st: ServerState, rt: ModelRuntime, record: RequestRecord, results: list[ItemResult], lengths, truncated: int,
+           bucket, times) -> None:
+    """Stage times → log fields, metrics and spans (all from the same timestamps)."""
+    t_tok0, t_tok1, t_post0, t_end = times
+    batches = {r.batch.batch_id: r.batch for r in results}.values()
+    # The request waits for its slowest batch: its queue/inference stages are that batch's.
+    last = max(batches, key=lambda b: b.inference_end_ns)
+    stages = {
+        "total": (t_end - record.start_ns) / 1e9,
+        "tokenize": (t_tok1 - t_tok0) / 1e9,
+        "queue": (last.started_ns - t_tok1) / 1e9,
+        "inference": (last.inference_end_ns - last.inference_start_ns) / 1e9,
+        "postprocess": (t_end - t_post0) / 1e9,
+    }
+    rt.metrics.observe_request(stages, bucket, lengths, truncated)
+    record.fields.update(
+        batches=len(batches),
+        batch_sizes=sorted(b.size for b in batches),
+        queue_ms=round(stages["queue"] * 1000, 3),
+        inference_ms=round(stages["inference"] * 1000, 3),
+        postprocess_ms=round(stages["postprocess"] * 1000, 3),
+    )
+    tracer = st.tracer
+    if isinstance(tracer, trace.NoOpTracer):
+        return
+    root = tracer.start_span(
+        "embeddings.request",
+        start_time=to_epoch_ns(record.start_ns),
+        attributes={
+            "openhood.request_id": record.request_id,
+            "openhood.model": rt.model.name,
+            "openhood.inputs": len(lengths),
+            "openhood.tokens": sum(lengths),
+            "openhood.max_tokens": max(lengths),
+            "openhood.truncated": truncated,
+            "openhood.length_bucket": bucket,
+            "openhood.chars": record.fields.get("chars", 0),
+        },
+    )
+    ctx = trace.set_span_in_context(root)
+
+    def child(name: str, start: int, end: int, **attributes) -> None:
+        span = tracer.start_span(name, context=ctx, start_time=to_epoch_ns(start), attributes=attributes)
+        span.end(end_time=to_epoch_ns(end))
+
+    child("tokenize", t_tok0, t_tok1, **{"openhood.inputs": len(lengths), "openhood.tokens": sum(lengths)})
+    for b in batches:
+        batch_attrs = {
+            "openhood.batch_id": b.batch_id,
+            "openhood.batch_size": b.size,
+            "openhood.batch_padded_len": b.padded_len,
+            "openhood.batch_tokens": b.real_tokens,
+            "openhood.bucket": b.bucket,
+        }
+        child("queue", t_tok1, b.started_ns, **batch_attrs)
+        child("inference", b.inference_start_ns, b.inference_end_ns, **batch_attrs)
+    child("postprocess", t_post0, t_end, **{"openhood.inputs": len(lengths)})
+    root.set_attribute("http.status_code", 200)
+    root.end(end_time=to_epoch_ns(t_end))
