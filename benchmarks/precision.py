@@ -64,7 +64,7 @@ class OrtFile:
     """A plain ONNX file (pooled output) behind ``embed`` (for the quantize_dynamic anchors)."""
 
     def __init__(self, model, dim):
-        from openhood.backends.onnxruntime_backend import make_session
+        from openhood.backends.ort_session import make_session
 
         source = model.SerializeToString() if hasattr(model, "SerializeToString") else str(model)
         self.session = make_session(source)
@@ -82,7 +82,7 @@ def throughput(variants, batch_sets, rounds):
     # A fresh (seeded) order for every batch: a fixed rotation keeps the same variant right after
     # the same neighbour, and a NumPy call right after an ORT call runs slower (docs/benchmarks.md).
     rng = np.random.default_rng(0)
-    for r in range(rounds):
+    for _ in range(rounds):
         for label, bs in batch_sets.items():
             for i, (ids, mask) in enumerate(bs):
                 for name in rng.permutation(names):
@@ -116,18 +116,17 @@ def main(argv=None) -> int:
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    from openhood.engine.bert import load_bert
-    from openhood.models import EngineOptions, ModelSpec, load_model
-    from openhood.engine.fusion import fuse
     from openhood.corpus import read_texts
+    from openhood.engine.bert import load_bert
+    from openhood.engine.fusion import fuse
     from openhood.engine.quant.calibration import stratified_sample
     from openhood.engine.quant.evaluate import quality
     from openhood.engine.quant.ops import quantize_weight
     from openhood.engine.quant.plan import LayerPlan, apply_plan, with_ranges
     from openhood.engine.quant.quantizer import calibrate
-    from openhood.engine.quant.storage import load_plan
-    from openhood.engine.quant.storage import FP16_FILE, INT8_FILE, apply_fp16, read_int8
+    from openhood.engine.quant.storage import FP16_FILE, INT8_FILE, apply_fp16, load_plan, read_int8
     from openhood.export.onnx_export import graph_to_onnx
+    from openhood.models import EngineOptions, ModelSpec, load_model
     from openhood.tokenizer import Tokenizer
 
     qdirs = [Path(p) for p in args.quantized]
@@ -202,7 +201,7 @@ def main(argv=None) -> int:
         qual[name] = quality(ref[base], embed_all(v, seqs))
     print(f"# quality done ({time.perf_counter() - t_start:.0f} s)", flush=True)
 
-    print(f"\n| variant | size on disk | size vs fp32 | b32 texts/s | b32 vs fp32 | b1 texts/s | b1 vs fp32 | cos mean | cos min | top-10 agreement |")
+    print("\n| variant | size on disk | size vs fp32 | b32 texts/s | b32 vs fp32 | b1 texts/s | b1 vs fp32 | cos mean | cos min | top-10 agreement |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name in variants:
         fam = name.split()[0]

@@ -112,7 +112,7 @@ def main() -> int:
 
     hf = hf_measure(args.model_dir, texts, args.repeat, args.calls)
     print(f"HF default parallelism done: {hf['batch_s']:.3f} s", file=sys.stderr)
-    differ = sum(1 for row, e in zip(rb, hf["ids"]) if row.tolist() != e.ids)
+    differ = sum(1 for row, e in zip(rb, hf["ids"], strict=True) if row.tolist() != e.ids)
 
     env = dict(os.environ, TOKENIZERS_PARALLELISM="false")
     cmd = [sys.executable, __file__, "--corpus", str(args.corpus), "--model", str(args.model_dir),

@@ -1,11 +1,17 @@
-"""Fixtures shared across test packages: the committed PyTorch reference set.
+"""Fixtures shared across test packages: the committed PyTorch reference set, and the rule for
+tests that need a tool from outside Python (a browser, ptrace rights).
 
-`scripts/make_reference.py` made it once in a separate torch venv; tests never import torch.
+`scripts/make_reference.py` made the reference once in a separate torch venv; tests never import
+torch. A missing tool skips its test on a developer's machine; CI (`.ci/run`) sets
+`OPENHOOD_REQUIRE_BROWSER=1` and `OPENHOOD_REQUIRE_PYSPY=1`, which turn those skips into failures
+so the tests really run there.
 """
 
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +26,18 @@ def reference():
     emb = np.load(FIXTURES / "reference_embeddings.npy", allow_pickle=False)
     assert emb.shape == (len(meta["texts"]), 384)
     return meta["texts"], emb
+
+
+@pytest.fixture
+def missing_tool() -> Callable[[str, str], None]:
+    """``missing_tool(reason, env)``: skip the test, or fail it when ``env`` is set to 1."""
+
+    def missing(reason: str, env: str) -> None:
+        if os.environ.get(env) == "1":
+            pytest.fail(f"{reason}, and {env}=1 says this run must not skip it")
+        pytest.skip(reason)
+
+    return missing
 
 
 @pytest.fixture(scope="session")

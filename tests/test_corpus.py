@@ -1,13 +1,8 @@
-import doctest
 from pathlib import Path
 
 import pytest
 
 from openhood import corpus
-
-
-def test_doctests():
-    assert doctest.testmod(corpus).failed == 0
 
 
 def test_limit_and_blank_lines(tmp_path: Path):

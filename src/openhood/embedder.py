@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from openhood.models import EngineOptions, ModelSpec, ServedModel, load_model
+from openhood.models.text import TextPreprocessor
 
 
 class Embedder:
@@ -28,7 +29,7 @@ class Embedder:
 
     @classmethod
     def from_pretrained(cls, path: str | Path | None = None, backend: str = "numpy", precision: str = "fp32",
-                        threads: int | None = None, fusion: bool = True) -> "Embedder":
+                        threads: int | None = None, fusion: bool = True) -> Embedder:
         """``path=None`` → the bundled all-MiniLM-L6-v2; ``backend`` "numpy" | "onnxruntime"."""
         options = EngineOptions(backend=backend, precision=precision, threads=threads, fusion=fusion)
         return cls(load_model(ModelSpec(path=None if path is None else str(path)), options))
@@ -51,7 +52,10 @@ class Embedder:
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
-        rb = self.model.preprocessor.encode(texts)
+        pre = self.model.preprocessor
+        if not isinstance(pre, TextPreprocessor):
+            raise TypeError(f"Embedder embeds texts; this model's input is {type(pre).__name__}")
+        rb = pre.encode(texts)
         order = np.argsort(rb.lengths, kind="stable")  # shortest first: minimal padding per batch
         for start in range(0, len(texts), batch_size):
             idx = order[start : start + batch_size]

@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import onnx
+import pytest
 
 from openhood.cli import main
 from openhood.engine.fusion import fuse
@@ -19,7 +20,16 @@ def test_profiler_counts_gemm_flops_exactly(bert):
     n = b * t
     # per forward: 6 x (qkv 384->1152), 6 x (up 384->1536), 12 x (384->384 out, 1536->384 down)
     assert rows["Linear"]["calls"] == 6 and rows["Linear+Gelu"]["calls"] == 6 and rows["LinearAddLayerNorm"]["calls"] == 12
-    assert rows["Linear"]["gflop"] * 1e9 >= 6 * 2 * n * 384 * 1152
+    # Exact per-forward arithmetic of each fused kind: GEMM 2*n*in*out plus its epilogue per
+    # output element (bias 1, GELU 1+27; residual + bias + LayerNorm 2+9).
+    per_forward = {
+        "Linear": 6 * (2 * n * 384 * 1152 + n * 1152),
+        "Linear+Gelu": 6 * (2 * n * 384 * 1536 + n * 1536 * 28),
+        "LinearAddLayerNorm": 6 * (2 * n * 384 * 384 + n * 384 * 11) + 6 * (2 * n * 1536 * 384 + n * 384 * 11),
+    }
+    for op, flops in per_forward.items():
+        assert prof.flops[op] == prof.forwards * flops, op
+        assert rows[op]["gflop"] == pytest.approx(flops / 1e9, rel=1e-12)
     assert abs(sum(r["pct"] for r in rows.values()) - 100.0) < 1e-6
     assert measure_gemm_peak(n=256, seconds=0.05) > 0
 

@@ -95,7 +95,7 @@ class StubServer:
         self.proc = None
         self.url = ""
 
-    def __enter__(self) -> "StubServer":
+    def __enter__(self) -> StubServer:
         cfg = {k: v for k, v in asdict(self.state).items() if k not in ("count", "lock")}
         self.proc = subprocess.Popen([sys.executable, __file__, json.dumps(cfg)], stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()  # the port, once the socket is bound and serving

@@ -28,22 +28,38 @@ def test_missing_py_spy_is_a_clear_error(monkeypatch, tmp_path):
         profiler.find_py_spy()
 
 
-def test_records_a_flame_graph_of_a_live_process(tmp_path):
+BUSY = """
+import time
+
+
+def spin_for_the_profiler():
+    t = time.time()
+    while time.time() - t < 20:
+        sum(range(1000))
+
+
+spin_for_the_profiler()
+"""
+
+
+def test_records_a_flame_graph_of_a_live_process(tmp_path, missing_tool):
     try:
         exe = profiler.find_py_spy()
     except ProfilerError:
-        pytest.skip("py-spy not installed")
-    busy = subprocess.Popen([sys.executable, "-c",
-                             "import time\nt=time.time()\nwhile time.time()-t<20: sum(range(1000))"])
+        missing_tool("py-spy is not installed (pip install 'openhood[profile]')", "OPENHOOD_REQUIRE_PYSPY")
+    script = tmp_path / "busy.py"
+    script.write_text(BUSY)
+    busy = subprocess.Popen([sys.executable, str(script)])
     try:
         out = record(busy.pid, tmp_path / "p.svg", duration_s=1, py_spy=exe)
     except ProfilerError as exc:
         if "ptrace" in str(exc) or "ermission" in str(exc):
-            pytest.skip(f"no ptrace permission here: {exc}")
+            missing_tool(f"no ptrace permission here: {exc}", "OPENHOOD_REQUIRE_PYSPY")
         raise
     finally:
         busy.kill()
         busy.wait()
     text = out.read_text()
     assert text.lstrip().startswith("<?xml") or "<svg" in text[:500]
-    assert "<module>" in text or "module" in text
+    # The sampled stack itself: the busy function, by name, in the file it runs from.
+    assert "spin_for_the_profiler" in text and "busy.py" in text

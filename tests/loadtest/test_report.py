@@ -83,10 +83,10 @@ def test_report_raw_files(report_dir):
     assert "w" not in "".join(r["status"] for r in rows)  # no text in the CSV, only numbers
 
 
-def test_report_renders_in_headless_chromium(report_dir, tmp_path):
+def test_report_renders_in_headless_chromium(report_dir, tmp_path, missing_tool):
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:
-        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+        missing_tool("chromium is not installed (apt-get install -y chromium)", "OPENHOOD_REQUIRE_BROWSER")
     proc = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
                            (report_dir / "index.html").as_uri()], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -3,8 +3,15 @@ import pytest
 
 from openhood.loadtest.client import plan_client
 from openhood.loadtest.runner import RunConfig, RunResult
-from openhood.loadtest.stats import (Slo, bucket_index, format_summary, latency_stats, percentile_reference,
-                                     summarize, tokens_per_text)
+from openhood.loadtest.stats import (
+    Slo,
+    bucket_index,
+    format_summary,
+    latency_stats,
+    percentile_reference,
+    summarize,
+    tokens_per_text,
+)
 
 
 def make_result(lat_s, tokens, status=None, chars=None, warmup=0.0, duration=10.0):

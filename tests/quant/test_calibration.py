@@ -4,8 +4,12 @@ import numpy as np
 import pytest
 
 from openhood.engine.quant.calibration import (
-    CalibrationSetError, check_calibration_size, format_length_table, length_summary,
-    split_calibration, stratified_sample,
+    CalibrationSetError,
+    check_calibration_size,
+    format_length_table,
+    length_summary,
+    split_calibration,
+    stratified_sample,
 )
 
 

@@ -1,20 +1,20 @@
 """A tiny BERT quantized end to end: calibrate → sensitivity → plan → safetensors → both runtimes."""
 
-import json
 
 import numpy as np
 import onnx
 import pytest
+from quant_tiny_bert import tiny_graph, token_seqs
 
+from openhood.backends.ort_session import embed_batches, make_session, with_outputs
 from openhood.engine.quant import apply_precision, ops
 from openhood.engine.quant.calibration import CalibrationSetError
-from openhood.engine.quant.evaluate import cosine_rows, embed_batches, make_session, quality, with_outputs
+from openhood.engine.quant.evaluate import cosine_rows, quality
 from openhood.engine.quant.linear import Int8Linear, ObservingLinear
 from openhood.engine.quant.quantizer import format_decisions, length_groups, padded_batches, quantize, run_graph
 from openhood.engine.quant.storage import INT8_FILE, apply_int8, read_int8, save_fp16, save_int8
 from openhood.export.onnx_export import graph_to_onnx
 from openhood.export.qdq import resolve_encoding, weight_codes
-from quant_tiny_bert import tiny_graph, token_seqs
 
 LAYERS = {f"layer.{i}.{n}" for i in range(2) for n in ("attention.qkv", "attention.out", "ffn.up", "ffn.down")}
 

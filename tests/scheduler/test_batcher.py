@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
-from fakes import FakeBackend, FakeTokenizer, runner  # noqa: E402
+from fakes import FakeBackend, FakeTokenizer, runner
 
-from openhood.scheduler import (  # noqa: E402
+from openhood.scheduler import (
     BatchFailedError,
     BatchPolicy,
     DynamicBatcher,
@@ -50,7 +50,7 @@ def test_batched_equals_unbatched_and_rows_stay_in_order():
     results = [f.result(timeout=10) for f in futures]
     batcher.stop(5)
     assert max(r.batch.size for r in results) > 1  # they really were batched
-    for text, r in zip(texts, results):
+    for text, r in zip(texts, results, strict=True):
         np.testing.assert_allclose(r.output, single(backend, text), atol=1e-5)
 
 
@@ -63,7 +63,7 @@ def test_batches_never_mix_buckets_and_respect_caps():
     backend.gate.set()
     results = [f.result(timeout=10) for f in futures]
     batcher.stop(5)
-    for seq, r in zip(seqs, results):
+    for seq, r in zip(seqs, results, strict=True):
         assert r.batch.padded_len >= len(seq)
         assert r.batch.bucket == BUCKETS.upper(BUCKETS.index(len(seq)))
         assert r.batch.size <= 4 and r.batch.padded_tokens <= 64
@@ -241,7 +241,7 @@ def test_each_worker_calls_only_its_own_engine_and_they_run_concurrently():
     assert names == ["openhood-worker-0", "openhood-worker-1"]
     assert backends[0].threads == {"openhood-worker-0"} and backends[1].threads == {"openhood-worker-1"}
     assert all(b.calls for b in backends)
-    for n, r in zip((2, 3, 4, 5), results):
+    for n, r in zip((2, 3, 4, 5), results, strict=True):
         np.testing.assert_allclose(r.output, single(backends[0], words(n, salt=f"c{n}_")), atol=1e-5)
 
 
@@ -281,7 +281,14 @@ def test_short_lane_worker_never_runs_a_long_bucket():
     batcher = DynamicBatcher([runner(lane), runner(other)], BUCKETS,
                              BatchPolicy(max_batch_size=1, max_wait_ms=0, short_lane_tokens=16))
     batcher.start()
+    # The other worker stalls on its first batch, so the short items must reach the lane (else,
+    # on a busy machine, the other worker could run them all before the lane thread wakes).
+    other.gate.clear()
     futures = batcher.submit([TOK.encode(words(n, salt=f"l{i}_")) for i, n in enumerate([2, 40, 10, 50, 3, 30] * 4)])
+    deadline = time.monotonic() + 10
+    while not lane.calls and time.monotonic() < deadline:
+        time.sleep(0.005)
+    other.gate.set()
     results = [f.result(timeout=10) for f in futures]
     batcher.stop(5)
     assert all(t <= 16 for _, t in lane.calls) and lane.calls  # buckets 8 and 16 only

@@ -35,7 +35,7 @@ class ServerProcess:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
-        self._log = open(log_path, "wb")
+        self._log = open(log_path, "wb")  # noqa: SIM115 -- the server writes it until stop() closes it
         full_env = {**os.environ, **(env or {})}
         full_env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
         self.proc = subprocess.Popen(

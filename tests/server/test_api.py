@@ -58,7 +58,7 @@ def test_float_response_shape_and_parity_with_embedder(client, embedder):
     assert body["object"] == "list" and body["model"] == embedder.model_name
     assert [d["index"] for d in body["data"]] == list(range(len(TEXTS)))
     ref = embedder.embed(TEXTS)
-    for d, r in zip(body["data"], ref):
+    for d, r in zip(body["data"], ref, strict=True):
         assert d["object"] == "embedding" and len(d["embedding"]) == embedder.dim
         assert cosine(d["embedding"], r) >= 0.99999
     tokens = sum(len(embedder.tokenizer.encode(t, max_length=embedder.max_length)) for t in TEXTS)
@@ -72,7 +72,7 @@ def test_openai_sdk_unchanged(server, embedder):
     out = sdk.embeddings.create(model="all-MiniLM-L6-v2", input=TEXTS[:4])  # the SDK asks for base64
     ref = embedder.embed(TEXTS[:4])
     assert len(out.data) == 4 and out.usage.prompt_tokens > 0
-    for d, r in zip(out.data, ref):
+    for d, r in zip(out.data, ref, strict=True):
         assert cosine(d.embedding, r) >= 0.99999
     single = sdk.embeddings.create(model=embedder.model_name, input="hello world", encoding_format="float")
     assert cosine(single.data[0].embedding, embedder.embed(["hello world"])[0]) >= 0.99999
@@ -83,7 +83,7 @@ def test_base64_is_little_endian_float32(client, embedder):
     resp = post(client, {"input": TEXTS[:2], "encoding_format": "base64"})
     assert resp.status_code == 200
     floats = post(client, {"input": TEXTS[:2]}).json()["data"]
-    for d, f in zip(resp.json()["data"], floats):
+    for d, f in zip(resp.json()["data"], floats, strict=True):
         vec = np.frombuffer(base64.b64decode(d["embedding"]), dtype="<f4")
         np.testing.assert_allclose(vec, f["embedding"], atol=1e-6)
 
@@ -238,7 +238,7 @@ def test_metrics_exposition(client):
         f'openhood_request_stage_seconds_count{{{m},stage="postprocess"}}',
         f'openhood_request_seconds_by_length_count{{length_bucket="0-32",{m}}}',
         f'openhood_request_seconds_by_length_count{{length_bucket="65-128",{m}}}',
-        f"openhood_input_tokens_bucket{{le=",
+        "openhood_input_tokens_bucket{le=",
         "openhood_batch_size_bucket",
         "openhood_batch_tokens_bucket",
         "openhood_batch_padding_waste_ratio_bucket",

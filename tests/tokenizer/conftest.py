@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from id_helpers import hf_tokenizers
 
 from openhood.models import default_model_dir
-
-from id_helpers import hf_tokenizers
 
 
 @pytest.fixture(scope="session")

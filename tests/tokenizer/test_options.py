@@ -68,7 +68,7 @@ def test_truncation_matches_hf(tok, model_dir, max_length):
     ref = hf_tokenizers.Tokenizer.from_file(str(model_dir / "tokenizer.json"))
     ref.no_padding()
     ref.enable_truncation(max_length=max_length)
-    texts = NASTY + ["word " * 200, "[SEP] " * 50, "a" * 300 + " b"]
+    texts = [*NASTY, "word " * 200, "[SEP] " * 50, "a" * 300 + " b"]
     rb = tok.encode_batch(texts, max_length=max_length)
     ref_enc = ref.encode_batch(texts)
     assert [r.tolist() for r in rb] == [e.ids for e in ref_enc]
@@ -151,7 +151,7 @@ def test_unsupported_settings_are_refused_by_name(model_dir, tmp_path, where):
 
 
 def test_missing_files_are_clear_errors(tmp_path):
-    with pytest.raises(TokenizerConfigError, match="neither tokenizer.json nor vocab.txt"):
+    with pytest.raises(TokenizerConfigError, match=r"neither tokenizer\.json nor vocab\.txt"):
         Tokenizer.from_pretrained(tmp_path)
     with pytest.raises(TokenizerConfigError, match="does not exist"):
         Tokenizer.from_pretrained(tmp_path / "nope")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from id_helpers import hf_ids, our_ids
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from id_helpers import hf_ids, our_ids
 from nasty_cases import NASTY
 
 from openhood.tokenizer import reference

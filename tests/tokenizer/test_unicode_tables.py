@@ -9,7 +9,6 @@ from gen_unicode_tables import code_points, probe
 
 from openhood.tokenizer import unicode_tables as ut
 
-
 # Planes 0-3 and 14 hold every assigned character; planes 4-13 (unassigned) and 15-16 (private
 # use) are sampled, which keeps this test at a third of the full probe's 10 s.
 SAMPLE = frozenset(cp for cp in code_points() if cp >> 16 in (0, 1, 2, 3, 14) or cp % 251 == 0)

@@ -27,7 +27,7 @@ class Backend(Protocol):
         """One forward pass on a batch: every name of ``input_names`` → every name of ``output_names``."""
         ...
 
-    def replicate(self) -> "Backend":
+    def replicate(self) -> Backend:
         """Another instance of the same model, precision and threads, for another worker thread
         (the server runs one per worker). Shares what it safely can with this one."""
         ...

@@ -4,10 +4,10 @@ Two sources: OUR graph (``from_graph``: fused, precision applied, exported in me
 ``openhood.export.onnx_export`` and handed to ORT as bytes — nothing written to disk, no cache
 to invalidate; the price is the export time at every load, ~1 s for MiniLM, reported as
 ``export_seconds``), or a foreign ``.onnx`` file as it is (``from_file``: e.g. the imported
-paraphrase-MiniLM, the reference our engine is checked against). ``make_session`` is the one
-place ORT sessions are configured: ``threads`` intra-op threads (default: the cores available),
-one inter-op thread, sequential execution, all graph optimizations (on our graph ORT fuses
-bias + erf-GELU into ``BiasGelu``; attention and Add + LayerNormalization stay as exported).
+paraphrase-MiniLM, the reference our engine is checked against). Sessions come from
+``ort_session.make_session``, the one place ORT sessions are configured (``threads`` intra-op
+threads, default the cores available; all graph optimizations: on our graph ORT fuses bias +
+erf-GELU into ``BiasGelu``; attention and Add + LayerNormalization stay as exported).
 """
 
 from __future__ import annotations
@@ -15,33 +15,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from openhood.backends.base import check_feeds
+from openhood.backends.ort_session import make_session
 from openhood.engine.parallel import available_cores
+
+if TYPE_CHECKING:
+    from openhood.engine.graph import Graph
 
 # Inputs ORT wants as int64 whatever integer type the caller built (token ids, masks).
 _INT_INPUT_TYPES = ("tensor(int64)",)
-
-
-def session_options(threads: int | None = None):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads or available_cores()
-    so.inter_op_num_threads = 1
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    return so
-
-
-def make_session(model: bytes | str | Path, threads: int | None = None):
-    """A CPU ``InferenceSession`` over serialized ONNX bytes or a file path, with ``session_options``."""
-    import onnxruntime as ort
-
-    source = str(model) if isinstance(model, Path) else model
-    return ort.InferenceSession(source, sess_options=session_options(threads), providers=["CPUExecutionProvider"])
 
 
 class OnnxRuntimeBackend:
@@ -62,14 +48,14 @@ class OnnxRuntimeBackend:
         self._int64 = {i.name for i in self.session.get_inputs() if i.type in _INT_INPUT_TYPES}
 
     @classmethod
-    def from_graph(cls, build_graph: Callable[[], object], precision: str = "fp32", threads: int | None = None) -> "OnnxRuntimeBackend":
+    def from_graph(cls, build_graph: Callable[[], Graph], precision: str = "fp32", threads: int | None = None) -> OnnxRuntimeBackend:
         """``build_graph()`` → a prepared engine graph, exported in memory at every (re)build."""
         from openhood.export.onnx_export import graph_to_onnx
 
         return cls(lambda: graph_to_onnx(build_graph()).SerializeToString(), precision, threads)
 
     @classmethod
-    def from_file(cls, path: str | Path, threads: int | None = None) -> "OnnxRuntimeBackend":
+    def from_file(cls, path: str | Path, threads: int | None = None) -> OnnxRuntimeBackend:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"no ONNX file at {path}")
@@ -79,9 +65,9 @@ class OnnxRuntimeBackend:
         check_feeds(feeds, self.input_names)
         arrays = {n: np.asarray(feeds[n]).astype(np.int64, copy=False) if n in self._int64 else np.asarray(feeds[n])
                   for n in self.input_names}
-        return dict(zip(self.output_names, self.session.run(list(self.output_names), arrays)))
+        return dict(zip(self.output_names, self.session.run(list(self.output_names), arrays), strict=True))
 
-    def replicate(self) -> "OnnxRuntimeBackend":
+    def replicate(self) -> OnnxRuntimeBackend:
         """A new session built from the same source: a session owns its weights."""
         return OnnxRuntimeBackend(self._source, self.precision, self.threads)
 

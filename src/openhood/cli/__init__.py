@@ -22,6 +22,11 @@ COMMAND_MODULES = (
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """One sub-parser per command module (modules import their work only when a command runs).
+
+    >>> build_parser().parse_args(["loadtest", "http://127.0.0.1:8000", "--rate", "5"]).rate
+    5.0
+    """
     parser = argparse.ArgumentParser(prog="openhood", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True

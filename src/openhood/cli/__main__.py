@@ -4,4 +4,5 @@ import sys
 
 from openhood.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # importing it (doctest collection) must not run a command
+    sys.exit(main())

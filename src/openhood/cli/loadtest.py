@@ -28,7 +28,7 @@ def register(subparsers) -> None:
     p.add_argument("--batch", type=int, default=1, help="texts per request (default 1)")
     p.add_argument("--model", help="value of the request's 'model' field (omitted by default)")
     p.add_argument("--seed", type=int, default=0, help="seed for arrivals and text draws (default 0)")
-    p.add_argument("--timeout", type=float, help="read timeout in s (default 3 x --p99-budget, per R13)")
+    p.add_argument("--timeout", type=float, help="read timeout in s (default 3 x --p99-budget)")
     p.add_argument("--pool", type=int, help="max connections (default: concurrency, or 2 x rate x P99 budget)")
     p.add_argument("--max-requests", type=int, default=200_000, help="hard cap on requests per run")
     p.add_argument("--p99-budget", type=float, default=500.0, help="SLO: overall P99 budget in ms (default 500)")
@@ -60,77 +60,100 @@ def register(subparsers) -> None:
 
 
 def cmd_loadtest(args) -> int:
-    from openhood.loadtest.client import plan_client
-    from openhood.loadtest.corpus import CorpusError, TextCorpus, synthetic_corpus
-    from openhood.loadtest.runner import RunConfig, default_progress, run
-    from openhood.loadtest.stats import Slo, format_summary, summarize
-    from openhood.loadtest.target import RemoteTargetError, check_target, parse_target
-
-    def fail(msg: str) -> int:
-        print(f"openhood loadtest: error: {msg}", file=sys.stderr)
-        return 2
+    from openhood.loadtest.stats import format_summary
 
     try:
-        target = parse_target(args.url)
-        check_target(target, allow_remote=args.allow_remote)
-    except (ValueError, RemoteTargetError) as exc:
-        return fail(str(exc))
-    if not args.sweep and args.rate is None and args.concurrency is None:
-        return fail("give --rate R (open loop), --concurrency N (closed loop), or --sweep")
-    if args.sweep and args.concurrency is not None:
-        return fail("--sweep steps the open-loop rate; it cannot be combined with --concurrency")
-    try:
-        corpus = (TextCorpus.from_jsonl(args.corpus, max_chars=args.max_chars, limit=args.corpus_limit)
-                  if args.corpus else synthetic_corpus())
-        if not args.corpus and args.max_chars:
-            corpus = TextCorpus(corpus.texts, max_chars=args.max_chars)
-    except (OSError, CorpusError, ValueError) as exc:
-        return fail(str(exc))
-    slo = Slo(p99_budget_ms=args.p99_budget, bucket_ratio=args.bucket_ratio, min_samples=args.min_bucket_samples)
-    log = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
-    ready_wait = [args.wait_ready]  # wait before the first run only
-
-    def one_run(rate, concurrency, seed):
-        cfg = RunConfig(url=target.url, rate=rate, concurrency=concurrency, duration=args.duration,
-                        warmup=args.warmup, batch=args.batch, seed=seed, max_requests=args.max_requests,
-                        model=args.model)
-        plan = plan_client(rate=rate, concurrency=concurrency, p99_budget_s=args.p99_budget / 1e3,
-                           timeout_s=args.timeout, max_connections=args.pool)
-        result = run(cfg, plan, corpus.sampler(seed + 1), progress=default_progress(not args.quiet),
-                     wait_ready_s=ready_wait[0], ready_url=target.ready_url)
-        ready_wait[0] = 0.0
-        return result, summarize(result, slo)
-
+        target, corpus = _target_and_corpus(args)
+    except (OSError, ValueError) as exc:  # RemoteTargetError is a PermissionError, CorpusError a ValueError
+        return _fail(str(exc))
+    run_once = _RunOnce(args, target, corpus)
     try:
         if args.sweep:
-            from openhood.loadtest.sweep import format_sweep, rate_sweep
-
-            sweep = rate_sweep(lambda r, s: one_run(r, None, s), start=args.sweep_start, max_rate=args.sweep_max,
-                               seed=args.seed, factor=args.sweep_factor, bisect_steps=args.sweep_bisect,
-                               repeats=args.sweep_repeats, p99_budget_ms=args.p99_budget, log=log)
-            best = sweep.pop("best")
-            if args.json:
-                print(json.dumps({"sweep": sweep, "run": best[1] if best else None}, indent=2))
-            else:
-                print(format_sweep(sweep))
-            if args.report:
-                if best is None:
-                    log("no passing rate: the report shows the lowest rate tried")
-                    r0 = sweep["runs"][0]["rate"]
-                    best = one_run(r0, None, args.seed)
-                from openhood.loadtest.report import write_report
-
-                log(f"report: {write_report(args.report, best[0], best[1], sweep)}")
-            return 0 if sweep["best_rate"] is not None else 1
-        result, summary = one_run(args.rate, args.concurrency, args.seed)
+            return _sweep(args, run_once)
+        result, summary = run_once(args.rate, args.concurrency, args.seed)
+        print(json.dumps(summary, indent=2) if args.json else format_summary(summary))
+        if args.report:
+            _write_report(args, result, summary)
     except (ValueError, ConnectionError) as exc:
-        return fail(str(exc))
-    print(json.dumps(summary, indent=2) if args.json else format_summary(summary))
-    if args.report:
-        from openhood.loadtest.report import write_report
-
-        log(f"report: {write_report(args.report, result, summary)}")
+        return _fail(str(exc))
     return 0 if summary["ok"] > 0 else 1
+
+
+def _fail(msg: str) -> int:
+    print(f"openhood loadtest: error: {msg}", file=sys.stderr)
+    return 2
+
+
+def _log(args):
+    return (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
+
+
+def _target_and_corpus(args):
+    """The checked target and the text corpus; ValueError/OSError for a usage mistake."""
+    from openhood.loadtest.corpus import TextCorpus, synthetic_corpus
+    from openhood.loadtest.target import check_target, parse_target
+
+    target = parse_target(args.url)
+    check_target(target, allow_remote=args.allow_remote)
+    if not args.sweep and args.rate is None and args.concurrency is None:
+        raise ValueError("give --rate R (open loop), --concurrency N (closed loop), or --sweep")
+    if args.sweep and args.concurrency is not None:
+        raise ValueError("--sweep steps the open-loop rate; it cannot be combined with --concurrency")
+    if args.corpus:
+        return target, TextCorpus.from_jsonl(args.corpus, max_chars=args.max_chars, limit=args.corpus_limit)
+    corpus = synthetic_corpus()
+    return target, TextCorpus(corpus.texts, max_chars=args.max_chars) if args.max_chars else corpus
+
+
+class _RunOnce:
+    """``(rate, concurrency, seed) -> (result, summary)``: one load test with the command's
+    settings; only the first run waits for the server's readiness."""
+
+    def __init__(self, args, target, corpus):
+        from openhood.loadtest.stats import Slo
+
+        self.args, self.target, self.corpus = args, target, corpus
+        self.slo = Slo(p99_budget_ms=args.p99_budget, bucket_ratio=args.bucket_ratio, min_samples=args.min_bucket_samples)
+        self.ready_wait = args.wait_ready
+
+    def __call__(self, rate, concurrency, seed):
+        from openhood.loadtest.client import plan_client
+        from openhood.loadtest.runner import RunConfig, default_progress, run
+        from openhood.loadtest.stats import summarize
+
+        a = self.args
+        cfg = RunConfig(url=self.target.url, rate=rate, concurrency=concurrency, duration=a.duration,
+                        warmup=a.warmup, batch=a.batch, seed=seed, max_requests=a.max_requests, model=a.model)
+        plan = plan_client(rate=rate, concurrency=concurrency, p99_budget_s=a.p99_budget / 1e3,
+                           timeout_s=a.timeout, max_connections=a.pool)
+        result = run(cfg, plan, self.corpus.sampler(seed + 1), progress=default_progress(not a.quiet),
+                     wait_ready_s=self.ready_wait, ready_url=self.target.ready_url)
+        self.ready_wait = 0.0
+        return result, summarize(result, self.slo)
+
+
+def _sweep(args, run_once: _RunOnce) -> int:
+    """The open-loop rate sweep: its table, and the report of the best (or lowest) rate."""
+    from openhood.loadtest.sweep import format_sweep, rate_sweep
+
+    log = _log(args)
+    sweep = rate_sweep(lambda r, s: run_once(r, None, s), start=args.sweep_start, max_rate=args.sweep_max,
+                       seed=args.seed, factor=args.sweep_factor, bisect_steps=args.sweep_bisect,
+                       repeats=args.sweep_repeats, p99_budget_ms=args.p99_budget, log=log)
+    best = sweep.pop("best")
+    print(json.dumps({"sweep": sweep, "run": best[1] if best else None}, indent=2) if args.json else format_sweep(sweep))
+    if args.report:
+        if best is None:
+            log("no passing rate: the report shows the lowest rate tried")
+            best = run_once(sweep["runs"][0]["rate"], None, args.seed)
+        _write_report(args, best[0], best[1], sweep)
+    return 0 if sweep["best_rate"] is not None else 1
+
+
+def _write_report(args, result, summary: dict, sweep: dict | None = None) -> None:
+    from openhood.loadtest.report import write_report
+
+    _log(args)(f"report: {write_report(args.report, result, summary, sweep)}")
 
 
 def cmd_profile(args) -> int:

@@ -56,14 +56,18 @@ def _log(msg: str) -> None:
 def cmd_quantize(args: argparse.Namespace) -> int:
     import numpy as np
 
+    from openhood.corpus import CorpusError, read_texts
     from openhood.engine.bert import load_bert
     from openhood.engine.fusion import fuse
     from openhood.engine.quant.calibration import (
-        MIN_CALIBRATION_SAMPLES, CalibrationSetError, format_length_table, length_summary, split_calibration,
+        MIN_CALIBRATION_SAMPLES,
+        CalibrationSetError,
+        format_length_table,
+        length_summary,
+        split_calibration,
     )
     from openhood.engine.quant.progress import Progress
     from openhood.engine.quant.quantizer import format_decisions, quantize
-    from openhood.corpus import CorpusError, read_texts
     from openhood.models import model_name_for, resolve_model_dir
     from openhood.tokenizer import Tokenizer
 
@@ -100,7 +104,7 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     print(format_decisions(result.decisions))
     out = write_folder(Path(args.out), model, graph, result, {
         "source_model": model_name_for(model.folder), "method": args.method, "samples": int(drawn),
-        "calibration_texts": int(len(split.calibrate)), "holdout_texts": int(len(split.holdout)),
+        "calibration_texts": len(split.calibrate), "holdout_texts": len(split.holdout),
         "target_cosine": args.target_cosine, "seed": args.seed, "token_lengths": lengths_table,
         "weights": f"int8 symmetric per output channel [-{qmax}, {qmax}]", "weight_qmax": qmax,
         "activations": "uint8 asymmetric per tensor", "smooth_alpha": args.smooth_alpha,
@@ -115,7 +119,8 @@ def write_folder(out: Path, model, graph, result, info: dict, holdout) -> Path:
     """Write the output model folder and check the ONNX int8 model on the held-out texts."""
     import onnx
 
-    from openhood.engine.quant.evaluate import embed_batches, make_session, quality
+    from openhood.backends.ort_session import embed_batches, make_session
+    from openhood.engine.quant.evaluate import quality
     from openhood.engine.quant.quantizer import padded_batches
     from openhood.engine.quant.storage import FP16_FILE, INT8_FILE, apply_int8, save_fp16, save_int8
     from openhood.export.onnx_export import graph_to_onnx

@@ -74,7 +74,7 @@ def register(subparsers) -> None:
 
     b = subparsers.add_parser(
         "buckets",
-        help="derive batching length buckets from a corpus's token lengths (MISSION R2)",
+        help="derive batching length buckets from the length quantiles of a corpus (P50, P80, P95)",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     b.add_argument("--corpus", required=True, help='JSONL file of {"text": ...} lines')
@@ -247,7 +247,7 @@ def run_buckets(args: argparse.Namespace) -> int:
     print(f"{len(lengths)} texts; token length percentiles: " + ", ".join(f"P{p}={v:.0f}" for p, v in pct.items()))
     print(f"max length {max_length}; derived buckets: --buckets {buckets}")
     shares = buckets.share_per_bucket(lengths)
-    for bound, share in zip(buckets.bounds, shares):
+    for bound, share in zip(buckets.bounds, shares, strict=True):
         print(f"  <= {bound:4d}: {share:6.1%}")
     print(f"first two buckets hold {sum(shares[:2]):.1%} of the texts")
     return 0

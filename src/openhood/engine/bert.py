@@ -19,6 +19,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -44,7 +45,7 @@ class BertConfig:
         return self.hidden // self.heads
 
 
-def _read_json(path: Path) -> dict | list | None:
+def _read_json(path: Path) -> Any:  # parsed JSON, or None when the file is absent
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 

@@ -16,6 +16,7 @@ import ctypes
 import glob
 import os
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +39,7 @@ class Blas:
         self._get_threads = self._symbol("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads", "openblas_get_num_threads")
         self._set_local = self._symbol("openblas_set_num_threads_local")
 
-    def _symbol(self, *names: str):
+    def _symbol(self, *names: str) -> Any:
         for name in names:
             fn = getattr(self.lib, name, None) if self.lib is not None else None
             if fn is not None:

@@ -41,8 +41,9 @@ def merge_qkv(graph: Graph) -> Graph:
     for att in g.nodes:
         if att.op != "Attention" or len(att.inputs) != 4:
             continue
-        lins = [producer.get(v) for v in att.inputs[:3]]
-        if any(n is None or n.op != "Linear" or n.attrs.get("activation") for n in lins):
+        found = [producer.get(v) for v in att.inputs[:3]]
+        lins = [n for n in found if n is not None and n.op == "Linear" and not n.attrs.get("activation")]
+        if len(lins) != 3:
             continue
         if len({n.inputs[0] for n in lins}) != 1 or any(_single_reader(g, n.outputs[0]) is not att for n in lins):
             continue
@@ -59,7 +60,7 @@ def merge_qkv(graph: Graph) -> Graph:
         att.inputs = (packed, att.inputs[3])
         att.attrs["scale"] = 1.0
     g.nodes = [replace.get(n.name, n) for n in g.nodes if n.name not in drop]
-    g.meta["fusions"] = g.meta.get("fusions", []) + ["merge_qkv"]
+    g.meta["fusions"] = [*g.meta.get("fusions", []), "merge_qkv"]
     return g
 
 
@@ -77,7 +78,7 @@ def fuse_linear_activation(graph: Graph) -> Graph:
         lin.outputs = act.outputs
         drop.add(act.name)
     g.nodes = [n for n in g.nodes if n.name not in drop]
-    g.meta["fusions"] = g.meta.get("fusions", []) + ["linear_activation"]
+    g.meta["fusions"] = [*g.meta.get("fusions", []), "linear_activation"]
     return g
 
 
@@ -92,7 +93,7 @@ def fuse_linear_add_layernorm(graph: Graph) -> Graph:
         add = producer.get(ln.inputs[0])
         if add is None or add.op != "Add" or _single_reader(g, add.outputs[0]) is not ln:
             continue
-        lin, residual = None, None
+        lin, residual = None, ""
         for i, v in enumerate(add.inputs):
             cand = producer.get(v)
             if cand is not None and cand.op == "Linear" and not cand.attrs.get("activation") and _single_reader(g, v) is add:
@@ -122,7 +123,7 @@ def fuse_linear_add_layernorm(graph: Graph) -> Graph:
             continue
         out.append(n)
     g.nodes = out
-    g.meta["fusions"] = g.meta.get("fusions", []) + ["linear_add_layernorm"]
+    g.meta["fusions"] = [*g.meta.get("fusions", []), "linear_add_layernorm"]
     return g
 
 

@@ -77,7 +77,7 @@ class Graph:
     def producer(self) -> dict[str, Node]:
         return {v: n for n in self.nodes for v in n.outputs}
 
-    def clone(self) -> "Graph":
+    def clone(self) -> Graph:
         """Copy the structure; weight arrays are shared (passes build new ones when they change)."""
         nodes = [
             Node(n.name, n.op, tuple(n.inputs), tuple(n.outputs), copy.deepcopy(n.attrs), dict(n.params), n.linear)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable
 
 import numpy as np
 from numba import njit, types
@@ -63,7 +64,7 @@ _EXP2_MIN = _F(-126.0)
 _BIAS_EXP, _MANTISSA, _ZERO_BITS = np.int32(127), np.int32(23), np.int32(0)  # float32 exponent field
 
 
-def _gelu_rows(y, bias):
+def _gelu_rows(y: np.ndarray, bias: np.ndarray) -> None:
     """y (N, F) ← GELU(y + bias); bias (F,)."""
     for i in range(y.shape[0]):
         row = y[i]
@@ -76,7 +77,7 @@ def _gelu_rows(y, bias):
             row[j] = x * (_HALF + p / d)  # p / d = 0.5 erf(x / sqrt 2)
 
 
-def _relu_rows(y, bias):
+def _relu_rows(y: np.ndarray, bias: np.ndarray) -> None:
     """y (N, F) ← max(y + bias, 0); bias (F,)."""
     for i in range(y.shape[0]):
         row = y[i]
@@ -84,7 +85,7 @@ def _relu_rows(y, bias):
             row[j] = max(row[j] + bias[j], _ZERO)
 
 
-def _add_rows(y, bias):
+def _add_rows(y: np.ndarray, bias: np.ndarray) -> None:
     """y (N, F) += bias (F,)."""
     for i in range(y.shape[0]):
         row = y[i]
@@ -92,7 +93,8 @@ def _add_rows(y, bias):
             row[j] += bias[j]
 
 
-def _layernorm_rows(y, bias, residual, gamma, beta, eps):
+def _layernorm_rows(y: np.ndarray, bias: np.ndarray, residual: np.ndarray, gamma: np.ndarray, beta: np.ndarray,
+                    eps: float) -> None:
     """y (N, C) ← LayerNorm(y + bias + residual) · gamma + beta; residual (N, C) or (0, C) for none.
 
     Two-pass statistics (mean, then the mean of squared deviations) on the row while it is in
@@ -123,7 +125,7 @@ def _layernorm_rows(y, bias, residual, gamma, beta, eps):
 
 
 @njit(fastmath=_FASTMATH, inline="always")
-def _row_max(row):
+def _row_max(row: np.ndarray) -> float:
     """max(row) over 8 independent running maxima: one chain would wait ~3 cycles per element
     (LLVM does not vectorize a float max reduction without ``nnan``)."""
     t = row.shape[0]
@@ -142,10 +144,11 @@ def _row_max(row):
     while j < t:
         m0 = max(m0, row[j])
         j += 1
-    return max(max(max(m0, m1), max(m2, m3)), max(max(m4, m5), max(m6, m7)))
+    m: float = max(max(max(m0, m1), max(m2, m3)), max(max(m4, m5), max(m6, m7)))
+    return m
 
 
-def _softmax_rows(y, bias, rows_per_bias, scale, bits):
+def _softmax_rows(y: np.ndarray, bias: np.ndarray, rows_per_bias: int, scale: float, bits: np.ndarray) -> None:
     """y (R, T) ← softmax(y · scale + bias[r // rows_per_bias]) per row.
 
     bias (R / rows_per_bias, T) additive mask (a zero row for none: one branch-free pass in L1,
@@ -192,14 +195,14 @@ _SIGNATURES = {
 class _Lazy:
     """A kernel compiled for its one explicit signature on first call (thread-safe)."""
 
-    def __init__(self, py_func):
+    def __init__(self, py_func: Callable[..., None]):
         self.py_func = py_func
         self.name = py_func.__name__.lstrip("_")
         self.compile_seconds = 0.0
-        self._compiled = None
+        self._compiled: Callable[..., None] | None = None
         self._lock = threading.Lock()
 
-    def compile(self):
+    def compile(self) -> Callable[..., None]:
         with self._lock:
             if self._compiled is None:
                 t0 = time.perf_counter()
@@ -209,7 +212,7 @@ class _Lazy:
                 self.compile_seconds = time.perf_counter() - t0
         return self._compiled
 
-    def __call__(self, *args):
+    def __call__(self, *args: object) -> None:
         return (self._compiled or self.compile())(*args)
 
 

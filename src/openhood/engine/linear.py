@@ -10,7 +10,9 @@ replacement implements:
   (fused kernels add the bias in their own cache-resident epilogue)
 - ``forward(x, out=None)``: matmul + bias
 - ``flops(m)``: arithmetic of one call on M rows, for the profiler; ``nbytes()``: stored size
-- ``onnx_matmul(builder, x_name, prefix) -> str``: emit the product into an ONNX graph (export)
+
+ONNX export of each kind lives in ``openhood.export.linear`` (export depends on the engine,
+never the reverse).
 
 The trade-off: weights are stored (in, out) so ``x @ W`` is a plain row-major GEMM with no
 transpose at run time; loading transposes the (out, in) PyTorch layout once.
@@ -22,7 +24,12 @@ import numpy as np
 
 
 class Linear:
-    """y = x @ weight + bias, float32; weight (in, out) C-contiguous."""
+    """y = x @ weight + bias, float32; weight (in, out) C-contiguous.
+
+    >>> lin = Linear(np.array([[1.0, 0.0], [0.0, 2.0]]), np.array([0.5, 0.5]))
+    >>> lin.forward(np.array([[1.0, 1.0]], np.float32)).tolist(), lin.flops(4)
+    ([[1.5, 2.5]], 32)
+    """
 
     precision = "fp32"
 
@@ -38,17 +45,17 @@ class Linear:
         self.bias = bias
 
     @classmethod
-    def from_torch_layout(cls, weight_out_in: np.ndarray, bias: np.ndarray | None) -> "Linear":
+    def from_torch_layout(cls, weight_out_in: np.ndarray, bias: np.ndarray | None) -> Linear:
         """PyTorch/safetensors store (out, in); transpose once at load."""
         return cls(np.asarray(weight_out_in).T, bias)
 
     @property
     def in_features(self) -> int:
-        return self.weight.shape[0]
+        return int(self.weight.shape[0])
 
     @property
     def out_features(self) -> int:
-        return self.weight.shape[1]
+        return int(self.weight.shape[1])
 
     def matmul(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         # (M, in) @ (in, out) -> (M, out): one sgemm, threaded by BLAS.
@@ -65,10 +72,6 @@ class Linear:
 
     def nbytes(self) -> int:
         return self.weight.nbytes + (0 if self.bias is None else self.bias.nbytes)
-
-    def onnx_matmul(self, builder, x_name: str, prefix: str) -> str:
-        w = builder.initializer(f"{prefix}.weight", self.weight)
-        return builder.node("MatMul", [x_name, w], name=f"{prefix}.matmul")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.in_features}->{self.out_features}, {self.precision})"

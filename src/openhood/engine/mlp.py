@@ -7,6 +7,8 @@ The trade-off: inference only: training it is out of this package's scope.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from openhood.engine.graph import Graph, Node
@@ -18,7 +20,7 @@ def build_mlp(sizes: tuple[int, ...] = (784, 256, 10), seed: int = 0) -> Graph:
     rng = np.random.default_rng(seed)
     nodes: list[Node] = []
     value = "x"
-    for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+    for i, (fan_in, fan_out) in enumerate(itertools.pairwise(sizes)):
         w = rng.standard_normal((fan_in, fan_out)).astype(np.float32) * np.float32(np.sqrt(2.0 / fan_in))
         b = rng.standard_normal(fan_out).astype(np.float32) * np.float32(0.01)
         last = i == len(sizes) - 2

@@ -12,6 +12,7 @@ below ~64k elements everything runs on one thread.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -25,10 +26,16 @@ MASK_NEG = np.float32(-1e9)  # additive bias of a padded key: exp() of it is exa
 
 
 def erf_naive(x: np.ndarray) -> np.ndarray:
-    return np.vectorize(math.erf, otypes=[np.float64])(np.asarray(x, dtype=np.float64))
+    out: np.ndarray = np.vectorize(math.erf, otypes=[np.float64])(np.asarray(x, dtype=np.float64))
+    return out
 
 
 def gelu_naive(x: np.ndarray) -> np.ndarray:
+    """Exact-erf GELU, float64.
+
+    >>> gelu_naive(np.array([-1.0, 0.0, 1.0])).round(4).tolist()
+    [-0.1587, 0.0, 0.8413]
+    """
     x = np.asarray(x, dtype=np.float64)
     return 0.5 * x * (1.0 + erf_naive(x / math.sqrt(2.0)))
 
@@ -38,16 +45,23 @@ def relu_naive(x: np.ndarray) -> np.ndarray:
 
 
 def softmax_naive(x: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis, float64.
+
+    >>> softmax_naive(np.array([0.0, np.log(3.0)])).tolist()
+    [0.25, 0.75]
+    """
     x = np.asarray(x, dtype=np.float64)
     e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
+    out: np.ndarray = e / e.sum(axis=-1, keepdims=True)
+    return out
 
 
 def layernorm_naive(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     mean = x.mean(axis=-1, keepdims=True)
     var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
-    return (x - mean) / np.sqrt(var + eps) * gamma + beta
+    out: np.ndarray = (x - mean) / np.sqrt(var + eps) * gamma + beta
+    return out
 
 
 def linear_naive(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
@@ -55,29 +69,33 @@ def linear_naive(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None) -> 
     return y if bias is None else y + bias
 
 
-def attention_naive(q, k, v, attention_mask, heads: int, scale: float) -> np.ndarray:
+def attention_naive(q: np.ndarray, k: np.ndarray, v: np.ndarray, attention_mask: np.ndarray, heads: int,
+                    scale: float) -> np.ndarray:
     """q, k, v (B, T, C); attention_mask (B, T) 0/1 → context (B, T, C), float64."""
     b, t, c = q.shape
     dh = c // heads
 
-    def split(a):  # (B, T, C) -> (B, H, T, dh)
+    def split(a: np.ndarray) -> np.ndarray:  # (B, T, C) -> (B, H, T, dh)
         return np.asarray(a, dtype=np.float64).reshape(b, t, heads, dh).transpose(0, 2, 1, 3)
 
     scores = split(q) @ split(k).transpose(0, 1, 3, 2) * scale  # (B, H, T, T)
     scores = np.where(np.asarray(attention_mask)[:, None, None, :] > 0, scores, -np.inf)
     ctx = softmax_naive(scores) @ split(v)  # (B, H, T, dh)
-    return ctx.transpose(0, 2, 1, 3).reshape(b, t, c)
+    out: np.ndarray = ctx.transpose(0, 2, 1, 3).reshape(b, t, c)
+    return out
 
 
 def mean_pool_naive(hidden: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
     """hidden (B, T, C), mask (B, T) → (B, C): average over real tokens only."""
     m = np.asarray(attention_mask, dtype=np.float64)[:, :, None]
-    return (np.asarray(hidden, dtype=np.float64) * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+    out: np.ndarray = (np.asarray(hidden, dtype=np.float64) * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+    return out
 
 
 def l2_normalize_naive(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
-    return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+    out: np.ndarray = x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+    return out
 
 
 # ---------------------------------------------------------------- fast kernels (float32, in place)
@@ -107,7 +125,7 @@ _ZEROS: dict[int, np.ndarray] = {}
 _NO_RESIDUAL = np.empty((0, 0), dtype=np.float32)
 
 
-def _split(fn, y: np.ndarray, splitter: RowSplitter) -> np.ndarray:
+def _split(fn: Callable[[int, int], None], y: np.ndarray, splitter: RowSplitter) -> np.ndarray:
     """``fn(start, stop)`` on each thread's row range of y (one range when y is small)."""
     n, width = _rows(y).shape
     splitter.run(fn, n, width, MIN_PARALLEL_ELEMENTWISE)
@@ -169,6 +187,11 @@ def attention_mask_bias(attention_mask: np.ndarray) -> np.ndarray | None:
 
     ``None`` when nothing is padded (batch 1, length-sorted batches): attention then skips a
     full pass over its (B, H, T, T) scores.
+
+    >>> attention_mask_bias(np.array([[1, 1, 0]])).ravel().tolist()
+    [0.0, 0.0, -1000000000.0]
+    >>> attention_mask_bias(np.array([[1, 1]])) is None
+    True
     """
     m = np.asarray(attention_mask)
     if m.all():
@@ -197,7 +220,7 @@ def attention_(
     b, t, c = q.shape
     dh = c // heads
 
-    def heads_view(a):  # (B, T, C) -> (B, H, T, dh), a view
+    def heads_view(a: np.ndarray) -> np.ndarray:  # (B, T, C) -> (B, H, T, dh), a view
         return a.reshape(b, t, heads, dh).transpose(0, 2, 1, 3)
 
     qh, kh, vh, oh = heads_view(q), heads_view(k), heads_view(v), heads_view(out)
@@ -226,16 +249,25 @@ def attention_(
 
 
 def mean_pool(hidden: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
-    """hidden (B, T, C), mask (B, T) → (B, C) float32 mean over real tokens (one batched GEMV)."""
+    """hidden (B, T, C), mask (B, T) → (B, C) float32 mean over real tokens (one batched GEMV).
+
+    >>> mean_pool(np.arange(6, dtype=np.float32).reshape(1, 3, 2), np.array([[1, 1, 0]])).tolist()
+    [[1.0, 2.0]]
+    """
     m = np.asarray(attention_mask, dtype=np.float32)
-    summed = np.matmul(m[:, None, :], hidden)[:, 0, :]  # (B, C)
+    summed: np.ndarray = np.matmul(m[:, None, :], hidden)[:, 0, :]  # (B, C)
     counts = np.maximum(m.sum(axis=1, keepdims=True), np.float32(1e-9))
     summed /= counts
     return summed
 
 
 def l2_normalize(x: np.ndarray) -> np.ndarray:
-    """(B, C) → rows scaled to unit L2 norm (norm floored at 1e-12 like torch's F.normalize)."""
+    """(B, C) → rows scaled to unit L2 norm (norm floored at 1e-12 like torch's F.normalize).
+
+    >>> l2_normalize(np.array([[3.0, 4.0]], np.float32)).astype(np.float64).round(6).tolist()
+    [[0.6, 0.8]]
+    """
     norms = np.sqrt(np.einsum("ij,ij->i", x, x))[:, None]
     np.maximum(norms, np.float32(1e-12), out=norms)
-    return x / norms
+    out: np.ndarray = x / norms
+    return out

@@ -13,10 +13,14 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
+from typing import TYPE_CHECKING
 
 from openhood.engine.blas import blas
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # Smallest scratch buffer (64 KiB of float32): small requests reuse one buffer.
 MIN_SCRATCH_ELEMENTS = 16384
@@ -49,7 +53,7 @@ class RowSplitter:
         )
         self._scratch = threading.local()
 
-    def scratch(self, key: str, shape: tuple[int, ...], dtype="float32"):
+    def scratch(self, key: str, shape: tuple[int, ...], dtype: str = "float32") -> np.ndarray:
         """A per-thread reusable buffer (no allocation in the hot loop)."""
         import numpy as np
 

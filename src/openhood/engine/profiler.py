@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -54,7 +55,7 @@ class OpProfile:
     def total_seconds(self) -> float:
         return sum(self.seconds.values())
 
-    def rows(self, peak_gflops: float) -> list[dict]:
+    def rows(self, peak_gflops: float) -> list[dict[str, Any]]:
         """One dict per op type, most expensive first; times are per forward pass."""
         n = max(1, self.forwards)
         total = self.total_seconds or 1e-12

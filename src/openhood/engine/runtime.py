@@ -11,8 +11,9 @@ nodes per forward), negligible beside the GEMMs at any useful batch size.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -37,10 +38,15 @@ class OpProfiler(Protocol):
     def record(self, node: Node, seconds: float, flops: int) -> None: ...
 
 
+# A kernel: (node, context, *input arrays) → (output array, arithmetic of the call in FLOPs);
+# the attention-mask bias is None when nothing is padded.
+KernelResult = tuple[np.ndarray | None, int]
+Kernel = Callable[..., KernelResult]
+
 _ACTIVATION_KERNELS = {"gelu": ops.gelu_, "relu": ops.relu_, "softmax": ops.softmax_}
 
 
-def k_linear(node: Node, ctx: RunContext, x: np.ndarray):
+def k_linear(node: Node, ctx: RunContext, x: np.ndarray) -> KernelResult:
     """y = x @ W (one BLAS-threaded GEMM), then bias (+ activation) in place in the GEMM's output,
     split over the threads by the op itself.
 
@@ -60,7 +66,7 @@ def k_linear(node: Node, ctx: RunContext, x: np.ndarray):
     return y, flops
 
 
-def k_linear_add_layernorm(node: Node, ctx: RunContext, x: np.ndarray, residual: np.ndarray):
+def k_linear_add_layernorm(node: Node, ctx: RunContext, x: np.ndarray, residual: np.ndarray) -> KernelResult:
     p = node.params
     lin = node.linear
     y = lin.matmul(x)  # (N, out)
@@ -68,7 +74,7 @@ def k_linear_add_layernorm(node: Node, ctx: RunContext, x: np.ndarray, residual:
     return y, lin.flops(x.shape[0]) + y.size * (2 + _ELEMENTWISE_FLOPS["LayerNorm"])
 
 
-def k_embeddings(node: Node, ctx: RunContext, input_ids: np.ndarray):
+def k_embeddings(node: Node, ctx: RunContext, input_ids: np.ndarray) -> KernelResult:
     p = node.params
     b, t = ctx.batch, ctx.seq
     c = p["word"].shape[1]
@@ -80,18 +86,18 @@ def k_embeddings(node: Node, ctx: RunContext, input_ids: np.ndarray):
     return out.reshape(b * t, c), 2 * out.size
 
 
-def k_layernorm(node: Node, ctx: RunContext, x: np.ndarray):
+def k_layernorm(node: Node, ctx: RunContext, x: np.ndarray) -> KernelResult:
     y = x.copy()
     ops.layernorm_(y, node.params["gamma"], node.params["beta"], node.attrs["eps"], ctx.splitter)
     return y, y.size * _ELEMENTWISE_FLOPS["LayerNorm"]
 
 
-def k_add(node: Node, ctx: RunContext, a: np.ndarray, b: np.ndarray):
+def k_add(node: Node, ctx: RunContext, a: np.ndarray, b: np.ndarray) -> KernelResult:
     return np.add(a, b), a.size
 
 
-def _unary(kernel: Callable, label: str):
-    def run(node: Node, ctx: RunContext, x: np.ndarray):
+def _unary(kernel: Callable[[np.ndarray, RowSplitter], object], label: str) -> Kernel:
+    def run(node: Node, ctx: RunContext, x: np.ndarray) -> KernelResult:
         y = x.copy()
         kernel(y, ctx.splitter)
         return y, y.size * _ELEMENTWISE_FLOPS[label]
@@ -99,11 +105,11 @@ def _unary(kernel: Callable, label: str):
     return run
 
 
-def k_attention_mask(node: Node, ctx: RunContext, attention_mask: np.ndarray):
+def k_attention_mask(node: Node, ctx: RunContext, attention_mask: np.ndarray) -> KernelResult:
     return ops.attention_mask_bias(attention_mask), attention_mask.size
 
 
-def k_attention(node: Node, ctx: RunContext, *args: np.ndarray):
+def k_attention(node: Node, ctx: RunContext, *args: np.ndarray) -> KernelResult:
     b, t = ctx.batch, ctx.seq
     heads = node.attrs["heads"]
     if len(args) == 2:  # packed (N, 3C) from a merged QKV projection
@@ -121,16 +127,16 @@ def k_attention(node: Node, ctx: RunContext, *args: np.ndarray):
     return out.reshape(b * t, c), 4 * scores * (c // heads) + (2 + _ELEMENTWISE_FLOPS["Softmax"]) * scores  # QK, PV; scale+mask, softmax
 
 
-def k_mean_pool(node: Node, ctx: RunContext, hidden: np.ndarray, attention_mask: np.ndarray):
+def k_mean_pool(node: Node, ctx: RunContext, hidden: np.ndarray, attention_mask: np.ndarray) -> KernelResult:
     b, t = ctx.batch, ctx.seq
     return ops.mean_pool(hidden.reshape(b, t, -1), attention_mask), 2 * hidden.size
 
 
-def k_l2_normalize(node: Node, ctx: RunContext, x: np.ndarray):
+def k_l2_normalize(node: Node, ctx: RunContext, x: np.ndarray) -> KernelResult:
     return ops.l2_normalize(x), 3 * x.size
 
 
-KERNELS: dict[str, Callable] = {
+KERNELS: dict[str, Kernel] = {
     "Embeddings": k_embeddings,
     "LayerNorm": k_layernorm,
     "AttentionMask": k_attention_mask,
@@ -167,7 +173,7 @@ class Executor:
         if ids.ndim != 2:
             raise ValueError(f"{self.graph.inputs[0]} must be 2-D (batch, seq), got shape {ids.shape}")
         ctx = RunContext(batch=ids.shape[0], seq=ids.shape[1], splitter=self.splitter)
-        env = dict(feeds)
+        env: dict[str, Any] = dict(feeds)  # arrays; the attention-mask bias may be None
         for i, node in enumerate(self.graph.nodes):
             kernel = KERNELS[node.op]
             args = [env[v] for v in node.inputs]
@@ -185,8 +191,8 @@ class Executor:
     def close(self) -> None:
         self.splitter.close()
 
-    def __enter__(self) -> "Executor":
+    def __enter__(self) -> Executor:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()  # the thread pool is released however the block ends

@@ -2,10 +2,10 @@
 
 The exporter walks OUR graph, fused or not, node by node, and emits the equivalent ONNX
 operators: no tracing, no torch. Hidden states are (B, T, C) in ONNX (the engine's (N, C) rows
-are an implementation detail), batch and sequence axes are symbolic. A Linear is emitted by
-the layer object itself (``linear.onnx_matmul``), so a quantized Linear that implements that
-method exports as its own integer sub-graph; float Linears give ``MatMul(x, W)`` with W an
-(in, out) initializer named ``<node>.weight``, plus ``Add(<node>.bias)``.
+are an implementation detail), batch and sequence axes are symbolic. A Linear's product is
+emitted by ``openhood.export.linear.emit_matmul`` for its kind (a quantized Linear becomes its
+integer sub-graph; a float one ``MatMul(x, W)`` with W an (in, out) initializer named
+``<node>.weight``), plus ``Add(<node>.bias)``.
 
 GELU is the exact erf form (``x * 0.5 * (1 + Erf(x / sqrt 2))``, which ONNX Runtime fuses into
 its Gelu kernel), LayerNorm is ``LayerNormalization`` (hence opset 17). The trade-off: one
@@ -24,6 +24,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from openhood.engine.graph import Graph, Node
 from openhood.engine.ops import MASK_NEG
+from openhood.export.linear import emit_matmul
 from openhood.export.qdq import emit_int8_gather
 
 OPSET = 17
@@ -62,9 +63,7 @@ class OnnxGraphBuilder:
 
 def _linear(b: OnnxGraphBuilder, node: Node, x: str) -> str:
     lin = node.linear
-    if not hasattr(lin, "onnx_matmul"):
-        raise NotImplementedError(f"{type(lin).__name__} of node {node.name!r} has no onnx_matmul(): cannot export it")
-    y = lin.onnx_matmul(b, x, node.name)
+    y = emit_matmul(b, lin, x, node.name)
     if lin.bias is not None:
         y = b.node("Add", [y, b.initializer(f"{node.name}.bias", lin.bias)], name=f"{node.name}.bias_add")
     return y

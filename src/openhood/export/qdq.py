@@ -1,6 +1,6 @@
 """Int8 ONNX: the integer sub-graph of a quantized Linear, and int8 embedding tables.
 
-A quantized Linear (``openhood.engine.quant.linear.Int8Linear``) exports itself through
+A quantized Linear (``openhood.engine.quant.linear.Int8Linear``) is exported (``export.linear``) through
 ``emit_int8_matmul``, per activation mode, in the two shapes ONNX Runtime's optimizer turns
 into *one* fused integer kernel each (checked on the optimized graph, and tested):
 
@@ -40,7 +40,11 @@ S8_SAFE_QMAX = 63  # |codes| <= 63: u8 x s8 int16 pair sums cannot saturate (2 *
 
 
 def resolve_encoding(codes: np.ndarray, encoding: str) -> str:
-    """``auto`` → ``s8`` when the codes fit 7 bits (fast, exact on AVX2), else ``u8`` (exact)."""
+    """``auto`` → ``s8`` when the codes fit 7 bits (fast, exact on AVX2), else ``u8`` (exact).
+
+    >>> resolve_encoding(np.array([[63, -5]], np.int8), "auto"), resolve_encoding(np.array([[127]], np.int8), "auto")
+    ('s8', 'u8')
+    """
     if encoding == "auto":
         return "s8" if int(np.max(np.abs(codes.astype(np.int16)), initial=0)) <= S8_SAFE_QMAX else "u8"
     if encoding not in ("u8", "s8"):

@@ -41,7 +41,7 @@ def read_tensors(folder: Path, strip_prefix: str = "") -> dict[str, np.ndarray]:
 
     tensors: dict[str, np.ndarray] = {}
     with safe_open(str(weights_file(folder)), framework="np") as f:
-        for key in f.keys():
+        for key in f.keys():  # noqa: SIM118 -- safe_open has keys() but is not iterable
             name = key[len(strip_prefix) :] if strip_prefix and key.startswith(strip_prefix) else key
             tensors[name] = f.get_tensor(key)
     return tensors

@@ -1,6 +1,6 @@
-"""The load generator's HTTP client: a bounded connection pool and explicit timeouts (R13).
+"""The load generator's HTTP client: a bounded connection pool and explicit timeouts.
 
-Sizing rules (MISSION.md R13), applied to our own client:
+Sizing rules for any HTTP client of a model server, applied to our own:
 - pool ≈ offered QPS × expected latency × 2. In closed-loop mode the pool is exactly the number
   of clients (each holds one connection). In open-loop mode the "expected latency" is the P99
   budget: a request in flight longer than that already fails the SLO, so twice the in-flight

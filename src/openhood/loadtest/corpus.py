@@ -36,7 +36,7 @@ class TextCorpus:
 
     @classmethod
     def from_jsonl(cls, path: str | Path, field: str = "text", max_chars: int | None = None,
-                   limit: int | None = None) -> "TextCorpus":
+                   limit: int | None = None) -> TextCorpus:
         """Read ``{"text": ...}`` lines; ``limit`` keeps the first N lines (tests, quick runs)."""
         texts = read_texts(path, field=field, limit=limit)
         return cls(texts, max_chars=max_chars)
@@ -44,7 +44,7 @@ class TextCorpus:
     def __len__(self) -> int:
         return len(self.texts)
 
-    def sampler(self, seed: int) -> "TextSampler":
+    def sampler(self, seed: int) -> TextSampler:
         return TextSampler(self.texts, seed)
 
 

@@ -1,4 +1,4 @@
-"""``openhood profile``: record a py-spy flame graph of a running process (MISSION.md R12).
+"""``openhood profile``: record a py-spy flame graph of a running process.
 
 py-spy samples a live Python process from outside (reading its memory via ptrace), so the
 server runs unmodified and at full speed while we look. We only wrap it: find the binary (the

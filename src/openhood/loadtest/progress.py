@@ -10,6 +10,7 @@ latencies of the last tick only (cheap, noisy at low rates).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import numpy as np
 
@@ -22,7 +23,7 @@ class ProgressLine:
         self._window: list[float] = []
         self.done = 0
         self.errors = 0
-        self._poll = None
+        self._poll: Callable[[], tuple[int, float]] = lambda: (0, 0.0)  # start() sets the real one
         self._label = ""
         self._total = 0.0
 

@@ -123,7 +123,7 @@ class _Recorder:
 def _encode_body(texts: list[str], model: str | None) -> bytes:
     import orjson
 
-    body = {"input": texts}
+    body: dict[str, object] = {"input": texts}
     if model is not None:
         body["model"] = model
     return orjson.dumps(body)
@@ -197,6 +197,7 @@ def _hard_timeout(plan: ClientPlan) -> float:
 
 async def _open_loop(client, cfg: RunConfig, plan: ClientPlan, sampler: TextSampler,
                      rec: _Recorder, t0: float) -> int:
+    assert cfg.rate is not None  # RunConfig.mode is "open" exactly when a rate is set
     schedule = poisson_schedule(cfg.rate, cfg.warmup + cfg.duration, cfg.seed, cfg.max_requests)
     hard = _hard_timeout(plan)
     tasks: set[asyncio.Task] = set()
@@ -227,6 +228,7 @@ async def _closed_loop(client, cfg: RunConfig, plan: ClientPlan, sampler: TextSa
             rec.sent += 1
             await _one_request(client, cfg.url, sampler.draw(cfg.batch), cfg.model, now, t0, hard, rec)
 
+    assert cfg.concurrency is not None  # RunConfig.mode is "closed" exactly when no rate is set
     tasks = {asyncio.create_task(one_client()) for _ in range(cfg.concurrency)}
     return await _drain(tasks, end + hard)
 
@@ -236,7 +238,7 @@ async def _drain(tasks: set, timeout: float) -> int:
     if not tasks:
         return 0
     pending = set(tasks)
-    done, still = await asyncio.wait(pending, timeout=timeout)
+    _, still = await asyncio.wait(pending, timeout=timeout)
     for t in still:
         t.cancel()
     if still:
@@ -282,14 +284,14 @@ async def run_async(cfg: RunConfig, plan: ClientPlan, sampler: TextSampler,
         else:
             cancelled = await _closed_loop(client, cfg, plan, sampler, rec, t0)
     finally:
-        if ticker is not None:
+        if ticker is not None and progress is not None:
             ticker.cancel()
             progress.finish()
         if own_client:
             await client.aclose()
     wall = time.perf_counter() - t0
     rows = rec.rows
-    cols = list(zip(*rows)) if rows else [()] * 7
+    cols = list(zip(*rows, strict=True)) if rows else [()] * 7
     return RunResult(
         config=cfg, plan=plan,
         scheduled=np.asarray(cols[0], dtype=np.float64), sent=np.asarray(cols[1], dtype=np.float64),

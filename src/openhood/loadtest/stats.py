@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# Upper bounds (inclusive) of the token buckets of MISSION.md R10; the last bucket is open.
+# Upper bounds (inclusive) of the latency-by-length token buckets; the last bucket is open.
 BUCKET_EDGES = (32, 64, 128, 256)
 BUCKET_NAMES = ("0-32", "33-64", "65-128", "129-256", "257+")
 CHARS_PER_TOKEN = 4.0
@@ -71,7 +71,11 @@ def tokens_per_text(result) -> tuple[np.ndarray, str]:
 
 
 def bucket_index(tokens: np.ndarray) -> np.ndarray:
-    """0..4 for the buckets 0-32, 33-64, 65-128, 129-256, 257+ (edges inclusive)."""
+    """0..4 for the buckets 0-32, 33-64, 65-128, 129-256, 257+ (edges inclusive).
+
+    >>> bucket_index(np.array([1, 32, 33, 300])).tolist()
+    [0, 0, 1, 4]
+    """
     return np.searchsorted(np.asarray(BUCKET_EDGES, dtype=np.float64), np.ceil(tokens), side="left")
 
 
@@ -100,7 +104,7 @@ def summarize(result, slo: Slo = Slo()) -> dict:
         "mode": cfg.mode, "url": cfg.url, "offered_rate": cfg.rate, "concurrency": cfg.concurrency,
         "duration_s": cfg.duration, "warmup_s": cfg.warmup, "batch": cfg.batch, "seed": cfg.seed,
         "client": result.plan.describe(),
-        "requests": int(len(result.status)) + result.cancelled, "ok": n_ok, "error_count": n_err,
+        "requests": len(result.status) + result.cancelled, "ok": n_ok, "error_count": n_err,
         "errors": dict(sorted(errors.items())), "warmup_requests": result.warmup_requests,
         "throughput_rps": n_ok / span if span > 0 else 0.0,
         "texts_per_s": float(result.n_texts[ok].sum()) / span if span > 0 else 0.0,

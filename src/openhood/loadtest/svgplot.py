@@ -12,9 +12,11 @@ down-sampled (seeded, evenly) to ``MAX_POINTS`` so the page stays small for long
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from html import escape
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 W, H = 640, 320
 PAD_L, PAD_R, PAD_T, PAD_B = 64, 16, 34, 46
@@ -101,7 +103,7 @@ def histogram(values, *, title: str, xlabel: str, plot_id: str, bins: int = 40,
     ax = _Axes(float(edges[0]), float(edges[-1]), 0.0, float(counts.max()))
     body = []
     y_base = float(ax.py(0))
-    for c, a, b in zip(counts, edges[:-1], edges[1:]):
+    for c, a, b in zip(counts, edges[:-1], edges[1:], strict=True):
         if c == 0:
             continue
         x0, x1, y = float(ax.px(a)), float(ax.px(b)), float(ax.py(c))
@@ -139,7 +141,7 @@ def scatter(xs, ys, *, title: str, xlabel: str, ylabel: str, plot_id: str, flags
     idx = _thin(x.size)
     px, py = ax.px(x[idx]), ax.py(y[idx])
     body = []
-    for a, b, bad in zip(px, py, f[idx]):
+    for a, b, bad in zip(px, py, f[idx], strict=True):
         color = COLORS[1] if bad else COLORS[0]
         body.append(f'<circle class="pt" cx="{a:.1f}" cy="{b:.1f}" r="1.6" fill="{color}" fill-opacity="0.5"/>')
     if f.any():
@@ -148,7 +150,7 @@ def scatter(xs, ys, *, title: str, xlabel: str, ylabel: str, plot_id: str, flags
     return _frame(ax, title, xlabel, ylabel, plot_id, body)
 
 
-def lines(series: list[tuple[str, list, list]], *, title: str, xlabel: str, ylabel: str, plot_id: str,
+def lines(series: Sequence[tuple[str, ArrayLike, ArrayLike]], *, title: str, xlabel: str, ylabel: str, plot_id: str,
           hline: tuple[str, float] | None = None) -> str:
     """Polylines with a legend; ``hline`` draws a labelled horizontal reference (e.g. a budget)."""
     data = [(name, np.asarray(xs, float), np.asarray(ys, float)) for name, xs, ys in series]
@@ -165,17 +167,17 @@ def lines(series: list[tuple[str, list, list]], *, title: str, xlabel: str, ylab
     body = []
     for i, (name, x, y) in enumerate(data):
         color = COLORS[i % len(COLORS)]
-        pts = " ".join(f"{a:.1f},{b:.1f}" for a, b in zip(ax.px(x), ax.py(y)))
+        pts = " ".join(f"{a:.1f},{b:.1f}" for a, b in zip(ax.px(x), ax.py(y), strict=True))
         body.append(f'<polyline class="series" points="{pts}" fill="none" stroke="{color}" stroke-width="1.5"/>')
         if x.size <= 40:
             body.extend(f'<circle cx="{a:.1f}" cy="{b:.1f}" r="2.5" fill="{color}"/>'
-                        for a, b in zip(ax.px(x), ax.py(y)))
+                        for a, b in zip(ax.px(x), ax.py(y), strict=True))
         body.append(f'<text x="{PAD_L + 8}" y="{PAD_T + 12 + 13 * i}" font-size="11" fill="{color}" '
                     f'font-family="sans-serif">{escape(name)}</text>')
     if hline is not None:
-        y = float(ax.py(hline[1]))
-        body.append(f'<line x1="{PAD_L}" y1="{y:.1f}" x2="{W - PAD_R}" y2="{y:.1f}" stroke="#888" '
+        y_ref = float(ax.py(hline[1]))
+        body.append(f'<line x1="{PAD_L}" y1="{y_ref:.1f}" x2="{W - PAD_R}" y2="{y_ref:.1f}" stroke="#888" '
                     f'stroke-dasharray="6 4"/>')
-        body.append(f'<text x="{W - PAD_R - 4}" y="{y - 4:.1f}" text-anchor="end" font-size="11" fill="#666" '
+        body.append(f'<text x="{W - PAD_R - 4}" y="{y_ref - 4:.1f}" text-anchor="end" font-size="11" fill="#666" '
                     f'font-family="sans-serif">{escape(hline[0])}</text>')
     return _frame(ax, title, xlabel, ylabel, plot_id, body)

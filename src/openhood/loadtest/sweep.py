@@ -15,7 +15,7 @@ runs long; short runs (10-15 s) are noisy near the boundary, which is what the r
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 
 def _row(phase: str, rate: float, seed: int, summary: dict) -> dict:

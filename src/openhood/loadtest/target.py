@@ -53,7 +53,7 @@ def resolve_addresses(host: str, port: int) -> list[str]:
         infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
     except socket.gaierror as exc:
         raise ValueError(f"cannot resolve target host {host!r}: {exc.strerror}") from None
-    return sorted({info[4][0] for info in infos})
+    return sorted({str(info[4][0]) for info in infos})
 
 
 def is_loopback(address: str) -> bool:

@@ -23,6 +23,7 @@ from openhood.models.served import OutputSpec, Prepared, ServedModel
 __all__ = [
     "DEFAULT_MODEL_NAME",
     "DEFAULT_TASK",
+    "TASK_LOADERS",
     "EngineOptions",
     "ModelNotFoundError",
     "ModelSpec",
@@ -30,7 +31,6 @@ __all__ = [
     "OutputSpec",
     "Prepared",
     "ServedModel",
-    "TASK_LOADERS",
     "default_model_dir",
     "load_model",
     "load_models",

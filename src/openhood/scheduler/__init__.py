@@ -16,16 +16,16 @@ from openhood.scheduler.buckets import LENGTH_LABEL_EDGES, LENGTH_LABELS, Length
 from openhood.scheduler.policy import PAD_TO, PRIORITIES, BatchPolicy
 
 __all__ = [
+    "LENGTH_LABELS",
+    "LENGTH_LABEL_EDGES",
+    "PAD_TO",
+    "PRIORITIES",
     "BatchFailedError",
     "BatchInfo",
     "BatchPolicy",
     "DynamicBatcher",
     "ItemResult",
-    "LENGTH_LABELS",
-    "LENGTH_LABEL_EDGES",
     "LengthBuckets",
-    "PAD_TO",
-    "PRIORITIES",
     "QueueFullError",
     "SchedulerStoppedError",
     "length_label",

@@ -30,7 +30,7 @@ help when each engine is given fewer intra-op threads (``openhood serve --worker
 1`` on 2 cores): then a short request can start on one core while a long batch holds the other,
 instead of waiting for it, and small batches avoid the cache misses of big ones
 (docs/benchmarks.md measures both). The lock guards the queues only — intake never waits for
-inference (MISSION.md R8).
+inference.
 Cancellation: a caller cancels its future (its client went away); the worker's
 ``set_running_or_notify_cancel()`` check right before inference drops it, so dead requests
 never cost engine time.
@@ -110,7 +110,7 @@ class _Item:
     length: int  # its cost: tokens, or 1 for fixed-shape items
     bucket: int  # index into LengthBuckets
     enqueued_ns: int
-    future: Future = field(default_factory=Future)
+    future: Future[ItemResult] = field(default_factory=Future)
 
 
 class DynamicBatcher:
@@ -154,7 +154,7 @@ class DynamicBatcher:
 
         self._cond = threading.Condition()  # guards the fields below, never held during inference
         self._queues: list[deque[_Item]] = [deque() for _ in buckets.bounds]
-        self._jobs: list[deque[tuple[Callable[[], object], Future]]] = [deque() for _ in runs]  # per worker
+        self._jobs: list[deque[tuple[Callable[[], object], Future[object]]]] = [deque() for _ in runs]  # per worker
         self._depth = 0
         self._stopping = False
         self._busy_since_ns: list[int | None] = [None] * len(runs)
@@ -176,7 +176,7 @@ class DynamicBatcher:
         for thread in self._threads:
             thread.start()
 
-    def submit(self, payloads: Sequence[Any], lengths: Sequence[int] | None = None) -> list[Future]:
+    def submit(self, payloads: Sequence[Any], lengths: Sequence[int] | None = None) -> list[Future[ItemResult]]:
         """Enqueue all items of one request, or none of them (all-or-nothing admission).
         ``lengths[i]`` is item i's cost; ``None`` → ``len(payload)`` (token-id arrays)."""
         now = time.monotonic_ns()
@@ -194,9 +194,9 @@ class DynamicBatcher:
             self._cond.notify_all()
         return [item.future for item in items]
 
-    def run_exclusive(self, fn: Callable[[], object], worker: int = 0) -> Future:
+    def run_exclusive(self, fn: Callable[[], object], worker: int = 0) -> Future[object]:
         """Run ``fn`` on worker ``worker``'s thread before its next batch; its result comes in the future."""
-        future: Future = Future()
+        future: Future[object] = Future()
         with self._cond:
             if not 0 <= worker < len(self._threads):
                 raise ValueError(f"worker must be in [0, {len(self._threads)}), got {worker}")
@@ -271,7 +271,7 @@ class DynamicBatcher:
             if self.priority == "oldest":
                 pick = oldest[1]
             else:
-                pick = overdue[1] if overdue is not None else shortest
+                pick = overdue[1] if overdue is not None else shortest  # type: ignore[assignment]  # set with oldest
             queue = self._queues[pick]
             n, _ = self._fit(pick, queue)
             items = [queue.popleft() for _ in range(n)]

@@ -1,4 +1,4 @@
-"""Length buckets: which padded length a sequence is batched at (MISSION.md R2).
+"""Length buckets: which padded length a sequence is batched at.
 
 Online serving pads each request to the smallest bucket that fits it, so a 300-token document
 never drags twenty 20-token queries up to its length. The trade-off is density: more buckets
@@ -27,7 +27,7 @@ DEFAULT_QUANTILES = (0.50, 0.80, 0.95)
 ROUND_TO = 16
 MIN_RATIO = 1.5  # consecutive boundaries closer than this are merged: "not too dense"
 
-# The fixed, bounded label set for latency-by-length metrics (R10). It is independent of the
+# The fixed, bounded label set for latency-by-length metrics. It is independent of the
 # batching buckets so dashboards stay comparable when batching is retuned.
 LENGTH_LABEL_EDGES = (32, 64, 128, 256)
 
@@ -42,7 +42,7 @@ class LengthBuckets:
         self.bounds: tuple[int, ...] = tuple(bounds)
 
     @classmethod
-    def for_model(cls, bounds: Sequence[int], max_length: int) -> "LengthBuckets":
+    def for_model(cls, bounds: Sequence[int], max_length: int) -> LengthBuckets:
         """Clip ``bounds`` to the model's ``max_length`` and make sure the last bucket is it."""
         kept = [b for b in bounds if 0 < b < max_length]
         return cls([*kept, max_length])
@@ -53,7 +53,7 @@ class LengthBuckets:
         lengths: Sequence[int] | np.ndarray,
         max_length: int,
         quantiles: Sequence[float] = DEFAULT_QUANTILES,
-    ) -> "LengthBuckets":
+    ) -> LengthBuckets:
         """Derive buckets from observed token lengths (special tokens included).
 
         >>> LengthBuckets.from_lengths([10] * 50 + [70] * 30 + [150] * 15 + [300] * 5, 256).bounds
@@ -90,7 +90,8 @@ class LengthBuckets:
         arr = np.minimum(np.asarray(lengths, dtype=np.int64), self.bounds[-1])
         idx = np.searchsorted(np.asarray(self.bounds), arr, side="left")
         counts = np.bincount(idx, minlength=len(self.bounds))
-        return (counts / max(arr.size, 1)).tolist()
+        shares: list[float] = (counts / max(arr.size, 1)).tolist()
+        return shares
 
     def __len__(self) -> int:
         return len(self.bounds)
@@ -116,4 +117,4 @@ def length_label(length: int) -> str:
     return f"{LENGTH_LABEL_EDGES[-1] + 1}+"
 
 
-LENGTH_LABELS = tuple(length_label(e) for e in LENGTH_LABEL_EDGES) + (length_label(LENGTH_LABEL_EDGES[-1] + 1),)
+LENGTH_LABELS = (*tuple(length_label(e) for e in LENGTH_LABEL_EDGES), length_label(LENGTH_LABEL_EDGES[-1] + 1))

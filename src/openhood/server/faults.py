@@ -24,6 +24,11 @@ class InjectedFault(RuntimeError):
 
 
 def parse_faults(spec: str | None) -> dict[str, float | bool]:
+    """The fault spec (comma-separated ``health``, ``embed_len=N``, ``embed_sleep=S``) as a dict.
+
+    >>> parse_faults("health,embed_sleep=0.5")
+    {'health': True, 'embed_sleep': 0.5}
+    """
     faults: dict[str, float | bool] = {}
     for part in (spec or "").split(","):
         part = part.strip()

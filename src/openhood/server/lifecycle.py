@@ -92,6 +92,6 @@ class DrainingServer(uvicorn.Server):
         if not stopped:
             log.error("the inference worker did not stop within the grace period")
         # What is left of the grace period bounds uvicorn's own wait for open connections.
-        self.config.timeout_graceful_shutdown = max(0.5, deadline - time.monotonic())
+        self.config.timeout_graceful_shutdown = max(0.5, deadline - time.monotonic())  # type: ignore[assignment]  # uvicorn takes seconds as a float
         log.info("drained in %.2f s; shutting down", time.monotonic() - (self.lifecycle.drain_started or deadline))
         self.should_exit = True

@@ -1,6 +1,6 @@
 """Prometheus metrics (own registry) and the sliding-window latency table behind ``GET /stats``.
 
-What is exported, and why each exists (MISSION.md R10, R11):
+What is exported, and why each exists:
 Every series about a model's work carries a ``model`` label (its served name: a short, bounded
 set fixed at start-up); process-wide ones (HTTP status per route, RSS, in-flight) do not.
 - ``openhood_http_requests_total{route,status}`` — traffic and errors per route.
@@ -110,7 +110,7 @@ class ServerMetrics:
         self.rss.set_function(lambda: self._process.memory_info().rss)
         self.ready = Gauge("openhood_ready", "1 when the model's last readiness probe passed", m, registry=r)
 
-    def for_model(self, name: str, queue_depth_fn, memory_bytes: int = 0) -> "ModelMetrics":
+    def for_model(self, name: str, queue_depth_fn, memory_bytes: int = 0) -> ModelMetrics:
         return ModelMetrics(self, name, queue_depth_fn, memory_bytes)
 
     def exposition(self) -> bytes:

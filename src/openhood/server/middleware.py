@@ -39,7 +39,7 @@ class RequestRecord:
 class ObservabilityMiddleware:
     """Request id, drain/auth gates for /v1, in-flight count, status metrics, the JSON log line."""
 
-    def __init__(self, app, *, state: "ServerState"):
+    def __init__(self, app, *, state: ServerState):
         self.app = app
         self.state = state
 

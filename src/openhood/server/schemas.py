@@ -49,7 +49,7 @@ def parse_embeddings_request(body: bytes, *, max_inputs: int) -> EmbeddingsReque
     try:
         raw = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
-        raise APIError(400, f"request body is not valid JSON: {exc.msg} at byte {exc.pos}", code="invalid_json", param=None)
+        raise APIError(400, f"request body is not valid JSON: {exc.msg} at byte {exc.pos}", code="invalid_json", param=None) from exc
     if not isinstance(raw, dict):
         raise APIError(422, f"request body must be a JSON object, got {_type_name(raw)}", code="invalid_schema", param=None)
     try:
@@ -61,7 +61,7 @@ def parse_embeddings_request(body: bytes, *, max_inputs: int) -> EmbeddingsReque
             message = f"'input' must be a string or an array of strings, got {_type_name(raw.get('input'))}"
         else:
             message = f"invalid field '{'.'.join(str(p) for p in first['loc'])}': {first['msg']}"
-        raise APIError(422, message, code="invalid_schema", param=field)
+        raise APIError(422, message, code="invalid_schema", param=field) from exc
 
     texts = [parsed.input] if isinstance(parsed.input, str) else parsed.input
     if not texts:

@@ -31,6 +31,8 @@ log = logging.getLogger("openhood.server")
 class ModelRuntime:
     """One served model in the server: batcher, buckets, readiness and metrics of its own."""
 
+    batcher: DynamicBatcher  # set in __init__, after the metrics that read its queue depth
+
     def __init__(self, model: ServedModel, config: ServerConfig, metrics: ServerMetrics):
         self.model = model
         # The model's own buckets (model file) or the server's, clipped to its max length.

@@ -26,7 +26,7 @@ class PaddedBatch:
 class RaggedBatch:
     """``ids[offsets[i]:offsets[i+1]]`` are the ids of text i (special tokens included)."""
 
-    __slots__ = ("ids", "offsets", "lengths", "truncated", "pad_id", "pad_type_id", "pad_left")
+    __slots__ = ("ids", "lengths", "offsets", "pad_id", "pad_left", "pad_type_id", "truncated")
 
     def __init__(self, ids: np.ndarray, lengths: np.ndarray, truncated: np.ndarray, *, pad_id: int = 0,
                  pad_type_id: int = 0, pad_left: bool = False):
@@ -56,7 +56,7 @@ class RaggedBatch:
     def __repr__(self) -> str:
         return f"RaggedBatch(n={len(self)}, tokens={self.ids.size}, truncated={int(self.truncated.sum())})"
 
-    def take(self, idx) -> "RaggedBatch":
+    def take(self, idx) -> RaggedBatch:
         """Rows ``idx`` (in that order) as a new batch: ids gathered, nothing re-tokenized."""
         idx = np.asarray(idx, dtype=np.int64)
         ids = np.concatenate([self[int(i)] for i in idx]) if idx.size else self.ids[:0]
@@ -66,7 +66,7 @@ class RaggedBatch:
     def pad(self, length: int | None = None) -> PaddedBatch:
         """Pad to the longest row (``None``) or to ``length`` (a fixed size or a bucket).
 
-        >>> RaggedBatch(np.array([101, 7, 102, 101, 102], np.int32), np.array([3, 2])).pad().input_ids.tolist()
+        >>> RaggedBatch(np.array([101, 7, 102, 101, 102], np.int32), np.array([3, 2]), np.zeros(2, bool)).pad().input_ids.tolist()
         [[101, 7, 102], [101, 102, 0]]
         """
         longest = int(self.lengths.max()) if len(self) else 0

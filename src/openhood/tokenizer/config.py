@@ -197,7 +197,9 @@ def _post_processor(post, token_ids: dict[str, int]) -> tuple[tuple[int, ...], t
     if kind != "TemplateProcessing":
         raise _refuse("post_processor.type", kind, "TemplateProcessing or BertProcessing")
     specials = post.get("special_tokens") or {}
-    before, after, seen_a = [], [], False
+    before: list[int] = []
+    after: list[int] = []
+    seen_a = False
     for i, piece in enumerate(post.get("single") or []):
         if "Sequence" in piece:
             if piece["Sequence"].get("id") != "A" or seen_a:

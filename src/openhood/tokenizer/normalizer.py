@@ -81,8 +81,10 @@ class BertNormalizer:
     def prepare(self, text: str) -> str:
         """NFD and lowercase with HF's exact semantics; character dropping is left to the class table.
 
-        >>> BertNormalizer().prepare("Ἀθῆναι ΟΔΟΣ")  # doctest: +SKIP
-        'Ἀθῆναι οδοσ' (marks still present; the kernel drops them)
+        >>> [hex(ord(c)) for c in BertNormalizer().prepare("Café")]  # NFD: the mark stays, the kernel drops it
+        ['0x63', '0x61', '0x66', '0x65', '0x301']
+        >>> BertNormalizer().prepare("ΟΔΟΣ")  # char by char, like Rust: no final-sigma rule
+        'οδοσ'
         """
         if text.isascii():
             return text.lower() if self.lowercase else text

@@ -36,7 +36,8 @@ def normalize(spec: TokenizerSpec, text: str) -> str:
     if norm.handle_chinese_chars:
         text = "".join(f" {c} " if ord(c) in _CJK else c for c in text)
     if norm.strip_accents:
-        pieces, run = [], []
+        pieces: list[str] = []
+        run: list[str] = []
         for c in text:  # NFD, except for the code points HF's older NFD tables keep whole
             if ord(c) in ut.NFD_FIXES:
                 pieces += [unicodedata.normalize("NFD", "".join(run)), ut.NFD_FIXES[ord(c)]]
@@ -51,8 +52,13 @@ def normalize(spec: TokenizerSpec, text: str) -> str:
 
 
 def pre_tokenize(text: str) -> list[str]:
-    """HF BertPreTokenizer: split on whitespace, isolate each punctuation character."""
-    words, current = [], []
+    """HF BertPreTokenizer: split on whitespace, isolate each punctuation character.
+
+    >>> pre_tokenize("Hello, world!")
+    ['Hello', ',', 'world', '!']
+    """
+    words: list[str] = []
+    current: list[str] = []
     for c in text:
         if ord(c) in _WHITESPACE or ord(c) in _PUNCT:
             if current:

@@ -90,7 +90,7 @@ class Tokenizer:
         self.warmup_seconds = time.perf_counter() - t0
 
     @classmethod
-    def from_pretrained(cls, path: str | Path) -> "Tokenizer":
+    def from_pretrained(cls, path: str | Path) -> Tokenizer:
         """Load from a model folder, a ``tokenizer.json`` or a ``vocab.txt`` (+ ``tokenizer_config.json``)."""
         return cls(load_spec(path))
 
@@ -155,7 +155,7 @@ class Tokenizer:
             if fast_idx.size:
                 all_starts[fast_idx], all_ends[fast_idx] = starts, ends
             all_starts[special], all_ends[special] = extra_starts, extra_starts + sizes
-            cps = np.concatenate([cps] + extra)
+            cps = np.concatenate([cps, *extra])
             starts, ends = all_starts, all_ends
         return cps, starts, ends
 
@@ -202,7 +202,7 @@ class Tokenizer:
         tokens = self.convert_ids_to_tokens(ids)
         if skip_special_tokens:
             keep = [i not in self._special_ids for i in np.asarray(ids, dtype=np.int64).ravel().tolist()]
-            tokens = [t for t, k in zip(tokens, keep) if k]
+            tokens = [t for t, k in zip(tokens, keep, strict=True) if k]
         prefix, pieces = self.spec.decoder_prefix, []
         for i, token in enumerate(tokens):
             if i:

@@ -85,7 +85,7 @@ class VocabTrie:
     continuation_root: int  # node of the continuing-subword prefix, -1 if no token uses it
 
     @classmethod
-    def build(cls, vocab: dict[str, int], continuing_prefix: str) -> "VocabTrie":
+    def build(cls, vocab: dict[str, int], continuing_prefix: str) -> VocabTrie:
         tokens = list(vocab)
         # All tokens back to back as code points; numba inserts them (a Python loop took 0.45 s).
         cps = np.frombuffer("".join(tokens).encode("utf-32-le"), dtype=np.uint32)  # (total_chars,)

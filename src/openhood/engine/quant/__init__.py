@@ -6,17 +6,21 @@ fusion: ``"fp16"`` swaps every Linear for an ``Fp16Linear``; ``"int8"`` applies 
 (quantization arithmetic), ``observers`` (calibration ranges), ``calibration`` (length-matched
 sampling), ``linear`` (Int8Linear / Fp16Linear), ``plan`` (per-layer decisions → graph), ``quantizer``
 (calibration, sensitivity pass, planning),
-``storage`` (safetensors), ``evaluate`` (quality metrics), ``cli`` (``openhood quantize``).
+``storage`` (safetensors), ``evaluate`` (quality metrics); the command is ``openhood.cli.quantize``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from openhood.engine.graph import Graph
 
 PRECISIONS = ("fp32", "fp16", "int8")
 
 
-def apply_precision(graph, precision: str, model_dir: str | Path):
+def apply_precision(graph: Graph, precision: str, model_dir: str | Path | None) -> Graph:
     """The fused fp32 graph → the same graph at ``precision``; ValueError for unknown ones."""
     from openhood.engine.quant.storage import INT8_FILE, apply_fp16, apply_int8
 
@@ -25,6 +29,8 @@ def apply_precision(graph, precision: str, model_dir: str | Path):
     if precision == "fp16":
         return apply_fp16(graph)
     if precision == "int8":
+        if model_dir is None:
+            raise ValueError("precision int8 needs the model folder that holds its plan")
         path = Path(model_dir) / INT8_FILE
         if not path.is_file():
             raise FileNotFoundError(

@@ -102,7 +102,7 @@ def split_calibration(
     check_calibration_size(samples, min_samples)
     idx = stratified_sample(lengths, samples, seed=seed)
     by_length = idx[np.argsort(np.asarray(lengths)[idx], kind="stable")]
-    step = max(2, int(round(1.0 / holdout_fraction)))
+    step = max(2, round(1.0 / holdout_fraction))
     holdout = np.sort(by_length[::step])
     calibrate = np.sort(np.setdiff1d(idx, holdout))
     check_calibration_size(len(calibrate), min_samples)

@@ -1,61 +1,25 @@
-"""Run ONNX graphs on token batches and score quantized embeddings against fp32 ones.
+"""Score quantized embeddings against fp32 ones.
 
 Quality is measured on the model's *output* — the pooled, normalized sentence embedding — not
 per-layer tensors, because that is what users see: per-text cosine vs fp32 (mean and worst
 case) and top-k nearest-neighbour agreement on a retrieval task built from the same texts
 (each text queries the others; agreement = |top-k under fp32 ∩ top-k under int8| / k).
 
-ONNX Runtime sessions are built here with all graph optimizations on: the int8 fusions
-(``MatMulIntegerToFloat``, ``DynamicQuantizeMatMul``) only happen at that level.
+Running the ONNX graphs that produce them is ``openhood.backends.ort_session``'s job (the
+engine knows no runtime).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-
 import numpy as np
-import onnx
-
-Batch = tuple[np.ndarray, np.ndarray]  # (input_ids (B, T) int64, attention_mask (B, T) int64)
-
-
-def make_session(model: onnx.ModelProto | bytes | str, threads: int = 0):
-    """An ONNX Runtime CPU session with the server's options (``session_options``: full graph
-    optimizations, which the int8 fusions need); ``threads`` 0 = every core."""
-    import onnxruntime as ort
-
-    from openhood.backends.onnxruntime_backend import session_options
-
-    opts = session_options(threads or None)
-    opts.log_severity_level = 3  # shape-merge warnings on dynamic dims are noise here
-    data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else model
-    return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
-
-
-def embed_batches(session, batches: Iterable[Batch], output: str | None = None) -> np.ndarray:
-    """Run every batch through a graph of ours (inputs: int64 input_ids, attention_mask);
-    concatenate the first (or named) output → (N, dim) float32."""
-    name = output or session.get_outputs()[0].name
-    parts = [session.run([name], {"input_ids": ids.astype(np.int64), "attention_mask": mask.astype(np.int64)})[0] for ids, mask in batches]
-    return np.concatenate(parts).astype(np.float32)
-
-
-def with_outputs(model: onnx.ModelProto, names: Sequence[str]) -> onnx.ModelProto:
-    """A copy of ``model`` that also returns the named intermediate tensors."""
-    model = onnx.ModelProto.FromString(model.SerializeToString())
-    existing = {o.name for o in model.graph.output}
-    for n in names:
-        if n not in existing:
-            model.graph.output.append(onnx.helper.make_empty_tensor_value_info(n))
-            existing.add(n)
-    return model
 
 
 def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Row-wise cosine similarity of (N, D) arrays → (N,)."""
     num = np.sum(a * b, axis=1)
     den = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
-    return num / np.maximum(den, 1e-12)
+    cos: np.ndarray = num / np.maximum(den, 1e-12)
+    return cos
 
 
 def topk_neighbours(x: np.ndarray, k: int) -> np.ndarray:
@@ -77,7 +41,7 @@ def topk_agreement(ref: np.ndarray, test: np.ndarray, k: int = 10) -> float:
 
 def topk_agreement_naive(ref: np.ndarray, test: np.ndarray, k: int = 10) -> float:
     """Reference for ``topk_agreement``: full sort per row in plain Python."""
-    def top(x, i):
+    def top(x: np.ndarray, i: int) -> set[int]:
         sims = [(float(np.dot(x[i], x[j]) / (np.linalg.norm(x[i]) * np.linalg.norm(x[j]))), j) for j in range(len(x)) if j != i]
         return {j for _, j in sorted(sims, reverse=True)[:k]}
 

@@ -1,7 +1,7 @@
 """Drop-in replacements for the engine's ``Linear``: int8, fp16, and a calibration observer.
 
 They implement ``openhood.engine.linear.Linear``'s contract (``in_features``, ``out_features``,
-``bias``, ``matmul``, ``forward``, ``flops``, ``nbytes``, ``onnx_matmul``) so
+``bias``, ``matmul``, ``forward``, ``flops``, ``nbytes``) so
 ``Graph.replace_linear`` swaps them in by name and every fused epilogue keeps working.
 They subclass it for the shape, ``forward`` and ``flops`` logic but set their own
 attributes instead of calling its ``__init__`` (their weights are not plain fp32 inputs).
@@ -22,7 +22,7 @@ layers, the calibrated uint8 activation (scale, zero point). It runs two ways:
   activation (calibrated range, or the tensor's own range for ``dynamic``), which reproduces
   ONNX Runtime's exact u8×u8 integer arithmetic up to float rounding — so layer errors can be
   measured in NumPy, with no ONNX session per trial.
-- **ONNX export** (``onnx_matmul``): the integer sub-graph from ``openhood.export.qdq``, which
+- **ONNX export** (``openhood.export.linear``): the integer sub-graph of ``openhood.export.qdq``, which
   ONNX Runtime fuses into its int8 kernels (``weight_encoding="auto"``: 7-bit codes go to the
   fast u8×s8 kernel, 8-bit codes to the exact u8×u8 one).
 
@@ -35,11 +35,10 @@ Runtime constant-folds at session start.
 from __future__ import annotations
 
 import numpy as np
-from onnx import TensorProto, helper
 
 from openhood.engine.linear import Linear
+from openhood.engine.quant.observers import Watcher
 from openhood.engine.quant.ops import dequantize_weight, dynamic_qparams, fake_quantize_activation
-from openhood.export.qdq import emit_int8_matmul
 
 
 class Int8Linear(Linear):
@@ -71,11 +70,16 @@ class Int8Linear(Linear):
         if smooth is not None and np.shape(smooth) != (codes.shape[1],):
             raise ValueError(f"smoothing factors must be ({codes.shape[1]},), got {np.shape(smooth)}")
         # With SmoothQuant factors s (in,), the codes hold W·diag(s) and the int8 kernel sees x / s.
-        self.smooth = None if smooth is None else np.asarray(smooth, dtype=np.float32)
-        self.inv_smooth = None if smooth is None else (1.0 / self.smooth).astype(np.float32)
+        self.smooth: np.ndarray | None = None
+        self.inv_smooth: np.ndarray | None = None
         w = dequantize_weight(codes, self.scale, axis=0).T  # (in, out): the (smoothed) weight the kernel uses
-        # Weight-only NumPy path: fold 1/s back into the weight once, so x needs no extra pass.
-        self.weight = np.ascontiguousarray(w if smooth is None else w * self.inv_smooth[:, None])
+        if smooth is None:
+            self.weight = np.ascontiguousarray(w)
+        else:
+            self.smooth = np.asarray(smooth, dtype=np.float32)
+            self.inv_smooth = (1.0 / self.smooth).astype(np.float32)
+            # Weight-only NumPy path: fold 1/s back into the weight once, so x needs no extra pass.
+            self.weight = np.ascontiguousarray(w * self.inv_smooth[:, None])
         # Emulation multiplies by the smoothed weight itself; only it keeps that second copy.
         self.kernel_weight = np.ascontiguousarray(w) if emulate and smooth is not None else self.weight
 
@@ -85,6 +89,7 @@ class Int8Linear(Linear):
         if self.inv_smooth is not None:
             x = x * self.inv_smooth  # (M, in)
         if self.mode == "static":
+            assert self.input_scale is not None and self.input_zero_point is not None  # checked at construction
             x = fake_quantize_activation(x, self.input_scale, self.input_zero_point)
         else:
             x = fake_quantize_activation(x, *dynamic_qparams(x))
@@ -93,18 +98,6 @@ class Int8Linear(Linear):
     def nbytes(self) -> int:
         extra = 0 if self.smooth is None else self.smooth.nbytes
         return self.codes.nbytes + self.scale.nbytes + extra + (0 if self.bias is None else self.bias.nbytes)
-
-    def onnx_matmul(self, builder, x_name: str, prefix: str) -> str:
-        def node(op, inputs, outputs, name, **attrs):
-            builder.nodes.append(helper.make_node(op, inputs, outputs, name=name, **attrs))
-
-        if self.inv_smooth is not None:  # one elementwise pass over (M, in) before quantizing
-            inv = builder.initializer(f"{prefix}.inv_smooth", self.inv_smooth)
-            x_name = builder.node("Mul", [x_name, inv], name=f"{prefix}.smooth")
-        return emit_int8_matmul(
-            builder.initializer, node, x_name, prefix, self.codes, self.scale, self.mode,
-            self.input_scale, self.input_zero_point, self.weight_encoding,
-        )
 
 
 class Fp16Linear(Linear):
@@ -123,21 +116,17 @@ class Fp16Linear(Linear):
     def nbytes(self) -> int:
         return self.weight_fp16.nbytes + (0 if self.bias is None else self.bias.nbytes)
 
-    def onnx_matmul(self, builder, x_name: str, prefix: str) -> str:
-        w = builder.initializer(f"{prefix}.weight_fp16", self.weight_fp16)
-        w = builder.node("Cast", [w], name=f"{prefix}.widen", to=TensorProto.FLOAT)
-        return builder.node("MatMul", [x_name, w], name=f"{prefix}.matmul")
-
 
 class ObservingLinear(Linear):
     """Wraps a float Linear and feeds every input it sees to a calibration observer."""
 
     precision = "fp32"
 
-    def __init__(self, inner, observer):
+    def __init__(self, inner: Linear, observer: Watcher):
         self.inner, self.observer = inner, observer
         self.weight, self.bias = inner.weight, inner.bias
 
     def matmul(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         self.observer.update(x)  # (M, in) rows; calibration batches carry no padding rows
-        return self.inner.matmul(x, out=out)
+        y: np.ndarray = self.inner.matmul(x, out=out)
+        return y

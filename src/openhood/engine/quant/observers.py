@@ -18,11 +18,25 @@ width, which is far below the uint8 step (``range / 255``) for 2048 bins.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 
 from openhood.engine.quant.ops import UINT8_MAX
 
 METHODS = ("minmax", "percentile", "mse")
+
+
+class Watcher(Protocol):
+    """Anything fed the activations a calibrated layer sees (``ObservingLinear`` calls it)."""
+
+    def update(self, x: np.ndarray) -> None: ...
+
+
+class RangeObserver(Watcher, Protocol):
+    """A watcher that proposes a (lo, hi) activation range from what it saw."""
+
+    def range(self) -> tuple[float, float]: ...
 
 
 class MinMaxObserver:
@@ -75,7 +89,8 @@ class HistogramObserver(MinMaxObserver):
 
     def _centres(self) -> np.ndarray:
         assert self.edges is not None
-        return 0.5 * (self.edges[:-1] + self.edges[1:])
+        centres: np.ndarray = 0.5 * (self.edges[:-1] + self.edges[1:])
+        return centres
 
 
 class PercentileObserver(HistogramObserver):
@@ -160,7 +175,7 @@ class ChannelAbsMaxObserver:
 class ScaledObserver:
     """Feeds ``x * inv_smooth`` (the smoothed activation an int8 layer will quantize) to ``inner``."""
 
-    def __init__(self, inner, inv_smooth: np.ndarray) -> None:
+    def __init__(self, inner: RangeObserver, inv_smooth: np.ndarray) -> None:
         self.inner, self.inv_smooth = inner, inv_smooth
 
     def update(self, x: np.ndarray) -> None:
@@ -173,7 +188,7 @@ class ScaledObserver:
 class TeeObserver:
     """Several observers watching the same tensor."""
 
-    def __init__(self, *observers) -> None:
+    def __init__(self, *observers: Watcher) -> None:
         self.observers = observers
 
     def update(self, x: np.ndarray) -> None:

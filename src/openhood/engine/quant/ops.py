@@ -19,6 +19,11 @@ import numpy as np
 INT8_MAX = 127  # narrow symmetric range: -127..127, so -w and w quantize to opposite codes
 UINT8_MAX = 255
 
+# An activation (scale, zero point): plain numbers from a saved plan, NumPy scalars from
+# ``activation_qparams``.
+Scale = float | np.float32
+ZeroPoint = int | np.uint8
+
 
 def weight_scales(w: np.ndarray, axis: int = 0, qmax: int = INT8_MAX) -> np.ndarray:
     """Per-channel symmetric scales: ``max|w|`` over every axis except ``axis``, over ``qmax``.
@@ -37,6 +42,10 @@ def quantize_weight(w: np.ndarray, axis: int = 0, qmax: int = INT8_MAX) -> tuple
 
     ``qmax=63`` gives 7-bit weights (ORT's "reduce_range"), which avoids int16 saturation in
     u8×s8 kernels on CPUs without VNNI; 127 is the default.
+
+    >>> codes, scales = quantize_weight(np.array([[0.5, -1.0], [2.0, 0.25]]), axis=0)
+    >>> codes.tolist(), (scales * 127).round(6).tolist()
+    ([[64, -127], [127, 16]], [1.0, 2.0])
     """
     w = np.asarray(w, dtype=np.float32)
     scale = weight_scales(w, axis, qmax)
@@ -71,7 +80,13 @@ def activation_qparams(lo: float, hi: float) -> tuple[np.float32, np.uint8]:
     """Asymmetric uint8 (scale, zero_point) covering ``[lo, hi]`` widened to include 0.
 
     Widening to include 0 and rounding the zero point to an integer code is what makes 0.0
-    exactly representable. ``(-1.0, 3.0)`` → scale 4/255, zero point 64.
+    exactly representable.
+
+    >>> scale, zero_point = activation_qparams(-1.0, 3.0)
+    >>> round(float(scale) * 255, 5), int(zero_point)
+    (4.0, 64)
+    >>> quantize_activation(np.array([-1.0, 0.0, 3.0]), scale, zero_point).tolist()
+    [0, 64, 255]
     """
     lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
     if not (np.isfinite(lo) and np.isfinite(hi)):
@@ -83,13 +98,14 @@ def activation_qparams(lo: float, hi: float) -> tuple[np.float32, np.uint8]:
     return scale, zero_point
 
 
-def quantize_activation(x: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+def quantize_activation(x: np.ndarray, scale: Scale, zero_point: ZeroPoint) -> np.ndarray:
     """float → uint8 codes; values outside the calibrated range clip to 0 or 255."""
     q = np.rint(np.asarray(x, dtype=np.float32) / np.float32(scale)) + np.float32(zero_point)
-    return np.clip(q, 0, UINT8_MAX).astype(np.uint8)
+    codes: np.ndarray = np.clip(q, 0, UINT8_MAX).astype(np.uint8)
+    return codes
 
 
-def quantize_activation_naive(x: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+def quantize_activation_naive(x: np.ndarray, scale: Scale, zero_point: ZeroPoint) -> np.ndarray:
     """Reference for ``quantize_activation``: one element at a time."""
     flat = np.asarray(x, dtype=np.float32).ravel()
     out = np.zeros(flat.shape, dtype=np.uint8)
@@ -99,7 +115,7 @@ def quantize_activation_naive(x: np.ndarray, scale: float, zero_point: int) -> n
     return out.reshape(np.shape(x))
 
 
-def dequantize_activation(q: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+def dequantize_activation(q: np.ndarray, scale: Scale, zero_point: ZeroPoint) -> np.ndarray:
     """uint8 codes → float32."""
     return (q.astype(np.float32) - np.float32(zero_point)) * np.float32(scale)
 
@@ -131,7 +147,7 @@ def int8_matmul_naive(xq: np.ndarray, x_scale: float, x_zp: int, wq: np.ndarray,
     return out
 
 
-def fake_quantize_activation(x: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+def fake_quantize_activation(x: np.ndarray, scale: Scale, zero_point: ZeroPoint) -> np.ndarray:
     """quantize → dequantize in one step: the value an int8 kernel effectively sees."""
     return dequantize_activation(quantize_activation(x, scale, zero_point), scale, zero_point)
 

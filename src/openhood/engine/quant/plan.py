@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
@@ -21,6 +22,11 @@ from openhood.engine.quant.linear import Int8Linear
 from openhood.engine.quant.ops import activation_qparams, dequantize_weight
 
 EMBEDDING_NODE = "embeddings"
+
+# layer → (int8 codes (out, in), per-output-channel scale (out,))
+Codes = dict[str, tuple[np.ndarray, np.ndarray]]
+# the vocabulary table int8 per row: (codes (V, D), row scale (V,))
+EmbeddingCodes = tuple[np.ndarray, np.ndarray]
 
 
 @dataclass
@@ -40,14 +46,14 @@ class LayerPlan:
     smooth_dynamic_error: float | None = None
 
 
-def int8_embedding_params(params: dict, codes: np.ndarray, scale: np.ndarray) -> dict:
+def int8_embedding_params(params: dict[str, Any], codes: np.ndarray, scale: np.ndarray) -> dict[str, Any]:
     """Embeddings params with the vocabulary table int8 per row: ``word_int8`` (V, D) and
     ``word_scale`` (V,) for the ONNX exporter, ``word`` dequantized for the NumPy kernel."""
     return dict(params, word=dequantize_weight(codes, scale, axis=0), word_int8=codes, word_scale=scale.astype(np.float32))
 
 
-def apply_plan(graph: Graph, decisions: Sequence[LayerPlan], codes: dict, embedding=None, emulate: bool = False,
-               weight_encoding: str = "auto", smooth: dict | None = None) -> Graph:
+def apply_plan(graph: Graph, decisions: Sequence[LayerPlan], codes: Codes, embedding: EmbeddingCodes | None = None,
+               emulate: bool = False, weight_encoding: str = "auto", smooth: dict[str, np.ndarray] | None = None) -> Graph:
     """A copy of ``graph`` with each non-fp32 layer swapped for an ``Int8Linear`` (and the
     embedding table replaced by its dequantized int8 version when given). A decision with
     ``smooth`` takes its factors from ``smooth`` (and ``codes`` must hold its smoothed codes)."""
@@ -57,7 +63,7 @@ def apply_plan(graph: Graph, decisions: Sequence[LayerPlan], codes: dict, embedd
             continue
         q, s = codes[d.layer]
         bias = g.node(d.layer).linear.bias
-        factors = smooth[d.layer] if d.smooth else None
+        factors = smooth[d.layer] if d.smooth and smooth is not None else None
         g.replace_linear(d.layer, Int8Linear(q, s, bias, d.mode, d.input_scale, d.input_zero_point, emulate, weight_encoding,
                                              smooth=factors))
     if embedding is not None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -33,9 +34,9 @@ from openhood.engine.graph import Graph
 from openhood.engine.quant.calibration import check_calibration_size
 from openhood.engine.quant.evaluate import cosine_rows
 from openhood.engine.quant.linear import ObservingLinear
-from openhood.engine.quant.observers import ChannelAbsMaxObserver, ScaledObserver, TeeObserver, make_observer
+from openhood.engine.quant.observers import ChannelAbsMaxObserver, ScaledObserver, TeeObserver, Watcher, make_observer
 from openhood.engine.quant.ops import quantize_weight, smoothing_factors
-from openhood.engine.quant.plan import EMBEDDING_NODE, LayerPlan, apply_plan, with_ranges
+from openhood.engine.quant.plan import EMBEDDING_NODE, Codes, EmbeddingCodes, LayerPlan, apply_plan, with_ranges
 from openhood.engine.runtime import Executor
 
 # Static saves the run-time min/max pass over the activation; prefer dynamic only when it
@@ -52,13 +53,13 @@ WEIGHT_QMAX = 63
 @dataclass
 class QuantResult:
     decisions: list[LayerPlan]
-    codes: dict[str, tuple[np.ndarray, np.ndarray]]  # layer → (int8 (out, in), scale (out,)), every Linear
-    embedding: tuple[np.ndarray, np.ndarray] | None  # (int8 (V, D), row scale (V,))
+    codes: Codes  # every Linear
+    embedding: EmbeddingCodes | None
     holdout_quality: dict[str, float]
     steps: list[str] = field(default_factory=list)
     smooth: dict[str, np.ndarray] = field(default_factory=dict)  # layer → factors s (in,), smoothed layers only
 
-    def plan_json(self) -> dict:
+    def plan_json(self) -> dict[str, Any]:
         """The plan as plain JSON types (stored in the safetensors metadata)."""
         return {
             "layers": {d.layer: {k: v for k, v in asdict(d).items() if k != "layer"} for d in self.decisions},
@@ -116,7 +117,7 @@ def calibrate(graph: Graph, seqs: Sequence[np.ndarray], method: str = "percentil
     channel = {n: ChannelAbsMaxObserver() for n in names}
     g_obs = graph.clone()
     for n in names:
-        obs = observers[n] if n not in (inv_smooth or {}) else ScaledObserver(observers[n], inv_smooth[n])
+        obs: Watcher = observers[n] if inv_smooth is None or n not in inv_smooth else ScaledObserver(observers[n], inv_smooth[n])
         if channel_absmax is not None:
             obs = TeeObserver(obs, channel[n])
         g_obs.replace_linear(n, ObservingLinear(graph.node(n).linear, obs))
@@ -129,6 +130,158 @@ def calibrate(graph: Graph, seqs: Sequence[np.ndarray], method: str = "percentil
     if channel_absmax is not None:
         channel_absmax.update({n: channel[n].result() for n in names})
     return {n: observers[n].range() for n in names}
+
+
+@dataclass
+class Variants:
+    """Each layer's int8 forms: plain codes and range, and (when smoothing is tried) its
+    SmoothQuant factors with the codes and range of the smoothed weight and input."""
+
+    codes: Codes
+    ranges: dict[str, tuple[float, float]]  # layer → calibrated input range
+    factors: dict[str, np.ndarray] = field(default_factory=dict)  # layer → s (in,)
+    smooth_codes: Codes = field(default_factory=dict)
+    smooth_ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+
+def quantize_weights(graph: Graph, weight_qmax: int) -> Codes:
+    """Every Linear weight → int8 codes per output channel (symmetric): (out, in), (out,)."""
+    return {n: quantize_weight(lin.weight.T, axis=0, qmax=weight_qmax) for n, lin in graph.linears().items()}
+
+
+def quantize_embedding_table(graph: Graph) -> EmbeddingCodes | None:
+    """The vocabulary table int8 per row ((V, D), (V,)), or None for a graph without one."""
+    if EMBEDDING_NODE not in {n.name for n in graph.nodes}:
+        return None
+    return quantize_weight(graph.node(EMBEDDING_NODE).params["word"], axis=0)
+
+
+def calibrate_variants(graph: Graph, calibration: Sequence[np.ndarray], method: str, weight_qmax: int,
+                       smooth_alpha: float, progress: Callable[[str, int], Callable[[int, int], None] | None]) -> Variants:
+    """Codes and calibrated ranges of every layer; with ``smooth_alpha`` also the smoothed
+    variant (a second calibration pass: its factors need the first pass's channel maxima)."""
+    absmax: dict[str, np.ndarray] = {}
+    ranges = calibrate(graph, calibration, method, progress("calibrate", 0), channel_absmax=absmax if smooth_alpha else None)
+    variants = Variants(quantize_weights(graph, weight_qmax), ranges)
+    if smooth_alpha:
+        for n, lin in graph.linears().items():
+            variants.factors[n] = smoothing_factors(absmax[n], lin.weight, smooth_alpha)  # (in,)
+            variants.smooth_codes[n] = quantize_weight((lin.weight * variants.factors[n][:, None]).T, axis=0, qmax=weight_qmax)
+        variants.smooth_ranges = calibrate(graph, calibration, method, progress("calibrate smoothed", 0),
+                                           inv_smooth={n: 1.0 / f for n, f in variants.factors.items()})
+    return variants
+
+
+class Trials:
+    """Runs a plan in emulation on the held-out texts and measures 1 − cos against fp32."""
+
+    def __init__(self, graph: Graph, holdout: Sequence[np.ndarray], variants: Variants, plans: dict[str, LayerPlan],
+                 embedding: EmbeddingCodes | None):
+        self.graph, self.variants, self.plans, self.embedding = graph, variants, plans, embedding
+        self.batches = padded_batches(sorted(holdout, key=len))
+        self.reference = run_graph(graph, self.batches)  # (n_hold, dim)
+
+    def decisions(self, modes: dict[str, str], smoothed: dict[str, bool]) -> tuple[list[LayerPlan], Codes]:
+        """Each layer's record with the chosen mode and its variant's range; the matching codes."""
+        ds, cs = [], dict(self.variants.codes)
+        for n, plan in self.plans.items():
+            sm = bool(smoothed.get(n))
+            d = LayerPlan(**{**asdict(plan), "mode": modes.get(n, "fp32"), "smooth": sm})
+            ds.extend(with_ranges([d], {n: self.variants.smooth_ranges[n]}) if sm else [d])
+            if sm:
+                cs[n] = self.variants.smooth_codes[n]
+        return ds, cs
+
+    def error(self, modes: dict[str, str], embedding: bool = False, smoothed: dict[str, bool] | None = None) -> np.ndarray:
+        """Per held-out text 1 − cos (n_hold,) of the plan ``modes`` (layers not named: fp32)."""
+        ds, cs = self.decisions(modes, smoothed or {})
+        g = apply_plan(self.graph, ds, cs, self.embedding if embedding else None, emulate=True, smooth=self.variants.factors)
+        return 1.0 - cosine_rows(self.reference, run_graph(g, self.batches))
+
+
+def measure_sensitivity(trials: Trials, smooth_alpha: float, progress: Callable[[str, int], Callable[[int, int], None] | None]) -> None:
+    """Fill each plan's errors: the layer alone static, alone dynamic (and both smoothed)."""
+    plans = trials.plans
+    n_trials = 4 if smooth_alpha else 2
+    tick = progress("sensitivity", n_trials * len(plans))
+    for i, n in enumerate(plans):
+        plans[n].static_error = float(trials.error({n: "static"}).mean())
+        plans[n].dynamic_error = float(trials.error({n: "dynamic"}).mean())
+        if smooth_alpha:
+            plans[n].smooth_static_error = float(trials.error({n: "static"}, False, {n: True}).mean())
+            plans[n].smooth_dynamic_error = float(trials.error({n: "dynamic"}, False, {n: True}).mean())
+        if tick:
+            tick(n_trials * (i + 1), n_trials * len(plans))
+
+
+def variant(plan: LayerPlan, mode: str) -> tuple[float, bool]:
+    """(error, smoothed) of the better variant (plain or smoothed) of a layer in ``mode``."""
+    plain = plan.static_error if mode == "static" else plan.dynamic_error
+    smoothed = plan.smooth_static_error if mode == "static" else plan.smooth_dynamic_error
+    return (smoothed, True) if smoothed is not None and smoothed < plain else (plain, False)
+
+
+def layer_cost(plans: dict[str, LayerPlan], modes: dict[str, str], n: str) -> float:
+    """Measured single-layer error of layer ``n`` in its current mode (fp32: none)."""
+    return 0.0 if modes[n] == "fp32" else variant(plans[n], modes[n])[0]
+
+
+def smoothed_layers(plans: dict[str, LayerPlan], modes: dict[str, str]) -> dict[str, bool]:
+    """Layer → whether its current mode uses the smoothed variant."""
+    return {n: modes[n] != "fp32" and variant(plans[n], modes[n])[1] for n in plans}
+
+
+def upgrade(plans: dict[str, LayerPlan], modes: dict[str, str], target_cosine: float) -> bool:
+    """Move the costliest quantized layer one step up (static → dynamic when a run-time range
+    removes most of its error, else → fp32) and record why; False when none is left."""
+    candidates = [n for n in plans if modes[n] != "fp32"]
+    if not candidates:
+        return False
+    worst = max(candidates, key=lambda n: layer_cost(plans, modes, n))
+    p = plans[worst]
+    static_err, dynamic_err = variant(p, "static")[0], variant(p, "dynamic")[0]
+    if modes[worst] == "static" and dynamic_err <= DYNAMIC_GAIN * static_err:
+        modes[worst] = "dynamic"
+        p.reason = (f"dynamic: largest remaining error with a static range ({static_err:.1e}); "
+                    f"a run-time range cuts it to {dynamic_err:.1e}")
+    else:
+        was, cost = modes[worst], layer_cost(plans, modes, worst)
+        modes[worst] = "fp32"
+        p.reason = (f"fp32: largest remaining error as {was} ({cost:.1e}; static {static_err:.1e}, "
+                    f"dynamic {dynamic_err:.1e}) while the plan was below target {target_cosine}")
+    return True
+
+
+def greedy_plan(trials: Trials, target_cosine: float, embedding_error: float, smooth_alpha: float,
+                log: Callable[[str], None]) -> tuple[dict[str, str], list[str], float, float]:
+    """Modes from all-static upward until the measured held-out mean cosine meets the target;
+    returns (modes, one line per measured plan, cos mean, cos min) of the last plan.
+
+    Per-layer errors add up almost linearly (measured on MiniLM: the sum of the 24 single-layer
+    static errors was within 2% of the all-static error), so upgrades are first chosen on that
+    prediction, then confirmed one measured step at a time."""
+    plans = trials.plans
+    modes = {n: "static" for n in plans}
+    for p in plans.values():
+        p.reason = "static: calibrated range, plan met the target without changing it"
+    steps: list[str] = []
+
+    def predicted_error() -> float:
+        return embedding_error + sum(layer_cost(plans, modes, n) for n in plans)
+
+    while predicted_error() > PREDICTION_MARGIN * (1.0 - target_cosine) and upgrade(plans, modes, target_cosine):
+        pass
+    while True:
+        smoothed = smoothed_layers(plans, modes)
+        err = trials.error(modes, trials.embedding is not None, smoothed)
+        cos_mean, cos_min = 1.0 - float(err.mean()), 1.0 - float(err.max())
+        count = {m: sum(v == m for v in modes.values()) for m in ("static", "dynamic", "fp32")}
+        steps.append(f"{count['static']} static / {count['dynamic']} dynamic / {count['fp32']} fp32"
+                     f"{f' ({sum(smoothed.values())} smoothed)' if smooth_alpha else ''} → held-out cos "
+                     f"mean {cos_mean:.5f} (predicted {1.0 - predicted_error():.5f}) min {cos_min:.5f}")
+        log("plan: " + steps[-1])
+        if cos_mean >= target_cosine or not upgrade(plans, modes, target_cosine):
+            return modes, steps, cos_mean, cos_min
 
 
 def quantize(
@@ -156,125 +309,24 @@ def quantize(
     """
     check_calibration_size(len(calibration), min_samples)
     check_calibration_size(len(holdout), 1)
+    variants = calibrate_variants(graph, calibration, method, weight_qmax, smooth_alpha, progress)
+    embedding = quantize_embedding_table(graph) if quantize_embedding else None
+    # One record per layer (errors, reason); ranges and codes per variant live in ``variants``.
     names = list(graph.linears())
-    linears = graph.linears()
-
-    # 1. Weights.
-    codes = {n: quantize_weight(lin.weight.T, axis=0, qmax=weight_qmax) for n, lin in linears.items()}  # (out, in), (out,)
-    embedding = None
-    if quantize_embedding and EMBEDDING_NODE in {n.name for n in graph.nodes}:
-        embedding = quantize_weight(graph.node(EMBEDDING_NODE).params["word"], axis=0)  # per row
-
-    # 2. Calibration (a second pass for the smoothed inputs, whose factors need the first).
-    absmax: dict[str, np.ndarray] = {}
-    ranges = calibrate(graph, calibration, method, progress("calibrate", 0), channel_absmax=absmax if smooth_alpha else None)
-    # One record per layer (errors, reason); ranges and codes per variant (plain / smoothed).
-    plans = {d.layer: d for d in with_ranges([LayerPlan(n, "static", "", 0.0, 0.0, ranges[n], 0.0, 0) for n in names], ranges)}
-    factors: dict[str, np.ndarray] = {}
-    smooth_codes: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    smooth_ranges: dict[str, tuple[float, float]] = {}
-    if smooth_alpha:
-        for n, lin in linears.items():
-            factors[n] = smoothing_factors(absmax[n], lin.weight, smooth_alpha)  # (in,)
-            smooth_codes[n] = quantize_weight((lin.weight * factors[n][:, None]).T, axis=0, qmax=weight_qmax)
-        smooth_ranges = calibrate(graph, calibration, method, progress("calibrate smoothed", 0),
-                                  inv_smooth={n: 1.0 / f for n, f in factors.items()})
-
-    # 3. Sensitivity on held-out texts.
-    hold_batches = padded_batches(sorted(holdout, key=len))
-    reference = run_graph(graph, hold_batches)  # (n_hold, dim)
-
-    def decisions_for(modes: dict[str, str], smoothed: dict[str, bool]) -> tuple[list[LayerPlan], dict]:
-        """Each layer's record with the chosen mode and its variant's range; the matching codes."""
-        ds, cs = [], dict(codes)
-        for n in names:
-            sm = bool(smoothed.get(n))
-            d = LayerPlan(**{**asdict(plans[n]), "mode": modes.get(n, "fp32"), "smooth": sm})
-            ds.extend(with_ranges([d], {n: smooth_ranges[n]}) if sm else [d])
-            if sm:
-                cs[n] = smooth_codes[n]
-        return ds, cs
-
-    def error(modes: dict[str, str], emb: bool, smoothed: dict[str, bool] | None = None) -> np.ndarray:
-        ds, cs = decisions_for(modes, smoothed or {})
-        g = apply_plan(graph, ds, cs, embedding if emb else None, emulate=True, smooth=factors)
-        return 1.0 - cosine_rows(reference, run_graph(g, hold_batches))
-
-    trials = 4 if smooth_alpha else 2
-    tick = progress("sensitivity", trials * len(names))
-    for i, n in enumerate(names):
-        plans[n].static_error = float(error({n: "static"}, False).mean())
-        plans[n].dynamic_error = float(error({n: "dynamic"}, False).mean())
-        if smooth_alpha:
-            plans[n].smooth_static_error = float(error({n: "static"}, False, {n: True}).mean())
-            plans[n].smooth_dynamic_error = float(error({n: "dynamic"}, False, {n: True}).mean())
-        if tick:
-            tick(trials * (i + 1), trials * len(names))
-
-    # Per layer and mode, the better variant (plain or smoothed) is the one the plan uses.
-    def variant(n: str, mode: str) -> tuple[float, bool]:
-        p = plans[n]
-        plain = p.static_error if mode == "static" else p.dynamic_error
-        smoothed = p.smooth_static_error if mode == "static" else p.smooth_dynamic_error
-        return (smoothed, True) if smoothed is not None and smoothed < plain else (plain, False)
-
-    # 4. Greedy plan. Per-layer errors add up almost linearly (measured on MiniLM: the sum of
-    # the 24 single-layer static errors was within 2% of the all-static error), so upgrades are
-    # first chosen on that prediction, then confirmed one measured step at a time.
-    modes = {n: "static" for n in names}
-    for n in names:
-        plans[n].reason = "static: calibrated range, plan met the target without changing it"
-    steps: list[str] = []
-    emb_error = float(error({}, True).mean()) if embedding is not None else 0.0
+    blank = [LayerPlan(n, "static", "", 0.0, 0.0, variants.ranges[n], 0.0, 0) for n in names]
+    trials = Trials(graph, holdout, variants, {d.layer: d for d in with_ranges(blank, variants.ranges)}, embedding)
+    measure_sensitivity(trials, smooth_alpha, progress)
+    embedding_error = float(trials.error({}, True).mean()) if embedding is not None else 0.0
     if embedding is not None:
-        log(f"sensitivity: int8 embedding table alone costs mean 1-cos {emb_error:.1e}")
-
-    def layer_cost(n: str) -> float:
-        return 0.0 if modes[n] == "fp32" else variant(n, modes[n])[0]
-
-    def smoothed_now() -> dict[str, bool]:
-        return {n: modes[n] != "fp32" and variant(n, modes[n])[1] for n in names}
-
-    def upgrade() -> bool:
-        candidates = [n for n in names if modes[n] != "fp32"]
-        if not candidates:
-            return False
-        worst = max(candidates, key=layer_cost)
-        p = plans[worst]
-        static_err, dynamic_err = variant(worst, "static")[0], variant(worst, "dynamic")[0]
-        if modes[worst] == "static" and dynamic_err <= DYNAMIC_GAIN * static_err:
-            modes[worst] = "dynamic"
-            p.reason = (f"dynamic: largest remaining error with a static range ({static_err:.1e}); "
-                        f"a run-time range cuts it to {dynamic_err:.1e}")
-        else:
-            was, cost = modes[worst], layer_cost(worst)
-            modes[worst] = "fp32"
-            p.reason = (f"fp32: largest remaining error as {was} ({cost:.1e}; static {static_err:.1e}, "
-                        f"dynamic {dynamic_err:.1e}) while the plan was below target {target_cosine}")
-        return True
-
-    budget = PREDICTION_MARGIN * (1.0 - target_cosine)
-    while emb_error + sum(layer_cost(n) for n in names) > budget and upgrade():
-        pass
-    while True:
-        err = error(modes, embedding is not None, smoothed_now())
-        cos_mean, cos_min = 1.0 - float(err.mean()), 1.0 - float(err.max())
-        count = {m: sum(v == m for v in modes.values()) for m in ("static", "dynamic", "fp32")}
-        n_smooth = sum(smoothed_now().values())
-        predicted = 1.0 - emb_error - sum(layer_cost(n) for n in names)
-        steps.append(f"{count['static']} static / {count['dynamic']} dynamic / {count['fp32']} fp32"
-                     f"{f' ({n_smooth} smoothed)' if smooth_alpha else ''} → held-out cos "
-                     f"mean {cos_mean:.5f} (predicted {predicted:.5f}) min {cos_min:.5f}")
-        log("plan: " + steps[-1])
-        if cos_mean >= target_cosine or not upgrade():
-            break
-    smoothed = smoothed_now()
+        log(f"sensitivity: int8 embedding table alone costs mean 1-cos {embedding_error:.1e}")
+    modes, steps, cos_mean, cos_min = greedy_plan(trials, target_cosine, embedding_error, smooth_alpha, log)
+    smoothed = smoothed_layers(trials.plans, modes)
     for n in names:
         if smoothed[n]:
-            plans[n].reason += " (with SmoothQuant factors: smaller measured error)"
-    decisions, final_codes = decisions_for(modes, smoothed)
+            trials.plans[n].reason += " (with SmoothQuant factors: smaller measured error)"
+    decisions, final_codes = trials.decisions(modes, smoothed)
     quality = {"cos_mean": cos_mean, "cos_min": cos_min, "texts": float(len(holdout))}
-    return QuantResult(decisions, final_codes, embedding, quality, steps, {n: factors[n] for n in names if smoothed[n]})
+    return QuantResult(decisions, final_codes, embedding, quality, steps, {n: variants.factors[n] for n in names if smoothed[n]})
 
 
 def format_decisions(decisions: Sequence[LayerPlan]) -> str:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from safetensors import safe_open
@@ -33,7 +34,10 @@ from safetensors.numpy import save_file
 
 from openhood.engine.graph import Graph
 from openhood.engine.quant.linear import Fp16Linear
-from openhood.engine.quant.plan import EMBEDDING_NODE, LayerPlan, apply_plan
+from openhood.engine.quant.plan import EMBEDDING_NODE, Codes, EmbeddingCodes, LayerPlan, apply_plan
+
+if TYPE_CHECKING:
+    from openhood.engine.quant.quantizer import QuantResult
 
 INT8_FORMAT = "openhood-int8"
 FP16_FORMAT = "openhood-fp16"
@@ -41,7 +45,7 @@ INT8_FILE = "model.int8.safetensors"
 FP16_FILE = "model.fp16.safetensors"
 
 
-def _non_linear_params(graph: Graph, dtype=np.float32) -> dict[str, np.ndarray]:
+def _non_linear_params(graph: Graph, dtype: type[np.floating[Any]] = np.float32) -> dict[str, np.ndarray]:
     out = {}
     for node in graph.nodes:
         for k, v in node.params.items():
@@ -51,7 +55,7 @@ def _non_linear_params(graph: Graph, dtype=np.float32) -> dict[str, np.ndarray]:
     return out
 
 
-def save_int8(path: str | Path, graph: Graph, result, info: dict) -> Path:
+def save_int8(path: str | Path, graph: Graph, result: QuantResult, info: dict[str, Any]) -> Path:
     """Write ``result`` (a ``QuantResult`` for the fused fp32 ``graph``) to ``path``."""
     tensors: dict[str, np.ndarray] = {}
     for d in result.decisions:
@@ -90,7 +94,7 @@ def save_fp16(path: str | Path, graph: Graph) -> Path:
     return Path(path)
 
 
-def read_int8(path: str | Path) -> tuple[dict[str, np.ndarray], dict, dict]:
+def read_int8(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, Any], dict[str, Any]]:
     """(tensors, plan, quantization info) of an ``openhood-int8`` file."""
     path = Path(path)
     if not path.is_file():
@@ -99,11 +103,12 @@ def read_int8(path: str | Path) -> tuple[dict[str, np.ndarray], dict, dict]:
         meta = dict(f.metadata() or {})
         if meta.get("format") != INT8_FORMAT:
             raise ValueError(f"{path} is not an openhood int8 file (metadata format={meta.get('format')!r})")
-        tensors = {k: f.get_tensor(k) for k in f.keys()}
+        tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 -- safe_open is not iterable
     return tensors, json.loads(meta["plan"]), json.loads(meta.get("quantization", "{}"))
 
 
-def load_plan(graph: Graph, path: str | Path) -> tuple[list[LayerPlan], dict, dict, tuple | None, dict]:
+def load_plan(graph: Graph, path: str | Path
+              ) -> tuple[list[LayerPlan], Codes, dict[str, np.ndarray], EmbeddingCodes | None, dict[str, Any]]:
     """(decisions, codes, smoothing factors, embedding, quantization info) of the plan at
     ``path``, checked against ``graph`` (the fused fp32 graph it must have been made for)."""
     tensors, plan, info = read_int8(path)
@@ -111,9 +116,12 @@ def load_plan(graph: Graph, path: str | Path) -> tuple[list[LayerPlan], dict, di
     unknown = sorted(set(plan["layers"]) - set(linears))
     if unknown:
         raise ValueError(f"{path} was made for another graph: it quantizes layers {unknown[:3]} this model does not have")
-    decisions, codes, smooth = [], {}, {}
+    decisions: list[LayerPlan] = []
+    codes: Codes = {}
+    smooth: dict[str, np.ndarray] = {}
     for name, d in plan["layers"].items():
-        decisions.append(LayerPlan(layer=name, **{k: (tuple(v) if k == "input_range" else v) for k, v in d.items()}))
+        fields: dict[str, Any] = {k: (tuple(v) if k == "input_range" else v) for k, v in d.items()}
+        decisions.append(LayerPlan(layer=name, **fields))
         if d["mode"] == "fp32":
             continue
         codes[name] = (tensors[f"{name}.weight.int8"], tensors[f"{name}.weight.scale"])

@@ -28,4 +28,5 @@ def register_routes(app: FastAPI, state: ServerState) -> None:
         if register is None:
             raise ValueError(f"no HTTP routes for task {task!r}; tasks with routes: {sorted(TASK_ROUTES)}")
         register(app, state)
-    state.route_labels = {route.path for route in app.routes if route.path not in ("/docs", "/openapi.json", "/docs/oauth2-redirect")}
+    paths = {getattr(route, "path", "") for route in app.routes}
+    state.route_labels = paths - {"", "/docs", "/openapi.json", "/docs/oauth2-redirect"}

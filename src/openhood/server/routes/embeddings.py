@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
+from typing import Any
 
 import numpy as np
 from fastapi import FastAPI, Request
@@ -62,7 +63,7 @@ async def embeddings(request: Request, st: ServerState) -> Response:
         else:
             prepared = await asyncio.to_thread(model.preprocessor.prepare, req.texts)
     except ValueError as exc:  # the tokenizer refuses text it cannot encode exactly (e.g. lone surrogates)
-        raise APIError(400, f"input could not be tokenized: {exc}", code="invalid_text", param="input")
+        raise APIError(400, f"input could not be tokenized: {exc}", code="invalid_text", param="input") from exc
     t_tok1 = time.monotonic_ns()
     lengths, truncated = prepared.lengths, prepared.truncated
     bucket = length_label(max(lengths))
@@ -83,15 +84,16 @@ async def embeddings(request: Request, st: ServerState) -> Response:
     except QueueFullError as exc:
         rt.metrics.rejected("queue_full")
         raise APIError(429, str(exc) + "; retry later", type="rate_limit_error", code="queue_full", param=None,
-                       headers={"Retry-After": str(exc.retry_after_s)})
+                       headers={"Retry-After": str(exc.retry_after_s)}) from exc
     except SchedulerStoppedError:
         rt.metrics.rejected("draining")
-        raise draining()
+        raise draining() from None
 
     results_task = asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
     disconnect_task = asyncio.ensure_future(wait_disconnect(request.receive))
     try:
-        await asyncio.wait({results_task, disconnect_task}, return_when=asyncio.FIRST_COMPLETED)
+        pending: set[asyncio.Future[Any]] = {results_task, disconnect_task}
+        await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
     finally:  # also when this handler itself is cancelled (grace period over)
         disconnect_task.cancel()
         client_gone = not results_task.done()
@@ -106,7 +108,7 @@ async def embeddings(request: Request, st: ServerState) -> Response:
     except BatchFailedError as exc:
         for f in futures:  # items of this request still queued in other batches are moot now
             f.cancel()
-        raise APIError(500, f"{exc}; the server keeps serving, retry the request", type="server_error", code="inference_failed", param=None)
+        raise APIError(500, f"{exc}; the server keeps serving, retry the request", type="server_error", code="inference_failed", param=None) from exc
 
     t_post0 = time.monotonic_ns()
     vectors = np.stack([r.output for r in results]).astype(np.float32, copy=False)  # (n, dim)

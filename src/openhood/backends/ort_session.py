@@ -1,0 +1,63 @@
+"""ONNX Runtime sessions, built one way: the options every session of openhood runs with.
+
+``session_options`` is the one place the threading and optimization settings live (the ONNX
+Runtime backend, the quantizer's checks and the benchmarks all build sessions through it):
+``threads`` intra-op threads (default: the cores available), one inter-op thread, sequential
+execution, and all graph optimizations, because the int8 fusions (``MatMulIntegerToFloat``,
+``DynamicQuantizeMatMul``) only happen at that level. ``make_session`` and ``embed_batches``
+run a graph of ours (int64 ``input_ids`` and ``attention_mask`` in) on token batches; the
+trade-off: CPU execution provider only, which is all this project's machines have.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from openhood.engine.parallel import available_cores
+
+Batch = tuple[np.ndarray, np.ndarray]  # (input_ids (B, T) int64, attention_mask (B, T) int64)
+
+
+def session_options(threads: int | None = None):
+    """``onnxruntime.SessionOptions`` with openhood's settings; ``threads`` None = every core."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads or available_cores()
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return so
+
+
+def make_session(model: onnx.ModelProto | bytes | str | Path, threads: int | None = None):
+    """A CPU session over a model, its bytes or a file path; ``threads`` None or 0 = every core."""
+    import onnxruntime as ort
+
+    opts = session_options(threads or None)
+    opts.log_severity_level = 3  # shape-merge warnings on dynamic dims are noise here
+    data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model) if isinstance(model, Path) else model
+    return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+
+
+def embed_batches(session, batches: Iterable[Batch], output: str | None = None) -> np.ndarray:
+    """Run every batch through a graph of ours (inputs: int64 input_ids, attention_mask);
+    concatenate the first (or named) output → (N, dim) float32."""
+    name = output or session.get_outputs()[0].name
+    parts = [session.run([name], {"input_ids": ids.astype(np.int64), "attention_mask": mask.astype(np.int64)})[0] for ids, mask in batches]
+    return np.concatenate(parts).astype(np.float32)
+
+
+def with_outputs(model: onnx.ModelProto, names: Sequence[str]) -> onnx.ModelProto:
+    """A copy of ``model`` that also returns the named intermediate tensors."""
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    existing = {o.name for o in model.graph.output}
+    for n in names:
+        if n not in existing:
+            model.graph.output.append(onnx.helper.make_empty_tensor_value_info(n))
+            existing.add(n)
+    return model
