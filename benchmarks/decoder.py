@@ -57,7 +57,7 @@ def bench_tokenizer(path, corpus: Path, limit: int) -> None:
     t0 = time.perf_counter()
     ref = hf.encode_batch(texts)
     t_hf = time.perf_counter() - t0
-    diff = sum(row.tolist() != e.ids for row, e in zip(rb, ref))
+    diff = sum(row.tolist() != e.ids for row, e in zip(rb, ref, strict=False))
     n = rb.ids.size
     warm = time.perf_counter()
     ours.encode_batch(texts)

@@ -72,7 +72,7 @@ def test_batch_equals_single_sequences(smollm2_gen):
     prompts = ["Name a fruit.", "What is 2+2?", "Say hi"]
     cfg = GenerationConfig(max_tokens=8, sampling=SamplingParams(temperature=0.8, top_p=0.9, seed=3))
     batch = smollm2_gen.generate_batch(prompts, cfg)
-    for p, r in zip(prompts, batch):
+    for p, r in zip(prompts, batch, strict=False):
         assert smollm2_gen.generate(p, cfg).token_ids == r.token_ids
 
 

@@ -76,7 +76,7 @@ def test_decode_round_trips(bpe, hf_bpe, text):
 
 def test_stream_decoder_holds_partial_utf8(bpe):
     # Feed a multi-byte character one byte-token at a time: nothing comes out until it is complete.
-    ids = [bpe.vocab[bpe.tokens[bpe._byte_id[b]]] for b in "é😀".encode("utf-8")]
+    ids = [bpe.vocab[bpe.tokens[bpe._byte_id[b]]] for b in "é😀".encode()]
     dec = bpe.stream_decoder()
     pieces = [dec.push(i) for i in ids]
     assert pieces == ["", "é", "", "", "", "😀"]

@@ -38,7 +38,7 @@ class QuantMatrix:
         return self.d.nbytes + self.q.nbytes + (self.m.nbytes if self.m is not None else 0)
 
     @classmethod
-    def from_tensor(cls, t: GGUFTensor) -> "QuantMatrix":
+    def from_tensor(cls, t: GGUFTensor) -> QuantMatrix:
         rows, cols = t.shape
         nb = cols // QK
         if t.kind == "Q4_1":
@@ -53,29 +53,30 @@ class QuantMatrix:
         raise ValueError(f"tensor {t.name}: no quantized kernel for {t.kind}")
 
     @classmethod
-    def stack(cls, parts: list["QuantMatrix"]) -> "QuantMatrix":
+    def stack(cls, parts: list[QuantMatrix]) -> QuantMatrix:
         """Rows of several matrices of one kind, one after another (fused QKV, gate+up)."""
         kind = parts[0].kind
         m = np.concatenate([p.m for p in parts]) if kind == "Q4_1" else None
         return cls(kind, (sum(p.shape[0] for p in parts), parts[0].shape[1]),
                    np.concatenate([p.d for p in parts]), m, np.concatenate([p.q for p in parts]))
 
-    def permute_rows(self, order: np.ndarray) -> "QuantMatrix":
+    def permute_rows(self, order: np.ndarray) -> QuantMatrix:
         return QuantMatrix(self.kind, self.shape, self.d[order], None if self.m is None else self.m[order], self.q[order])
 
     def rows(self, idx: np.ndarray) -> np.ndarray:
         """Dequantized rows ``idx`` (n, cols) float32: the embedding lookup."""
         d = self.d[idx][..., None]
         if self.kind == "Q8_0":
-            return (self.q[idx].astype(np.float32) * d).reshape(len(idx), -1)
+            return np.asarray((self.q[idx].astype(np.float32) * d).reshape(len(idx), -1))
         qs = self.q[idx]
         q = np.concatenate([qs & 0x0F, qs >> 4], axis=-1).astype(np.float32)
-        return (q * d + self.m[idx][..., None]).reshape(len(idx), -1)
+        assert self.m is not None  # Q4_1 always has mins
+        return np.asarray((q * d + self.m[idx][..., None]).reshape(len(idx), -1))
 
 
 @njit(parallel=True, fastmath=True, cache=True, nogil=True)
-def _q4_1_matmul(x, d, m, q, out):  # x (M, K), out (M, N)
-    M, K = x.shape
+def _q4_1_matmul(x: np.ndarray, d: np.ndarray, m: np.ndarray, q: np.ndarray, out: np.ndarray) -> None:  # x (M, K), out (M, N)
+    M, _K = x.shape
     N, nb = d.shape
     xsum = np.empty((M, nb), np.float32)  # per-block sums of x, for the min term
     for i in range(M):
@@ -106,8 +107,8 @@ def _q4_1_matmul(x, d, m, q, out):  # x (M, K), out (M, N)
 
 
 @njit(parallel=True, fastmath=True, cache=True, nogil=True)
-def _q8_0_matmul(x, d, q, out):  # x (M, K), out (M, N)
-    M, K = x.shape
+def _q8_0_matmul(x: np.ndarray, d: np.ndarray, q: np.ndarray, out: np.ndarray) -> None:  # x (M, K), out (M, N)
+    M, _K = x.shape
     N, nb = d.shape
     n_tasks = (N + ROWS_PER_TASK - 1) // ROWS_PER_TASK
     for task in prange(n_tasks):
@@ -132,7 +133,7 @@ def quant_linear(x: np.ndarray, w: QuantMatrix) -> np.ndarray:
     """x (..., cols) @ W.T → (..., rows), reading W in its quantized blocks."""
     x2 = np.ascontiguousarray(x.reshape(-1, x.shape[-1]), dtype=np.float32)
     out = np.empty((x2.shape[0], w.shape[0]), dtype=np.float32)
-    if w.kind == "Q4_1":
+    if w.m is not None:  # Q4_1
         _q4_1_matmul(x2, w.d, w.m, w.q, out)
     else:
         _q8_0_matmul(x2, w.d, w.q, out)

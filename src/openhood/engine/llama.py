@@ -24,12 +24,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from openhood.engine.gguf_matmul import QuantMatrix, quant_linear
 from openhood.engine.kv_cache import KVCache
 from openhood.engine.llama_ops import masked_softmax_, rms_norm, rope_half, rope_tables, swiglu
+
+Matrix = np.ndarray | QuantMatrix  # a weight as held: float32 array or quantized blocks
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,7 @@ class LlamaConfig:
         return self.dim // self.n_heads
 
     @classmethod
-    def from_gguf(cls, g) -> "LlamaConfig":
+    def from_gguf(cls, g: Any) -> LlamaConfig:
         arch = g.require("general.architecture")
         if arch != "llama":
             raise ValueError(f"{g.path}: architecture {arch!r} is not supported (only 'llama')")
@@ -76,14 +79,14 @@ class LayerWeights:
     """Matrices are float32 arrays or ``QuantMatrix`` (same (out, in) shape either way)."""
 
     attn_norm: np.ndarray  # (D,)
-    wqkv: object  # (D + 2 * kv_dim, D): Q, K, V rows stacked, Q/K in HF (half-split) layout
-    wo: object  # (D, D)
+    wqkv: Matrix  # (D + 2 * kv_dim, D): Q, K, V rows stacked, Q/K in HF (half-split) layout
+    wo: Matrix  # (D, D)
     ffn_norm: np.ndarray  # (D,)
-    w_gate_up: object  # (2 * F, D): gate rows then up rows
-    w_down: object  # (D, F)
+    w_gate_up: Matrix  # (2 * F, D): gate rows then up rows
+    w_down: Matrix  # (D, F)
 
 
-def linear(x: np.ndarray, w) -> np.ndarray:
+def linear(x: np.ndarray, w: Matrix) -> np.ndarray:
     """x (..., in) @ w.T for w (out, in), as ONE 2-D sgemm over all rows (or one quantized kernel call).
 
     ``np.matmul`` on a (B, T, in) array would run B separate products, each re-reading the whole
@@ -92,7 +95,7 @@ def linear(x: np.ndarray, w) -> np.ndarray:
     """
     if isinstance(w, QuantMatrix):
         return quant_linear(x, w)
-    return (x.reshape(-1, x.shape[-1]) @ w.T).reshape(*x.shape[:-1], w.shape[0])
+    return np.asarray((x.reshape(-1, x.shape[-1]) @ w.T).reshape(*x.shape[:-1], w.shape[0]))
 
 
 class NullLaps:
@@ -103,7 +106,7 @@ class NullLaps:
 
 
 class Llama:
-    def __init__(self, config: LlamaConfig, embed, layers: list[LayerWeights], out_norm: np.ndarray):
+    def __init__(self, config: LlamaConfig, embed: Matrix, layers: list[LayerWeights], out_norm: np.ndarray):
         self.config = config
         self.embed = embed  # (V, D) float32 or QuantMatrix; also the LM head (tied)
         self.layers = layers
@@ -111,7 +114,7 @@ class Llama:
         self.cos, self.sin = rope_tables(config.context_length, config.head_dim, config.rope_base)  # (ctx, hd/2)
 
     @classmethod
-    def from_gguf(cls, path, weights: str = "float32") -> "Llama":
+    def from_gguf(cls, path: Any, weights: str = "float32") -> Llama:
         """Load a llama GGUF; ``weights`` is "float32" (dequantize at load) or "quantized" (keep blocks)."""
         from openhood.formats.gguf import GGUFFile, dequantize, unpermute_qk
 
@@ -123,21 +126,22 @@ class Llama:
             raise ValueError(f"{g.path}: an untied output.weight is not supported (SmolLM2 ties it to the embedding)")
         quantized = weights == "quantized"
 
-        def matrix(name: str, qk_heads: int = 0):
+        def matrix(name: str, qk_heads: int = 0) -> Matrix:
             t = g.tensors[name]
             if quantized and t.kind in ("Q4_1", "Q8_0"):
-                w = QuantMatrix.from_tensor(t)
+                qm = QuantMatrix.from_tensor(t)
                 if qk_heads:  # the same row permutation, applied to block rows
-                    w = w.permute_rows(unpermute_qk(np.arange(t.shape[0])[:, None], qk_heads)[:, 0])
-                return w
+                    qm = qm.permute_rows(unpermute_qk(np.arange(t.shape[0])[:, None], qk_heads)[:, 0])
+                return qm
             w = dequantize(t)
             return unpermute_qk(w, qk_heads) if qk_heads else w
 
-        def fuse(parts):
-            if all(isinstance(p, QuantMatrix) and p.kind == parts[0].kind for p in parts):
-                return QuantMatrix.stack(parts)
-            parts = [p if isinstance(p, np.ndarray) else dequantize_matrix(p) for p in parts]
-            return np.ascontiguousarray(np.concatenate(parts))
+        def fuse(parts: list[Matrix]) -> Matrix:
+            quant = [p for p in parts if isinstance(p, QuantMatrix)]
+            if len(quant) == len(parts) and len({p.kind for p in quant}) == 1:
+                return QuantMatrix.stack(quant)
+            arrays = [p if isinstance(p, np.ndarray) else dequantize_matrix(p) for p in parts]
+            return np.ascontiguousarray(np.concatenate(arrays))
 
         def dequantize_matrix(qm: QuantMatrix) -> np.ndarray:
             return qm.rows(np.arange(qm.shape[0]))
@@ -160,15 +164,14 @@ class Llama:
         """Token embeddings (..., D) of ``ids`` (...)."""
         if isinstance(self.embed, QuantMatrix):
             return self.embed.rows(ids.reshape(-1)).reshape(*ids.shape, self.config.dim)
-        return self.embed[ids]
+        return np.asarray(self.embed[ids])
 
     @property
     def weight_bytes(self) -> int:
         """Bytes of all weights as held (what one batch-1 decode step must read)."""
-        size = lambda w: w.nbytes  # noqa: E731  (ndarray and QuantMatrix both have nbytes)
-        total = size(self.embed) + self.out_norm.nbytes
+        total = int(self.embed.nbytes) + int(self.out_norm.nbytes)  # ndarray and QuantMatrix both have nbytes
         for L in self.layers:
-            total += sum(size(w) for w in (L.attn_norm, L.wqkv, L.wo, L.ffn_norm, L.w_gate_up, L.w_down))
+            total += sum(int(w.nbytes) for w in (L.attn_norm, L.wqkv, L.wo, L.ffn_norm, L.w_gate_up, L.w_down))
         return total
 
     def new_cache(self, n_slots: int, max_len: int) -> KVCache:
@@ -176,7 +179,7 @@ class Llama:
         return KVCache(c.n_layers, c.n_kv_heads, c.head_dim, n_slots, min(max_len, c.context_length))
 
     # ---- the cached, batched forward ---------------------------------------------------------
-    def forward(self, tokens: list[np.ndarray], slots, cache: KVCache, laps=None) -> np.ndarray:
+    def forward(self, tokens: list[np.ndarray], slots: Any, cache: KVCache, laps: Any = None) -> np.ndarray:
         """Append ``tokens[b]`` to sequence ``slots[b]`` and return each row's next-token logits (B, V).
 
         ``tokens[b]`` may be a whole prompt or one token; rows are independent sequences.
@@ -217,7 +220,9 @@ class Llama:
         laps.mark("matmul lm_head", flops=2 * B * c.vocab_size * c.dim, nbytes=self.embed.nbytes)
         return logits
 
-    def _attention(self, xn, L, li, slots, start, n_new, cos, sin, cache, n_keys, allowed, laps):
+    def _attention(self, xn: np.ndarray, L: LayerWeights, li: int, slots: np.ndarray, start: np.ndarray,
+                   n_new: np.ndarray, cos: np.ndarray, sin: np.ndarray, cache: KVCache, n_keys: int,
+                   allowed: np.ndarray, laps: Any) -> np.ndarray:
         c = self.config
         B, T, D = xn.shape
         H, Hkv, hd = c.n_heads, c.n_kv_heads, c.head_dim
@@ -245,7 +250,7 @@ class Llama:
         laps.mark("matmul wo", flops=2 * B * T * D * D, nbytes=L.wo.nbytes)
         return out
 
-    def _mlp(self, x, L, laps):
+    def _mlp(self, x: np.ndarray, L: LayerWeights, laps: Any) -> np.ndarray:
         c = self.config
         xn = rms_norm(x, L.ffn_norm, c.norm_eps)
         laps.mark("rmsnorm", nbytes=xn.nbytes * 2)
@@ -259,7 +264,7 @@ class Llama:
         return out
 
     # ---- the uncached reference -----------------------------------------------------------------
-    def forward_full(self, ids) -> np.ndarray:
+    def forward_full(self, ids: Any) -> np.ndarray:
         """Logits (T, V) for every position of one sequence, recomputing attention over the whole
         prefix with a plain causal mask and no cache: the textbook model ``forward`` must equal."""
         c = self.config
@@ -289,7 +294,7 @@ class Llama:
 class OpLaps:
     """Per-op timer for one or more forwards: ``mark(label)`` charges the time since the previous mark."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
         self.flops: dict[str, int] = {}
         self.nbytes: dict[str, int] = {}

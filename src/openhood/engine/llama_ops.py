@@ -22,7 +22,7 @@ def rms_norm_naive(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
 def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
     """x / sqrt(mean(x²) + eps) * weight, in float32 as HF computes it."""
     ms = np.einsum("...d,...d->...", x, x)[..., None] / np.float32(x.shape[-1])  # (..., 1)
-    return x * (1.0 / np.sqrt(ms + np.float32(eps))) * weight
+    return np.asarray(x * (1.0 / np.sqrt(ms + np.float32(eps))) * weight)
 
 
 # ---- RoPE --------------------------------------------------------------------------------------
@@ -65,20 +65,20 @@ def rope_pairs_naive(x: np.ndarray, positions: np.ndarray, base: float) -> np.nd
 # ---- SwiGLU --------------------------------------------------------------------------------------
 def swiglu_naive(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
     g = gate.astype(np.float64)
-    return (g / (1.0 + np.exp(-g)) * up).astype(np.float32)
+    return np.asarray(g / (1.0 + np.exp(-g)) * up, dtype=np.float32)
 
 
 def swiglu(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
     """silu(gate) * up; exp of -gate may overflow to inf for very negative gate, giving 0 as it should."""
     with np.errstate(over="ignore"):
-        return gate / (np.float32(1.0) + np.exp(-gate)) * up
+        return np.asarray(gate / (np.float32(1.0) + np.exp(-gate)) * up)
 
 
 # ---- softmax with a boolean mask -------------------------------------------------------------------
 def masked_softmax_naive(scores: np.ndarray, allowed: np.ndarray) -> np.ndarray:
     s = np.where(allowed, scores.astype(np.float64), -np.inf)
     e = np.exp(s - s.max(axis=-1, keepdims=True))
-    return (e / e.sum(axis=-1, keepdims=True)).astype(np.float32)
+    return np.asarray(e / e.sum(axis=-1, keepdims=True), dtype=np.float32)
 
 
 def masked_softmax_(scores: np.ndarray, allowed: np.ndarray) -> np.ndarray:

@@ -10,6 +10,7 @@ Used by the parity test (reduced) and ``benchmarks/decoder.py --parity`` (all 64
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -23,7 +24,7 @@ class GreedyComparison:
     ok: bool  # identical, or the first mismatch is at/after the first near-tie
 
 
-def greedy_tokens(model, prompts: list[list[int]], steps: int) -> list[list[int]]:
+def greedy_tokens(model: Any, prompts: list[list[int]], steps: int) -> list[list[int]]:
     """``steps`` argmax tokens per prompt, never stopping at EOS (as the reference recorded them)."""
     cache = model.new_cache(len(prompts), max(map(len, prompts)) + steps)
     slots = list(range(len(prompts)))
@@ -37,12 +38,12 @@ def greedy_tokens(model, prompts: list[list[int]], steps: int) -> list[list[int]
     return out
 
 
-def compare_greedy(model, cases: list[dict], steps: int, tolerance: float) -> list[GreedyComparison]:
+def compare_greedy(model: Any, cases: list[dict[str, Any]], steps: int, tolerance: float) -> list[GreedyComparison]:
     ours = greedy_tokens(model, [c["ids"] for c in cases], steps)
     report = []
-    for c, got in zip(cases, ours):
+    for c, got in zip(cases, ours, strict=False):
         ref = c["greedy"][:steps]
-        mism = next((i for i, (a, b) in enumerate(zip(got, ref)) if a != b), None)
+        mism = next((i for i, (a, b) in enumerate(zip(got, ref, strict=False)) if a != b), None)
         tie = next((i for i, g in enumerate(c["top2_gap"][:steps]) if g < tolerance), None)
         ok = mism is None or (tie is not None and mism >= tie)
         report.append(GreedyComparison(c["prompt"], steps, mism, tie, ok))

@@ -12,6 +12,7 @@ The trade-off: ~30 ``perf_counter`` pairs per layer; invisible beside matmuls of
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 
@@ -33,7 +34,7 @@ def measure_bandwidth(mbytes: int = 256, seconds: float = 0.8) -> float:
     return w.nbytes / best / 1e9
 
 
-def profile_decode(model, batch: int = 1, prompt_len: int = 32, steps: int = 16) -> tuple[OpLaps, float]:
+def profile_decode(model: Any, batch: int = 1, prompt_len: int = 32, steps: int = 16) -> tuple[OpLaps, float]:
     """Run ``steps`` timed decode steps at ``batch`` after a prompt of ``prompt_len``; (laps, wall seconds)."""
     cache = model.new_cache(batch, prompt_len + steps + 1)
     rng = np.random.default_rng(0)
@@ -52,9 +53,9 @@ def profile_decode(model, batch: int = 1, prompt_len: int = 32, steps: int = 16)
     return laps, wall
 
 
-def profile_table(laps: OpLaps, wall: float, steps: int, bandwidth_gbs: float) -> list[dict]:
+def profile_table(laps: OpLaps, wall: float, steps: int, bandwidth_gbs: float) -> list[dict[str, Any]]:
     """Rows per op, most expensive first: ms/step, share, MB/step, GB/s, % of bandwidth roofline."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for label, sec in laps.seconds.items():
         mb = laps.nbytes[label] / steps / 1e6
         gbs = laps.nbytes[label] / max(sec, 1e-12) / 1e9

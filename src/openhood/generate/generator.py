@@ -46,7 +46,7 @@ class GenerationResult:
 class _Sequence:
     """One running sequence: its slot, sampler state, emitted text and stop-string hold-back."""
 
-    def __init__(self, gen: "Generator", slot: int, prompt_ids: list[int], config: GenerationConfig):
+    def __init__(self, gen: Generator, slot: int, prompt_ids: list[int], config: GenerationConfig):
         self.slot, self.prompt_ids, self.config = slot, prompt_ids, config
         self.rng = config.sampling.rng()
         self.decoder = gen.tokenizer.stream_decoder(skip_special=True)
@@ -139,7 +139,7 @@ class Generator:
         texts = [""] * len(prompts)
         for i, piece in self._run(seqs, config):
             texts[i] += piece
-        return [GenerationResult(texts[s.slot], s.ids, len(s.prompt_ids), s.finish_reason) for s in seqs]
+        return [GenerationResult(texts[s.slot], s.ids, len(s.prompt_ids), s.finish_reason or "length") for s in seqs]
 
     def _start(self, encoded: list[list[int]], config: GenerationConfig) -> list[_Sequence]:
         limit = self.model.config.context_length
@@ -157,7 +157,7 @@ class Generator:
         while active:
             logits = model.forward(feed, [s.slot for s in active], cache)  # (B, V)
             still, feed = [], []
-            for s, row in zip(active, logits):
+            for s, row in zip(active, logits, strict=False):
                 token = sample(row, config.sampling, s.rng)
                 text = s.accept(token, self.eos_ids)
                 if text:

@@ -20,12 +20,16 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from openhood.tokenizer.batch import RaggedBatch
 from openhood.tokenizer.bpe_kernel import MergeTable, merge_pieces
 from openhood.tokenizer.byte_level import bytes_to_unicode, pretokenizer_pattern
+
+if TYPE_CHECKING:
+    from openhood.formats.gguf import GGUFFile
 
 # GGUF token types (llama.cpp's llama_token_type): only these two are matched as whole tokens.
 TOKEN_TYPE_CONTROL = 3
@@ -53,7 +57,7 @@ _PRE_SPLIT_DIGITS = {"smollm", "starcoder", "refact", "command-r", "codeshell", 
 _PRE_GPT2 = {"gpt2", "default"}
 
 
-def spec_from_gguf(path: str | Path) -> BPESpec:
+def spec_from_gguf(path: str | Path | GGUFFile) -> BPESpec:
     from openhood.formats.gguf import GGUFFile
 
     g = path if not isinstance(path, (str, Path)) else GGUFFile(path)
@@ -66,7 +70,7 @@ def spec_from_gguf(path: str | Path) -> BPESpec:
     tokens = list(g.require("tokenizer.ggml.tokens"))
     types = g.get("tokenizer.ggml.token_type") or [1] * len(tokens)
     merges = [tuple(m.split(" ", 1)) for m in g.require("tokenizer.ggml.merges")]
-    specials = {t: i for i, (t, ty) in enumerate(zip(tokens, types)) if ty in (TOKEN_TYPE_CONTROL, TOKEN_TYPE_USER_DEFINED)}
+    specials = {t: i for i, (t, ty) in enumerate(zip(tokens, types, strict=False)) if ty in (TOKEN_TYPE_CONTROL, TOKEN_TYPE_USER_DEFINED)}
     return BPESpec(tokens, merges, specials, pre in _PRE_SPLIT_DIGITS, g.get("tokenizer.ggml.bos_token_id"),
                    g.get("tokenizer.ggml.eos_token_id"), g.get("tokenizer.ggml.padding_token_id"))
 
@@ -95,7 +99,9 @@ def spec_from_tokenizer_json(path: str | Path) -> BPESpec:
     tokens = [""] * (max(vocab.values()) + 1)
     for t, i in vocab.items():
         tokens[i] = t
-    merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in model["merges"]]
+    merges: list[tuple[str, str]] = [
+        (m.split(" ", 1)[0], m.split(" ", 1)[1]) if isinstance(m, str) else (m[0], m[1]) for m in model["merges"]
+    ]
     eos = specials.get("<|im_end|>", specials.get("<|endoftext|>"))
     return BPESpec(tokens, merges, specials, split_digits, specials.get("<|im_start|>"), eos, eos)
 
@@ -137,7 +143,7 @@ class BPETokenizer:
         self._cache: dict[str, tuple[int, ...]] = {}
 
     @classmethod
-    def from_file(cls, path: str | Path) -> "BPETokenizer":
+    def from_file(cls, path: str | Path) -> BPETokenizer:
         path = Path(path)
         if path.suffix == ".gguf":
             return cls(spec_from_gguf(path))
@@ -189,7 +195,7 @@ class BPETokenizer:
         lengths = np.empty(len(raw), dtype=np.int64)
         t = self._table
         merge_pieces(ids, offsets, lengths, t.keys, t.ranks, t.merged, t.vocab_size, t.mask)
-        for p, a, n in zip(pieces, offsets[:-1].tolist(), lengths.tolist()):
+        for p, a, n in zip(pieces, offsets[:-1].tolist(), lengths.tolist(), strict=False):
             self._cache[p] = tuple(ids[a : a + n].tolist())
 
     def _split(self, text: str, parse_special: bool) -> list[str | int]:
@@ -263,7 +269,7 @@ class BPETokenizer:
         data = b"".join(self._bytes[int(i)] for i in ids if not (skip_special and int(i) in self._special_ids))
         return data.decode("utf-8", errors="replace")
 
-    def stream_decoder(self, skip_special: bool = True) -> "StreamDecoder":
+    def stream_decoder(self, skip_special: bool = True) -> StreamDecoder:
         return StreamDecoder(self, skip_special)
 
 

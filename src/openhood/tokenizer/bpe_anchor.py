@@ -17,7 +17,7 @@ def hf_bpe_tokenizer(spec: BPESpec):
 
     vocab = {t: i for i, t in enumerate(spec.tokens)}
     tok = Tokenizer(models.BPE(vocab=vocab, merges=list(spec.merges), fuse_unk=False, byte_fallback=False))
-    steps = [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)]
+    steps: list = [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)]
     if spec.split_digits:
         steps.insert(0, pre_tokenizers.Digits(individual_digits=True))
     tok.pre_tokenizer = pre_tokenizers.Sequence(steps)

@@ -43,16 +43,17 @@ WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f
 
 def _ranges_class(pred) -> str:
     """A regex class body for all code points where ``pred(category)`` holds, as merged ranges."""
-    parts, start, prev = [], None, None
+    parts: list[str] = []
+    start, prev = -1, -1
     for cp in range(sys.maxunicode + 1):
         if pred(unicodedata.category(chr(cp))):
-            if start is None:
+            if start < 0:
                 start = cp
             prev = cp
-        elif start is not None:
+        elif start >= 0:
             parts.append(re.escape(chr(start)) if start == prev else f"{re.escape(chr(start))}-{re.escape(chr(prev))}")
-            start = None
-    if start is not None:
+            start = -1
+    if start >= 0:
         parts.append(f"{re.escape(chr(start))}-{re.escape(chr(prev))}")
     return "".join(parts)
 
