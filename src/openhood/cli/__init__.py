@@ -18,6 +18,8 @@ COMMAND_MODULES = (
     "openhood.cli.loadtest",
     "openhood.cli.quantize",
     "openhood.cli.generate",
+    "openhood.cli.convert",
+    "openhood.cli.batch",
 )
 
 

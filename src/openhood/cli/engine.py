@@ -2,7 +2,8 @@
 
 - ``openhood embed "text" …`` prints one JSON vector per line; ``--input file.jsonl`` (one
   ``{"text": …}`` per line) writes an (n, dim) float32 ``.npy`` (``--output``) instead.
-- ``openhood profile-ops --batch 32 --seq 128`` prints the per-op cost map, fusion on and off.
+- ``openhood profile-ops --batch 32 --seq 128`` prints the per-op cost map, fusion on and off
+  (``--model DIR`` of a converted CNN adds the unfused vs fused cost of every block).
 - ``openhood export --output model.onnx`` writes our graph as ONNX.
 
 Heavy imports happen inside the command functions, so ``openhood --help`` stays instant.
@@ -30,7 +31,8 @@ def register(subparsers) -> None:
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--seq", type=int, default=128)
     p.add_argument("--runs", type=int, default=3, help="profiled forward passes (after one warm-up)")
-    p.add_argument("--model", help="model folder (default: the bundled all-MiniLM-L6-v2)")
+    p.add_argument("--model", help="model folder (default: the bundled all-MiniLM-L6-v2); a folder from "
+                   "'openhood convert' profiles the CNN (--batch images, --seq ignored) with a per-block table")
     p.add_argument("--threads", type=int, default=None, help="engine threads (default: available cores)")
     p.add_argument("--fusion", choices=["on", "off", "both"], default="both")
     p.add_argument("--padded-fraction", type=float, default=0.0, help="fraction of rows padded to half length")
@@ -81,6 +83,10 @@ def cmd_embed(args: argparse.Namespace) -> int:
 
 
 def cmd_profile_ops(args: argparse.Namespace) -> int:
+    from openhood.engine.efficientnet import is_efficientnet_folder
+
+    if args.model and is_efficientnet_folder(args.model):
+        return _profile_vision(args)
     from openhood.engine.bert import load_bert
     from openhood.engine.blas import blas
     from openhood.engine.fusion import fuse
@@ -107,12 +113,49 @@ def cmd_profile_ops(args: argparse.Namespace) -> int:
     return 0
 
 
+def _profile_vision(args: argparse.Namespace) -> int:
+    """A CNN folder (openhood convert): the op table fused and unfused, then cost per block."""
+    import numpy as np
+
+    from openhood.engine.blas import blas
+    from openhood.engine.efficientnet import INPUT_NAME, load_efficientnet
+    from openhood.engine.profiler import block_table, measure_gemm_peak, profile_graph
+
+    model = load_efficientnet(args.model)
+    peak = measure_gemm_peak()
+    size = model.image_spec.crop
+    print(f"model {model.config['architecture']}  batch {args.batch}  image {size}x{size}  runs {args.runs}")
+    print(f"BLAS {blas().describe()}  measured sgemm peak (1536^3): {peak:.1f} GFLOP/s")
+    x = np.random.default_rng(0).uniform(-1, 1, (args.batch, size, size, 3)).astype(np.float32)
+    variants = {"on": [True], "off": [False], "both": [False, True]}[args.fusion]
+    profiles = {}
+    for fused in variants:
+        graph = model.graph(fused=fused)
+        if args.show_graph:
+            print("\n" + graph.summary())
+        profiles[fused] = profile_graph(graph, {INPUT_NAME: x}, runs=args.runs, threads=args.threads)
+        print()
+        print(profiles[fused].table(peak, f"fusion {'on' if fused else 'off'}: ms per forward pass"))
+    if len(profiles) == 2:
+        print("\nper block, ms per forward pass (BatchNorm folded, ReLU6 and residual in the conv epilogue):")
+        print(block_table(profiles[False], profiles[True]))
+    return 0
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from openhood.backends import prepare_graph
     from openhood.engine.bert import load_bert
+    from openhood.engine.efficientnet import is_efficientnet_folder, load_efficientnet
     from openhood.export.onnx_export import export_onnx
     from openhood.models import resolve_model_dir
 
+    if args.model and is_efficientnet_folder(args.model):
+        if args.precision != "fp32":
+            raise SystemExit("openhood export: the CNN exports in fp32 only")
+        graph = load_efficientnet(args.model).graph(fused=not args.no_fusion)
+        path = export_onnx(graph, args.output)
+        print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, {len(graph.nodes)} engine nodes)")
+        return 0
     model = load_bert(resolve_model_dir(args.model))
     graph = prepare_graph(model.graph, fusion=not args.no_fusion, precision=args.precision, model_dir=model.folder)
     path = export_onnx(graph, args.output)

@@ -10,6 +10,12 @@ unfused graphs can run side by side in tests and benchmarks:
   activation run in the matmul's output buffer, chunk by chunk while it is in cache.
 - ``fuse_linear_add_layernorm``: Linear → Add(residual) → LayerNorm becomes one node: bias,
   residual and normalization in one cache-resident epilogue, no (N, C) temporaries.
+- ``fold_batchnorm``: Conv | DepthwiseConv → BatchNorm becomes the conv alone, with weights
+  W·γ/√(σ²+ε) and bias (b − μ)·γ/√(σ²+ε) + β (computed in float64 at load, once).
+- ``fuse_conv_add``: Conv → Add(residual) becomes one conv that adds the residual in its
+  epilogue (EfficientNet's project conv + skip connection).
+- ``fuse_conv_activation``: Conv | DepthwiseConv → Relu | Relu6 becomes the conv with the
+  clip in its epilogue.
 
 A pattern is only rewritten when the intermediate values have no other reader. Fused nodes
 keep the name of their Linear (``layer.0.ffn.up``), so ``Graph.replace_linear`` still finds it.
@@ -17,6 +23,8 @@ The trade-off: patterns are matched structurally on op names, not via a general 
 """
 
 from __future__ import annotations
+
+from typing import TypeGuard
 
 import numpy as np
 
@@ -127,10 +135,97 @@ def fuse_linear_add_layernorm(graph: Graph) -> Graph:
     return g
 
 
+CONV_OPS = ("Conv", "DepthwiseConv")
+CONV_ACTIVATIONS = {"Relu": "relu", "Relu6": "relu6"}
+
+
+def _plain_conv(node: Node | None) -> TypeGuard[Node]:
+    """A conv whose output is still its raw sum: no activation and no residual fused yet."""
+    return node is not None and node.op in CONV_OPS and not node.attrs.get("activation") and len(node.inputs) == 1
+
+
+def fold_batchnorm(graph: Graph) -> Graph:
+    g = graph.clone()
+    producer = g.producer()
+    drop: set[str] = set()
+    for bn in g.nodes:
+        if bn.op != "BatchNorm":
+            continue
+        conv = producer.get(bn.inputs[0])
+        if not _plain_conv(conv) or _single_reader(g, conv.outputs[0]) is not bn:
+            continue
+        if conv.op == "Conv" and type(conv.linear) is not Linear:
+            continue  # folding needs the float weights
+        p = bn.params
+        scale = p["gamma"].astype(np.float64) / np.sqrt(p["var"].astype(np.float64) + bn.attrs["eps"])  # (Cout,)
+        if conv.op == "Conv":
+            w, b = conv.linear.weight, conv.linear.bias  # (K, Cout)
+        else:
+            w, b = conv.params["weight"], conv.params.get("bias")  # (KH, KW, C)
+        bias = (np.zeros_like(scale) if b is None else b.astype(np.float64)) - p["mean"]
+        weight = (w.astype(np.float64) * scale).astype(np.float32)
+        bias = (bias * scale + p["beta"]).astype(np.float32)
+        if conv.op == "Conv":
+            conv.linear = Linear(weight, bias)
+        else:
+            conv.params = {"weight": weight, "bias": bias}
+        conv.outputs = bn.outputs
+        drop.add(bn.name)
+    g.nodes = [n for n in g.nodes if n.name not in drop]
+    g.meta["fusions"] = [*g.meta.get("fusions", []), "batchnorm_fold"]
+    return g
+
+
+def fuse_conv_add(graph: Graph) -> Graph:
+    g = graph.clone()
+    producer = g.producer()
+    fused: dict[str, Node] = {}  # Add name → the conv that replaces it
+    for add in g.nodes:
+        if add.op != "Add":
+            continue
+        for i, v in enumerate(add.inputs):
+            conv = producer.get(v)
+            if conv is not None and conv.op == "Conv" and _plain_conv(conv) and _single_reader(g, v) is add:
+                conv.inputs = (conv.inputs[0], add.inputs[1 - i])
+                conv.outputs = add.outputs
+                fused[add.name] = conv
+                break
+    moved = {c.name for c in fused.values()}
+    # The conv now reads the residual too: it runs where the Add ran, when both are ready.
+    g.nodes = [fused.get(n.name, n) for n in g.nodes if n.name not in moved]
+    g.meta["fusions"] = [*g.meta.get("fusions", []), "conv_add"]
+    return g
+
+
+def fuse_conv_activation(graph: Graph) -> Graph:
+    g = graph.clone()
+    producer = g.producer()
+    drop: set[str] = set()
+    for act in g.nodes:
+        if act.op not in CONV_ACTIVATIONS:
+            continue
+        conv = producer.get(act.inputs[0])
+        if conv is None or conv.op not in CONV_OPS or conv.attrs.get("activation") or _single_reader(g, conv.outputs[0]) is not act:
+            continue
+        conv.attrs["activation"] = CONV_ACTIVATIONS[act.op]
+        conv.outputs = act.outputs
+        drop.add(act.name)
+    g.nodes = [n for n in g.nodes if n.name not in drop]
+    g.meta["fusions"] = [*g.meta.get("fusions", []), "conv_activation"]
+    return g
+
+
+# Passes that only find convolution patterns (a transformer graph comes out unchanged).
+CNN_PASSES = {
+    "batchnorm_fold": fold_batchnorm,
+    "conv_add": fuse_conv_add,
+    "conv_activation": fuse_conv_activation,
+}
 PASSES = {
     "merge_qkv": merge_qkv,
     "linear_activation": fuse_linear_activation,
     "linear_add_layernorm": fuse_linear_add_layernorm,
+    **CNN_PASSES,
 }
 
 

@@ -31,6 +31,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from numba import njit, types
@@ -192,11 +193,13 @@ _SIGNATURES = {
 }
 
 
-class _Lazy:
-    """A kernel compiled for its one explicit signature on first call (thread-safe)."""
+class LazyKernel:
+    """A kernel compiled for its one explicit signature on first call (thread-safe); the
+    signature comes from ``_SIGNATURES`` unless given (other kernel modules pass their own)."""
 
-    def __init__(self, py_func: Callable[..., None]):
+    def __init__(self, py_func: Callable[..., None], signature: Any = None):
         self.py_func = py_func
+        self.signature = signature if signature is not None else _SIGNATURES[py_func]
         self.name = py_func.__name__.lstrip("_")
         self.compile_seconds = 0.0
         self._compiled: Callable[..., None] | None = None
@@ -207,7 +210,7 @@ class _Lazy:
             if self._compiled is None:
                 t0 = time.perf_counter()
                 self._compiled = njit(
-                    _SIGNATURES[self.py_func], nogil=True, fastmath=_FASTMATH, error_model="numpy", cache=False
+                    self.signature, nogil=True, fastmath=_FASTMATH, error_model="numpy", cache=False
                 )(self.py_func)
                 self.compile_seconds = time.perf_counter() - t0
         return self._compiled
@@ -216,11 +219,11 @@ class _Lazy:
         return (self._compiled or self.compile())(*args)
 
 
-gelu_rows = _Lazy(_gelu_rows)
-relu_rows = _Lazy(_relu_rows)
-add_rows = _Lazy(_add_rows)
-layernorm_rows = _Lazy(_layernorm_rows)
-softmax_rows = _Lazy(_softmax_rows)
+gelu_rows = LazyKernel(_gelu_rows)
+relu_rows = LazyKernel(_relu_rows)
+add_rows = LazyKernel(_add_rows)
+layernorm_rows = LazyKernel(_layernorm_rows)
+softmax_rows = LazyKernel(_softmax_rows)
 KERNELS = (gelu_rows, relu_rows, add_rows, layernorm_rows, softmax_rows)
 
 

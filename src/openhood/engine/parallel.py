@@ -11,6 +11,7 @@ microseconds, so small arrays (batch 1, short text) stay on the calling thread.
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from collections.abc import Callable
@@ -79,6 +80,30 @@ class RowSplitter:
         previous = blas().set_threads_local(1)
         try:
             fn(bounds[0], bounds[1])
+        finally:
+            if previous:
+                blas().set_threads_local(previous)
+        for f in futures:
+            f.result()
+
+    def run_chunks(self, fn: Callable[[int, int], None], n_rows: int, chunk: int, row_width: int,
+                   min_elements: int = MIN_PARALLEL_ELEMENTS) -> None:
+        """Like ``run`` but dynamic: every thread takes the next ``chunk`` rows until none are
+        left. On a loaded machine a thread that is descheduled for a while then costs only its
+        current chunk, not half of the work (the others take the rest)."""
+        if self._pool is None or n_rows * row_width < min_elements or n_rows <= chunk:
+            fn(0, n_rows)
+            return
+        chunks = itertools.count()  # next() is atomic under the GIL
+
+        def drain() -> None:
+            while (start := next(chunks) * chunk) < n_rows:
+                fn(start, min(start + chunk, n_rows))
+
+        futures = [self._pool.submit(drain) for _ in range(1, self.threads)]
+        previous = blas().set_threads_local(1)
+        try:
+            drain()
         finally:
             if previous:
                 blas().set_threads_local(previous)

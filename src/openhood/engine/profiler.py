@@ -44,12 +44,17 @@ class OpProfile:
     calls: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     flops: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    # seconds per model block (node.attrs["block"], e.g. "blocks.3"), for graphs that tag them
+    block_seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     forwards: int = 0
 
     def record(self, node: Node, seconds: float, flops: int) -> None:
         self.calls[node.label] += 1
         self.seconds[node.label] += seconds
         self.flops[node.label] += flops
+        block = node.attrs.get("block")
+        if block is not None:
+            self.block_seconds[block] += seconds
 
     @property
     def total_seconds(self) -> float:
@@ -84,6 +89,19 @@ class OpProfile:
         lines.append(f"{'total':<22}{sum(self.calls.values()) // n:>6}{sec * 1e3:>10.2f}{100.0:>9.1f}{flops / 1e9:>9.3f}"
                      f"{flops / sec / 1e9:>9.1f}{100.0 * flops / sec / 1e9 / peak_gflops:>8.1f}")
         return "\n".join(lines)
+
+
+def block_table(unfused: OpProfile, fused: OpProfile) -> str:
+    """Per-block ms per forward, unfused beside fused, in graph order (blocks as first recorded)."""
+    lines = [f"{'block':<14}{'unfused ms':>11}{'fused ms':>10}{'speed-up':>10}"]
+    nu, nf = max(1, unfused.forwards), max(1, fused.forwards)
+    for block in unfused.block_seconds:
+        u = unfused.block_seconds[block] / nu * 1e3
+        f = fused.block_seconds.get(block, 0.0) / nf * 1e3
+        lines.append(f"{block:<14}{u:>11.2f}{f:>10.2f}{u / f if f else 0.0:>9.2f}x")
+    u, f = unfused.total_seconds / nu * 1e3, fused.total_seconds / nf * 1e3
+    lines.append(f"{'total':<14}{u:>11.2f}{f:>10.2f}{u / f if f else 0.0:>9.2f}x")
+    return "\n".join(lines)
 
 
 def profile_graph(graph: Graph, feeds: dict[str, np.ndarray], runs: int = 3, threads: int | None = None) -> OpProfile:

@@ -17,7 +17,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from openhood.engine import ops
+from openhood.engine import conv, ops
+from openhood.engine.blas import blas
 from openhood.engine.graph import Graph, Node
 from openhood.engine.parallel import RowSplitter
 
@@ -136,6 +137,31 @@ def k_l2_normalize(node: Node, ctx: RunContext, x: np.ndarray) -> KernelResult:
     return ops.l2_normalize(x), 3 * x.size
 
 
+def k_conv(node: Node, ctx: RunContext, x: np.ndarray, *residual: np.ndarray) -> KernelResult:
+    """SAME conv (GEMM, im2col first when k > 1) + bias, residual, activation in its output."""
+    lin, k, s = node.linear, node.attrs["kernel"], node.attrs["stride"]
+    y = conv.conv2d(x, lin, k, s, ctx.splitter, node.attrs.get("activation"), residual[0] if residual else None)
+    return y, int(lin.flops(y.size // lin.out_features)) + y.size * (2 if residual else 1)
+
+
+def k_depthwise_conv(node: Node, ctx: RunContext, x: np.ndarray) -> KernelResult:
+    w = node.params["weight"]  # (KH, KW, C)
+    y = conv.depthwise_conv(x, w, node.params.get("bias"), node.attrs["stride"], ctx.splitter, node.attrs.get("activation"))
+    return y, 2 * y.size * w.shape[0] * w.shape[1] + y.size
+
+
+def k_batchnorm(node: Node, ctx: RunContext, x: np.ndarray) -> KernelResult:
+    return conv.batchnorm(x, node.params["scale"], node.params["shift"]), 2 * x.size
+
+
+def k_relu6(node: Node, ctx: RunContext, x: np.ndarray) -> KernelResult:
+    return conv.relu6(x), x.size
+
+
+def k_global_avg_pool(node: Node, ctx: RunContext, x: np.ndarray) -> KernelResult:
+    return conv.global_avg_pool(x), x.size
+
+
 KERNELS: dict[str, Kernel] = {
     "Embeddings": k_embeddings,
     "LayerNorm": k_layernorm,
@@ -149,6 +175,11 @@ KERNELS: dict[str, Kernel] = {
     "Attention": k_attention,
     "MeanPool": k_mean_pool,
     "L2Normalize": k_l2_normalize,
+    "Conv": k_conv,
+    "DepthwiseConv": k_depthwise_conv,
+    "BatchNorm": k_batchnorm,
+    "Relu6": k_relu6,
+    "GlobalAvgPool": k_global_avg_pool,
 }
 
 
@@ -169,10 +200,24 @@ class Executor:
         self._free_after = [[v for v in set(n.inputs) if last_use[v] == i and v not in graph.outputs] for i, n in enumerate(graph.nodes)]
 
     def run(self, feeds: dict[str, np.ndarray], profiler: OpProfiler | None = None) -> dict[str, np.ndarray]:
-        ids = feeds[self.graph.inputs[0]]
-        if ids.ndim != 2:
-            raise ValueError(f"{self.graph.inputs[0]} must be 2-D (batch, seq), got shape {ids.shape}")
-        ctx = RunContext(batch=ids.shape[0], seq=ids.shape[1], splitter=self.splitter)
+        first = feeds[self.graph.inputs[0]]
+        layout = self.graph.meta.get("input_layout", ("batch", "seq"))  # e.g. (batch, height, width, channels)
+        if first.ndim != len(layout):
+            raise ValueError(f"{self.graph.inputs[0]} must be {len(layout)}-D ({', '.join(layout)}), got shape {first.shape}")
+        ctx = RunContext(batch=first.shape[0], seq=first.shape[1], splitter=self.splitter)
+        # A graph whose ops do their own threading (the CNN: row-blocked convs) keeps BLAS on one
+        # thread for the whole pass: waking OpenBLAS's idle pool costs more than a small GEMM on
+        # the loaded 2-core VM (measured: 28 conv blocks of 112x40 @ 40x240 took 468 ms with
+        # the pool, 0.8 ms without; the 1280x1000 classifier at batch 8, 22 ms vs 1 ms).
+        blas_threads = self.graph.meta.get("blas_threads")
+        previous = blas().set_threads_local(blas_threads) if blas_threads else 0
+        try:
+            return self._run(feeds, ctx, profiler)
+        finally:
+            if previous:
+                blas().set_threads_local(previous)
+
+    def _run(self, feeds: dict[str, np.ndarray], ctx: RunContext, profiler: OpProfiler | None) -> dict[str, np.ndarray]:
         env: dict[str, Any] = dict(feeds)  # arrays; the attention-mask bias may be None
         for i, node in enumerate(self.graph.nodes):
             kernel = KERNELS[node.op]

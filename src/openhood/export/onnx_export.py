@@ -7,6 +7,12 @@ emitted by ``openhood.export.linear.emit_matmul`` for its kind (a quantized Line
 integer sub-graph; a float one ``MatMul(x, W)`` with W an (in, out) initializer named
 ``<node>.weight``), plus ``Add(<node>.bias)``.
 
+CNN graphs (channels last in the engine) take ``pixel_values`` (B, H, W, 3) as the engine does and
+transpose once to NCHW, ONNX's convolution layout; every conv is ``Conv`` with
+``auto_pad=SAME_UPPER`` (TensorFlow's SAME: the odd padding pixel after), a depthwise conv is
+``Conv`` with ``group = channels``, a fused epilogue becomes ``Add`` (residual) and ``Clip``
+(ReLU6), which ONNX Runtime fuses back into its conv kernel.
+
 GELU is the exact erf form (``x * 0.5 * (1 + Erf(x / sqrt 2))``, which ONNX Runtime fuses into
 its Gelu kernel), LayerNorm is ``LayerNormalization`` (hence opset 17). The trade-off: one
 mapping per op type, kept in this file; an op the exporter does not know is an error, never a
@@ -112,6 +118,37 @@ def _attention(b: OnnxGraphBuilder, node: Node, args: list[str], output: str) ->
     return b.node("Reshape", [ctx, b.const([0, 0, -1], f"{name}.merge_shape", np.int64)], name=f"{name}.merge", output=output)
 
 
+def _conv_epilogue(b: OnnxGraphBuilder, node: Node, y: str, args: list[str], out: str) -> None:
+    if len(args) == 2:  # residual fused into the conv
+        y = b.node("Add", [y, args[1]], name=f"{node.name}.residual")
+    act = node.attrs.get("activation")
+    if act == "relu6":
+        b.node("Clip", [y, b.const(0.0), b.const(6.0)], name=f"{node.name}.relu6", output=out)
+    elif act == "relu":
+        b.node("Relu", [y], name=f"{node.name}.relu", output=out)
+    else:
+        b.node("Identity", [y], name=f"{node.name}.out", output=out)
+
+
+def _conv(b: OnnxGraphBuilder, node: Node, args: list[str], out: str) -> None:
+    name, k, stride = node.name, node.attrs.get("kernel"), node.attrs["stride"]
+    if node.op == "Conv":
+        lin = node.linear
+        if not isinstance(getattr(lin, "weight", None), np.ndarray) or lin.weight.dtype != np.float32:
+            raise NotImplementedError(f"conv {name!r} holds a {type(lin).__name__}: only float convs export")
+        cout = lin.out_features
+        w = lin.weight.reshape(k, k, -1, cout).transpose(3, 2, 0, 1)  # (KH*KW*Cin, Cout) → (Cout, Cin, KH, KW)
+        bias, group = lin.bias, 1
+    else:
+        dw = node.params["weight"]  # (KH, KW, C) → (C, 1, KH, KW)
+        k, w, bias, group = dw.shape[0], dw.transpose(2, 0, 1)[:, None], node.params.get("bias"), dw.shape[2]
+    inputs = [args[0], b.initializer(f"{name}.weight", np.ascontiguousarray(w, dtype=np.float32))]
+    if bias is not None:
+        inputs.append(b.initializer(f"{name}.bias", bias))
+    y = b.node("Conv", inputs, name=name, auto_pad="SAME_UPPER", strides=[stride, stride], kernel_shape=[k, k], group=group)
+    _conv_epilogue(b, node, y, args, out)
+
+
 def _emit(b: OnnxGraphBuilder, node: Node, args: list[str]) -> None:
     out = node.outputs[0]
     op, p, name = node.op, node.params, node.name
@@ -161,6 +198,16 @@ def _emit(b: OnnxGraphBuilder, node: Node, args: list[str]) -> None:
         count = b.node("ReduceSum", [m, axis1], name=f"{name}.count", keepdims=0)  # (B, 1)
         count = b.node("Max", [count, b.const(1e-9)], name=f"{name}.clamp")
         b.node("Div", [summed, count], name=name, output=out)
+    elif op in ("Conv", "DepthwiseConv"):
+        _conv(b, node, args, out)
+    elif op == "BatchNorm":
+        b.node("BatchNormalization", [args[0]] + [b.initializer(f"{name}.{k}", p[k]) for k in ("gamma", "beta", "mean", "var")],
+               name=name, output=out, epsilon=float(node.attrs["eps"]))
+    elif op == "Relu6":
+        b.node("Clip", [args[0], b.const(0.0), b.const(6.0)], name=name, output=out)
+    elif op == "GlobalAvgPool":
+        pooled = b.node("GlobalAveragePool", [args[0]], name=name)  # (B, C, 1, 1)
+        b.node("Flatten", [pooled], name=f"{name}.flatten", output=out, axis=1)
     elif op == "L2Normalize":
         norm = b.node("ReduceL2", [args[0]], name=f"{name}.norm", axes=[-1], keepdims=1)
         norm = b.node("Max", [norm, b.const(1e-12)], name=f"{name}.clamp")
@@ -172,15 +219,21 @@ def _emit(b: OnnxGraphBuilder, node: Node, args: list[str]) -> None:
 def graph_to_onnx(graph: Graph, producer: str = "openhood") -> onnx.ModelProto:
     """Our op graph → a checked ONNX model (opset 17, symbolic batch/sequence axes)."""
     b = OnnxGraphBuilder()
+    rename: dict[str, str] = {}
+    images = len(graph.meta.get("input_layout", ())) == 4  # channels-last image input
+    if images:  # (B, H, W, 3) → (B, 3, H, W) once; the graph's convs all run NCHW in ONNX
+        rename[graph.inputs[0]] = b.node("Transpose", [graph.inputs[0]], name="to_nchw", perm=[0, 3, 1, 2])
     for node in graph.nodes:
-        _emit(b, node, list(node.inputs))
+        _emit(b, node, [rename.get(v, v) for v in node.inputs])
     inputs = [
         helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "sequence"]) if n in INT_INPUTS
+        else helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", "height", "width", 3]) if images
         else helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", "features"])
         for n in graph.inputs
     ]
-    # A pooled graph returns (batch, dim), an encoder-only one its token states (batch, sequence, dim).
-    pooled = graph.nodes[-1].op in ("MeanPool", "L2Normalize")
+    # A pooled graph (or an image classifier) returns (batch, dim), an encoder-only one its token
+    # states (batch, sequence, dim).
+    pooled = images or graph.nodes[-1].op in ("MeanPool", "L2Normalize")
     dims = ["batch", "dim"] if pooled else ["batch", "sequence", "dim"]
     outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, dims) for n in graph.outputs]
     g = helper.make_graph(b.nodes, "openhood", inputs, outputs, b.initializers)

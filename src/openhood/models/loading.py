@@ -16,7 +16,14 @@ from pathlib import Path
 
 import psutil
 
-from openhood.models.registry import ModelSpec, ModelSpecError, check_unique_names, model_name_for, resolve_model_dir
+from openhood.models.registry import (
+    DEFAULT_TASK,
+    ModelSpec,
+    ModelSpecError,
+    check_unique_names,
+    model_name_for,
+    resolve_model_dir,
+)
 from openhood.models.served import ServedModel
 
 
@@ -37,17 +44,35 @@ def _embed_loader(name: str, folder: Path, options: EngineOptions) -> ServedMode
     return load_text_embedder(name, folder, options)
 
 
+def _image_classify_loader(name: str, folder: Path, options: EngineOptions) -> ServedModel:
+    from openhood.models.image_classify import load_image_classifier
+
+    return load_image_classifier(name, folder, options)
+
+
 TASK_LOADERS: dict[str, Callable[[str, Path, EngineOptions], ServedModel]] = {
     "embed": _embed_loader,
+    "image-classify": _image_classify_loader,
 }
+
+
+def task_for(spec: ModelSpec, folder: Path) -> str:
+    """The spec's task; a folder that is an image classifier (``openhood convert``) served with the
+    default task is served as ``image-classify``, so ``--model effnet=DIR`` needs no TOML file."""
+    from openhood.engine.efficientnet import is_efficientnet_folder
+
+    if spec.task == DEFAULT_TASK and is_efficientnet_folder(folder):
+        return "image-classify"
+    return spec.task
 
 
 def load_model(spec: ModelSpec, options: EngineOptions) -> ServedModel:
     """One spec → a served model; its own backend/precision override ``options``."""
-    loader = TASK_LOADERS.get(spec.task)
-    if loader is None:
-        raise ModelSpecError(f"model {spec.name!r}: unknown task {spec.task!r}; tasks served: {sorted(TASK_LOADERS)}")
     folder = resolve_model_dir(spec.path)
+    task = task_for(spec, folder)
+    loader = TASK_LOADERS.get(task)
+    if loader is None:
+        raise ModelSpecError(f"model {spec.name!r}: unknown task {task!r}; tasks served: {sorted(TASK_LOADERS)}")
     name = spec.name or model_name_for(folder)
     options = replace(options, backend=spec.backend or options.backend, precision=spec.precision or options.precision)
     process = psutil.Process()

@@ -12,11 +12,12 @@ from collections.abc import Callable
 
 from fastapi import FastAPI
 
-from openhood.server.routes import embeddings, openai_models, ops
+from openhood.server.routes import embeddings, images, openai_models, ops
 from openhood.server.state import ServerState
 
 TASK_ROUTES: dict[str, Callable[[FastAPI, ServerState], None]] = {
     "embed": embeddings.register,
+    "image-classify": images.register,
 }
 
 

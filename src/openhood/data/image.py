@@ -1,0 +1,221 @@
+"""Image bytes → model pixels: decode, orient, resize the short side, centre-crop, normalise.
+
+The contract every image model and the decode pool share:
+
+    decode(bytes)            -> uint8 (H, W, 3) RGB, EXIF orientation applied
+    preprocess(bytes, spec)  -> uint8 (crop, crop, 3)
+    normalize(batch, spec)   -> float32 (N, 3, crop, crop)  (or NHWC, per spec.layout)
+
+Trade-offs made here:
+- Pixels stay uint8 until the batch is formed: a 224² crop is 150 KB as uint8 and 600 KB as
+  float32, so workers and shared-memory slots move 4× fewer bytes; normalisation happens once
+  per batch, vectorised, in the consumer.
+- Geometry follows torchvision's ``Resize(short)`` + ``CenterCrop(crop)`` on PIL images (the
+  long side is truncated with ``int()``, the crop offset is rounded) so that reference logits
+  made with PyTorch preprocessing match ours pixel for pixel.
+- Alpha is composited on WHITE (what a browser shows for a transparent PNG), not dropped:
+  dropping alpha exposes whatever colour the encoder left under transparent pixels.
+- ``ImageSpec.draft`` turns on libjpeg's reduced-size DCT decoding (Pillow's ``draft``): a
+  1080p JPEG decoded at 1/4 scale costs a fraction of the full decode. The DCT downscale is a
+  different low-pass filter from Pillow's antialiased resize, so pixels differ slightly; it is
+  off unless the model's config turns it on after checking top-1 parity.
+- Decompression bombs are refused from the header (Pillow's ``open`` reads only the header),
+  before a single scan line is decoded.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+# Larger than any camera photo we expect (8K is 33 Mpx) and below Pillow's own bomb threshold
+# (Image.MAX_IMAGE_PIXELS, ~89 Mpx), so Pillow never warns before our typed error fires.
+MAX_PIXELS = 64_000_000
+
+_RESAMPLE = {
+    "nearest": Image.Resampling.NEAREST,
+    "bilinear": Image.Resampling.BILINEAR,
+    "bicubic": Image.Resampling.BICUBIC,
+    "lanczos": Image.Resampling.LANCZOS,
+}
+_LAYOUTS = ("NCHW", "NHWC")
+
+
+class ImageError(ValueError):
+    """Base of the decode errors; the server maps each subclass to its own HTTP status."""
+
+
+class NotAnImage(ImageError):
+    """The bytes are not in any image format we can read (HTTP 415)."""
+
+
+class CorruptImage(ImageError):
+    """A recognised format whose data is corrupt or truncated (HTTP 422)."""
+
+
+class ImageTooLarge(ImageError):
+    """The header declares more pixels than allowed (HTTP 413); nothing was decoded."""
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    """How one model wants its pixels. Every value comes from the model's config.
+
+    resize_short: the short side is resized to this before cropping (torchvision ``Resize(int)``).
+    crop: side of the square centre crop, the model's input size.
+    mean, std: per-channel RGB statistics on the 0–1 scale, e.g. ImageNet's.
+    resample: "nearest" | "bilinear" | "bicubic" | "lanczos".
+    layout: "NCHW" or "NHWC" for ``normalize``'s output.
+    draft: use libjpeg's reduced-size DCT decoding when the source is ≥ 2× the target.
+    """
+
+    resize_short: int
+    crop: int
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    resample: str
+    layout: str = "NCHW"
+    draft: bool = False
+
+    def __post_init__(self):
+        if not 0 < self.crop <= self.resize_short:
+            raise ValueError(f"need 0 < crop <= resize_short, got crop={self.crop} resize_short={self.resize_short}")
+        if self.resample not in _RESAMPLE:
+            raise ValueError(f"resample must be one of {sorted(_RESAMPLE)}, got {self.resample!r}")
+        if self.layout not in _LAYOUTS:
+            raise ValueError(f"layout must be one of {_LAYOUTS}, got {self.layout!r}")
+        if len(self.mean) != 3 or len(self.std) != 3 or min(self.std) <= 0:
+            raise ValueError("mean and std need three values each, std > 0")
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """Shape of one preprocessed image: (crop, crop, 3) uint8."""
+        return (self.crop, self.crop, 3)
+
+
+def open_checked(data: bytes, *, max_pixels: int = MAX_PIXELS) -> Image.Image:
+    """Open from the header only and refuse bombs; the pixels are not decoded yet."""
+    try:
+        img = Image.open(io.BytesIO(data))
+    except UnidentifiedImageError as e:
+        raise NotAnImage("not a recognised image format") from e
+    except Image.DecompressionBombError as e:
+        raise ImageTooLarge(str(e)) from e
+    except (OSError, SyntaxError, ValueError, EOFError) as e:
+        # Recognised magic bytes but an unreadable header.
+        raise CorruptImage(f"unreadable image header: {e}") from e
+    w, h = img.size
+    if w <= 0 or h <= 0:
+        raise CorruptImage(f"image header declares an empty size {w}x{h}")
+    if w * h > max_pixels:
+        raise ImageTooLarge(f"image is {w}x{h} = {w * h:,} pixels, more than the {max_pixels:,} allowed")
+    return img
+
+
+def decode(data: bytes, *, max_pixels: int = MAX_PIXELS, draft_short: int | None = None) -> np.ndarray:
+    """Bytes → uint8 (H, W, 3) RGB with EXIF orientation applied.
+
+    draft_short: if given and the image is a JPEG at least twice that size on its short side,
+    libjpeg decodes at 1/2, 1/4 or 1/8 scale, keeping the short side ≥ draft_short.
+    """
+    return np.asarray(_decode_image(data, max_pixels=max_pixels, draft_short=draft_short))
+
+
+def preprocess(data: bytes, spec: ImageSpec, *, max_pixels: int = MAX_PIXELS) -> np.ndarray:
+    """Bytes → uint8 (crop, crop, 3): decode, resize the short side, centre-crop."""
+    img = _decode_image(data, max_pixels=max_pixels, draft_short=spec.resize_short if spec.draft else None)
+    return np.asarray(resize_crop(img, spec))
+
+
+def resize_crop(img: Image.Image, spec: ImageSpec) -> Image.Image:
+    """torchvision ``Resize(spec.resize_short)`` then ``CenterCrop(spec.crop)`` on an RGB image."""
+    w, h = img.size
+    s = spec.resize_short
+    # torchvision: the short side becomes s, the long side int(s * long / short) (truncated).
+    if w <= h:
+        nw, nh = s, int(s * h / w)
+    else:
+        nw, nh = int(s * w / h), s
+    if (nw, nh) != (w, h):
+        img = img.resize((nw, nh), _RESAMPLE[spec.resample])
+    c = spec.crop
+    top = round((nh - c) / 2.0)
+    left = round((nw - c) / 2.0)
+    return img.crop((left, top, left + c, top + c))
+
+
+def normalize(batch: np.ndarray, spec: ImageSpec, out: np.ndarray | None = None) -> np.ndarray:
+    """uint8 (N, H, W, 3) → float32 (N, 3, H, W) (or (N, H, W, 3) for NHWC): (x/255 − mean)/std.
+
+    One fused multiply-add per element: scale = 1/(255·std), bias = −mean/std, per channel.
+    """
+    if batch.dtype != np.uint8 or batch.ndim != 4 or batch.shape[3] != 3:
+        raise ValueError(f"expected uint8 (N, H, W, 3), got {batch.dtype} {batch.shape}")
+    scale, bias = _affine(spec)
+    x = batch.transpose(0, 3, 1, 2) if spec.layout == "NCHW" else batch
+    shape = x.shape
+    if out is None:
+        out = np.empty(shape, dtype=np.float32)
+    elif out.shape != shape or out.dtype != np.float32:
+        raise ValueError(f"out must be float32 {shape}, got {out.dtype} {out.shape}")
+    chan = (1, 3, 1, 1) if spec.layout == "NCHW" else (1, 1, 1, 3)
+    np.multiply(x, scale.reshape(chan), out=out)  # uint8 × float32 → float32, no uint8 overflow
+    out += bias.reshape(chan)
+    return out
+
+
+def normalize_reference(batch: np.ndarray, spec: ImageSpec) -> np.ndarray:
+    """The naive formula in float64, for tests: ((x / 255) − mean) / std, then the layout."""
+    x = batch.astype(np.float64) / 255.0
+    x = (x - np.asarray(spec.mean)) / np.asarray(spec.std)  # (N, H, W, 3)
+    if spec.layout == "NCHW":
+        x = x.transpose(0, 3, 1, 2)
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
+def _affine(spec: ImageSpec) -> tuple[np.ndarray, np.ndarray]:
+    std = np.asarray(spec.std, dtype=np.float64)
+    scale = (1.0 / (255.0 * std)).astype(np.float32)
+    bias = (-np.asarray(spec.mean, dtype=np.float64) / std).astype(np.float32)
+    return scale, bias
+
+
+def _decode_image(data: bytes, *, max_pixels: int, draft_short: int | None) -> Image.Image:
+    img = open_checked(data, max_pixels=max_pixels)
+    try:
+        if draft_short is not None and img.format == "JPEG":
+            # Pillow picks the largest 1/2^k scale keeping both sides ≥ the request; a square
+            # request keeps the short side ≥ draft_short whatever the EXIF rotation.
+            img.draft("RGB", (draft_short, draft_short))
+        img.load()
+        ImageOps.exif_transpose(img, in_place=True)  # in place: no copy when upright
+        return _to_rgb(img)
+    except ImageError:
+        raise
+    except Image.DecompressionBombError as e:
+        raise ImageTooLarge(str(e)) from e
+    except (OSError, SyntaxError, ValueError, EOFError, IndexError, TypeError, ZeroDivisionError) as e:
+        # Pillow reports truncation and bad data through several exception types.
+        raise CorruptImage(f"corrupt or truncated {img.format or 'image'} data: {e}") from e
+
+
+def _to_rgb(img: Image.Image) -> Image.Image:
+    """Any Pillow mode → RGB; alpha (RGBA, LA, P with transparency) composited on white."""
+    if img.mode == "RGB":
+        return img
+    if img.mode == "P":
+        img = img.convert("RGBA" if "transparency" in img.info else "RGB")
+    elif img.mode in ("I;16", "I;16B", "I;16L", "I", "F"):
+        # 16-bit greyscale PNG/TIFF: scale 0–65535 to 0–255 (Pillow's convert("L") clips instead).
+        a = np.asarray(img, dtype=np.float64)
+        if a.max() > 255:
+            a = a / 257.0
+        img = Image.fromarray(np.clip(np.rint(a), 0, 255).astype(np.uint8), "L")
+    if img.mode in ("RGBA", "LA", "PA", "RGBa", "La"):
+        rgba = img.convert("RGBA")
+        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(white, rgba).convert("RGB")
+    return img.convert("RGB")  # L, 1, CMYK, YCbCr, LAB, HSV

@@ -1,0 +1,212 @@
+"""Convolution-network ops, channels last, each fast version next to its naive reference.
+
+Activations are (N, H, W, C) float32: with channels last a 1×1 convolution is a plain GEMM
+on the (N*H*W, C) rows with no copy at all, and the depthwise kernel's inner loop runs over
+contiguous channels (see ``engine.conv_kernels``). The ``*_naive`` functions are the
+definition (float64, written as the formula reads) and serve the tests only.
+
+Convolution strategy (``conv2d``):
+- 1×1, stride 1 (every expand/project/head conv of EfficientNet, ~85% of its FLOPs): the
+  activation already IS the GEMM's left operand, so one BLAS sgemm, then the epilogue.
+- k×k (the stem's 3×3/2 over 3 channels): im2col per block of output rows + sgemm.
+  Measured on the stem at batch 8, one thread, best of 15: im2col of 27-wide patches + sgemm
+  6.7 ms against a direct compiled loop nest (no patch copy, Cout innermost) 17.3 ms: the
+  copy is 9x the 3-channel input but small beside the 32-channel output, and the GEMM's
+  register-blocked FMAs beat a loop nest whose reduction is only 27 long.
+- depthwise: ``depthwise_conv`` (a compiled kernel; im2col would copy every value KH*KW
+  times to feed a GEMM with a reduction of length KH*KW only).
+
+Padding is TensorFlow's SAME (``same_padding``): output = ceil(input / stride) and the odd
+pixel of padding goes at the bottom/right, which is what EfficientNet's TF-trained weights
+expect (PyTorch's symmetric padding would shift every stride-2 layer by half a pixel).
+
+Fused epilogue: bias (a folded BatchNorm), optional residual, then clip to the activation's
+bounds (ReLU6 = [0, 6]) in one pass over the GEMM output, row range per thread.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from openhood.engine import conv_kernels
+from openhood.engine.linear import Linear
+from openhood.engine.parallel import RowSplitter
+
+# Multiply-adds below which a conv stays on the calling thread: a hand-off to a sleeping worker
+# costs far more than its ~0.1 ms on the loaded VM; at 2^26 batch 1 runs on one thread (measured
+# 11.1 ms median per image vs 22.3 ms at 2^22) and batch 32 splits every layer.
+MIN_PARALLEL_CONV = 1 << 26
+
+# activation name → (lo, hi) of the clip that implements it in the fused epilogue.
+ACTIVATION_BOUNDS = {None: (-math.inf, math.inf), "relu": (0.0, math.inf), "relu6": (0.0, 6.0)}
+_NO_RESIDUAL = np.empty((0, 0), dtype=np.float32)
+
+
+def same_padding(size: int, kernel: int, stride: int) -> tuple[int, int]:
+    """TF SAME padding of one axis → (before, after): out = ceil(size / stride), extra pixel after.
+
+    >>> same_padding(224, 3, 2), same_padding(56, 5, 2), same_padding(7, 5, 1)
+    ((0, 1), (1, 2), (2, 2))
+    """
+    out = -(-size // stride)
+    total = max((out - 1) * stride + kernel - size, 0)
+    return total // 2, total - total // 2
+
+
+def _bounds(activation: str | None) -> tuple[np.float32, np.float32]:
+    lo, hi = ACTIVATION_BOUNDS[activation]
+    return np.float32(lo), np.float32(hi)
+
+
+# ---------------------------------------------------------------- naive references (float64)
+
+
+def _pad_same(x: np.ndarray, kh: int, kw: int, stride: int) -> np.ndarray:
+    rows, cols = same_padding(x.shape[1], kh, stride), same_padding(x.shape[2], kw, stride)
+    return np.pad(np.asarray(x, dtype=np.float64), ((0, 0), rows, cols, (0, 0)))
+
+
+def conv2d_naive(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, stride: int) -> np.ndarray:
+    """x (N, H, W, Cin), weight (KH, KW, Cin, Cout), SAME padding → (N, OH, OW, Cout)."""
+    kh, kw = weight.shape[:2]
+    xp = _pad_same(x, kh, kw, stride)
+    oh, ow = -(-x.shape[1] // stride), -(-x.shape[2] // stride)
+    out = np.zeros((x.shape[0], oh, ow, weight.shape[3]))
+    for a in range(kh):
+        for b in range(kw):  # out[n, i, j] += xpad[n, i*s + a, j*s + b] @ W[a, b]
+            out += xp[:, a : a + stride * oh : stride, b : b + stride * ow : stride, :] @ np.asarray(weight[a, b], np.float64)
+    return out if bias is None else out + bias
+
+
+def depthwise_conv_naive(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, stride: int) -> np.ndarray:
+    """x (N, H, W, C), weight (KH, KW, C): one filter per channel, SAME padding → (N, OH, OW, C)."""
+    kh, kw = weight.shape[:2]
+    xp = _pad_same(x, kh, kw, stride)
+    oh, ow = -(-x.shape[1] // stride), -(-x.shape[2] // stride)
+    out = np.zeros((x.shape[0], oh, ow, x.shape[3]))
+    for a in range(kh):
+        for b in range(kw):
+            out += xp[:, a : a + stride * oh : stride, b : b + stride * ow : stride, :] * weight[a, b]
+    return out if bias is None else out + bias
+
+
+def batchnorm_naive(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, mean: np.ndarray, var: np.ndarray,
+                    eps: float) -> np.ndarray:
+    """Inference BatchNorm over the last (channel) axis."""
+    x = np.asarray(x, dtype=np.float64)
+    return np.asarray((x - mean) / np.sqrt(np.asarray(var, np.float64) + eps) * gamma + beta)
+
+
+def relu6_naive(x: np.ndarray) -> np.ndarray:
+    return np.minimum(np.maximum(np.asarray(x, dtype=np.float64), 0.0), 6.0)
+
+
+def global_avg_pool_naive(x: np.ndarray) -> np.ndarray:
+    """(N, H, W, C) → (N, C)."""
+    return np.asarray(np.asarray(x, dtype=np.float64).mean(axis=(1, 2)))
+
+
+def fold_batchnorm_naive(weight: np.ndarray, bias: np.ndarray | None, gamma: np.ndarray, beta: np.ndarray,
+                         mean: np.ndarray, var: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray]:
+    """Conv weight (..., Cout) and bias (Cout,) or None with BN after it → one conv (float64):
+    W·γ/√(σ²+ε) and (b − μ)·γ/√(σ²+ε) + β."""
+    scale = np.asarray(gamma, np.float64) / np.sqrt(np.asarray(var, np.float64) + eps)
+    b = np.zeros_like(scale) if bias is None else np.asarray(bias, np.float64)
+    return np.asarray(weight, np.float64) * scale, (b - mean) * scale + beta
+
+
+# ---------------------------------------------------------------- fast kernels (float32)
+
+
+def _check(x: np.ndarray) -> np.ndarray:
+    if x.dtype != np.float32 or x.ndim != 4 or not x.flags.c_contiguous:
+        raise TypeError(f"expected a C-contiguous (N, H, W, C) float32 array, got {x.dtype} {x.shape} (C-contiguous: {x.flags.c_contiguous})")
+    return x
+
+
+def conv2d(x: np.ndarray, linear: Linear, kernel: int, stride: int, splitter: RowSplitter,
+           activation: str | None = None, residual: np.ndarray | None = None) -> np.ndarray:
+    """x (N, H, W, Cin) → (N, OH, OW, Cout): SAME conv as GEMMs with ``linear`` (KH*KW*Cin, Cout),
+    bias + residual + activation applied to each block of output rows right after its GEMM.
+
+    The threads take blocks of about ``block_rows(...)`` output pixels in turn (dynamic
+    chunks, so a thread the OS parks stalls one block, not half the conv): (im2col of the block →) one single-threaded sgemm into
+    the output → the epilogue while the block is still in L2. The activation is never read
+    back from memory for the epilogue. BLAS must be single-threaded on the calling thread (the
+    Executor pins it for graphs with ``meta["blas_threads"] = 1``; RowSplitter's workers are).
+    """
+    n, h, w, c = _check(x).shape
+    cout = linear.out_features
+    pointwise = kernel == 1 and stride == 1
+    if pointwise:
+        oh, ow, pt, pl = h, w, 0, 0
+        pixels = x.reshape(n * h * w, c)  # (M, Cin): channels last makes this a view
+    else:
+        (pt, _), (pl, _) = same_padding(h, kernel, stride), same_padding(w, kernel, stride)
+        oh, ow = -(-h // stride), -(-w // stride)
+    depth = linear.in_features  # Cin, or KH*KW*Cin for the patches
+    y = np.empty((n * oh * ow, cout), dtype=np.float32)  # (M, Cout)
+    res = None if residual is None else residual.reshape(-1, cout)
+    b = linear.bias if linear.bias is not None else np.zeros(cout, dtype=np.float32)
+    lo, hi = _bounds(activation)
+    # Work unit: one output image row (OW pixels), so im2col and the GEMM see the same rows.
+    step = max(1, block_rows(depth, cout) // ow)
+
+    def work(r0: int, r1: int) -> None:
+        for u0 in range(r0, r1, step):
+            u1 = min(u0 + step, r1)
+            p0, p1 = u0 * ow, u1 * ow  # output pixel rows of this block
+            if pointwise:
+                src = pixels[p0:p1]
+            else:
+                src = splitter.scratch("patches", (p1 - p0, depth))
+                conv_kernels.im2col_rows(x, src, oh, ow, stride, pt, pl, kernel, kernel, u0, u1)
+            out = y[p0:p1]
+            linear.matmul(src, out=out)
+            conv_kernels.bias_act_rows(out, b, _NO_RESIDUAL if res is None else res[p0:p1], lo, hi)
+
+    splitter.run_chunks(work, n * oh, step, ow * cout * depth, MIN_PARALLEL_CONV)
+    return y.reshape(n, oh, ow, cout)
+
+
+def block_rows(depth: int, cout: int) -> int:
+    """Output pixels per GEMM block: input (rows, depth) + output (rows, Cout) float32 ≈ 128 KB,
+    so both stay in L2 between the GEMM and its epilogue; at least 64 rows for GEMM efficiency."""
+    return max(64, (128 * 1024 // 4) // (depth + cout))
+
+
+def depthwise_conv(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, stride: int, splitter: RowSplitter,
+                   activation: str | None = None) -> np.ndarray:
+    """x (N, H, W, C), weight (KH, KW, C) → (N, OH, OW, C), SAME padding, bias + activation fused."""
+    n, h, w, c = _check(x).shape
+    kh, kw = weight.shape[:2]
+    (pt, _), (pl, _) = same_padding(h, kh, stride), same_padding(w, kw, stride)
+    oh, ow = -(-h // stride), -(-w // stride)
+    out = np.empty((n, oh, ow, c), dtype=np.float32)
+    b = bias if bias is not None else np.zeros(c, dtype=np.float32)
+    lo, hi = _bounds(activation)
+    chunk = max(1, 32768 // (ow * c))  # output image rows per chunk: ~128 KB of output
+    splitter.run_chunks(lambda s, e: conv_kernels.depthwise(x, weight, b, out, stride, pt, pl, lo, hi, s, e),
+                        n * oh, chunk, ow * c * kh * kw, MIN_PARALLEL_CONV)
+    return out
+
+
+def batchnorm(x: np.ndarray, scale: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """Unfused inference BatchNorm: a new (N, H, W, C) array x·scale + shift (scale = γ/√(σ²+ε),
+    shift = β − μ·scale, per channel): the extra memory round trip that folding removes."""
+    y: np.ndarray = x * scale
+    y += shift
+    return y
+
+
+def relu6(x: np.ndarray) -> np.ndarray:
+    """Unfused ReLU6 into a new array."""
+    return np.asarray(np.clip(x, np.float32(0.0), np.float32(6.0)))
+
+
+def global_avg_pool(x: np.ndarray) -> np.ndarray:
+    """(N, H, W, C) → (N, C) float32 mean over the spatial positions."""
+    n, h, w, c = x.shape
+    return np.asarray(np.add.reduce(x.reshape(n, h * w, c), axis=1) * np.float32(1.0 / (h * w)))

@@ -1,0 +1,97 @@
+"""CNN ops: each fast kernel against its naive float64 reference, and BatchNorm folding."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from openhood.engine import conv
+from openhood.engine.linear import Linear
+from openhood.engine.parallel import RowSplitter
+
+
+@pytest.fixture(scope="module")
+def splitter():
+    s = RowSplitter(2)
+    yield s
+    s.close()
+
+
+def rand(rng, *shape):
+    return rng.standard_normal(shape, dtype=np.float32)
+
+
+def test_same_padding_is_tensorflows():
+    # out = ceil(in / stride); the odd pixel goes after (bottom/right)
+    assert conv.same_padding(224, 3, 2) == (0, 1)
+    assert conv.same_padding(112, 3, 1) == (1, 1)
+    assert conv.same_padding(56, 5, 2) == (1, 2)
+    assert conv.same_padding(7, 5, 1) == (2, 2)
+    assert conv.same_padding(15, 3, 2) == (1, 1)  # odd input: symmetric
+
+
+@pytest.mark.parametrize("h,w,cin,cout,k,s", [(9, 7, 3, 5, 3, 2), (8, 8, 4, 6, 3, 1), (5, 6, 7, 4, 1, 1), (10, 11, 2, 3, 5, 2), (6, 6, 3, 4, 1, 2)])
+@pytest.mark.parametrize("activation", [None, "relu6"])
+def test_conv2d_matches_reference(splitter, h, w, cin, cout, k, s, activation):
+    rng = np.random.default_rng(h * 100 + k)
+    x, weight, bias = rand(rng, 2, h, w, cin) * 3, rand(rng, k, k, cin, cout), rand(rng, cout)
+    ref = conv.conv2d_naive(x, weight, bias, s)
+    if activation:
+        ref = conv.relu6_naive(ref)
+    got = conv.conv2d(x, Linear(weight.reshape(-1, cout), bias), k, s, splitter, activation)
+    assert got.shape == ref.shape and got.dtype == np.float32
+    assert np.max(np.abs(got - ref)) < 1e-4
+
+
+def test_conv2d_and_depthwise_split_over_threads(splitter, monkeypatch):
+    monkeypatch.setattr(conv, "MIN_PARALLEL_CONV", 0)  # every call splits its rows over both threads
+    rng = np.random.default_rng(1)
+    x, weight, bias, res = rand(rng, 4, 32, 32, 24), rand(rng, 1, 1, 24, 40), rand(rng, 40), rand(rng, 4, 32, 32, 40)
+    ref = conv.conv2d_naive(x, weight, bias, 1) + res
+    got = conv.conv2d(x, Linear(weight.reshape(24, 40), bias), 1, 1, splitter, None, res)
+    assert np.max(np.abs(got - ref)) < 1e-4
+    stem = rand(rng, 3, 3, 24, 8)
+    got = conv.conv2d(x, Linear(stem.reshape(-1, 8)), 3, 2, splitter, "relu6")
+    assert np.max(np.abs(got - conv.relu6_naive(conv.conv2d_naive(x, stem, None, 2)))) < 1e-4
+    dw = rand(rng, 5, 5, 24)
+    assert np.max(np.abs(conv.depthwise_conv(x, dw, None, 1, splitter) - conv.depthwise_conv_naive(x, dw, None, 1))) < 1e-4
+
+
+@pytest.mark.parametrize("h,w,c,k,s", [(9, 7, 5, 3, 2), (8, 8, 16, 3, 1), (14, 14, 40, 5, 2), (7, 7, 33, 5, 1), (112, 112, 32, 3, 2)])
+def test_depthwise_matches_reference(splitter, h, w, c, k, s):
+    rng = np.random.default_rng(c)
+    n = 1 if h > 100 else 3
+    x, weight, bias = rand(rng, n, h, w, c) * 2, rand(rng, k, k, c), rand(rng, c)
+    ref = conv.depthwise_conv_naive(x, weight, bias, s)
+    assert np.max(np.abs(conv.depthwise_conv(x, weight, bias, s, splitter) - ref)) < 1e-4
+    clipped = conv.depthwise_conv(x, weight, bias, s, splitter, "relu6")
+    assert np.max(np.abs(clipped - conv.relu6_naive(ref))) < 1e-4
+    assert clipped.min() >= 0 and clipped.max() <= 6
+
+
+def test_unfused_ops_match_references():
+    rng = np.random.default_rng(2)
+    x = rand(rng, 2, 5, 5, 8) * 4
+    gamma, beta, mean, var = rand(rng, 8), rand(rng, 8), rand(rng, 8), np.abs(rand(rng, 8)) + 0.1
+    scale = gamma / np.sqrt(var + 1e-3)
+    got = conv.batchnorm(x, scale, beta - mean * scale)
+    assert np.max(np.abs(got - conv.batchnorm_naive(x, gamma, beta, mean, var, 1e-3))) < 1e-5
+    assert np.array_equal(conv.relu6(x), conv.relu6_naive(x).astype(np.float32))
+    assert np.max(np.abs(conv.global_avg_pool(x) - conv.global_avg_pool_naive(x))) < 1e-6
+
+
+def test_folded_batchnorm_equals_conv_then_batchnorm():
+    rng = np.random.default_rng(4)
+    x, weight = rand(rng, 2, 6, 6, 3), rand(rng, 3, 3, 3, 5)
+    gamma, beta, mean, var = rand(rng, 5), rand(rng, 5), rand(rng, 5), np.abs(rand(rng, 5)) + 0.1
+    ref = conv.batchnorm_naive(conv.conv2d_naive(x, weight, None, 2), gamma, beta, mean, var, 1e-3)
+    w2, b2 = conv.fold_batchnorm_naive(weight, None, gamma, beta, mean, var, 1e-3)
+    assert np.max(np.abs(conv.conv2d_naive(x, w2, b2, 2) - ref)) < 1e-9
+
+
+def test_layout_mistakes_are_type_errors(splitter):
+    x = np.zeros((1, 4, 4, 3), np.float64)
+    with pytest.raises(TypeError, match="float32"):
+        conv.depthwise_conv(x, np.zeros((3, 3, 3), np.float32), None, 1, splitter)
+    with pytest.raises(TypeError, match="C-contiguous"):
+        conv.conv2d(np.zeros((1, 3, 4, 4), np.float32).transpose(0, 2, 3, 1), Linear(np.zeros((3, 2), np.float32)), 1, 1, splitter)
