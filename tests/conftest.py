@@ -83,3 +83,28 @@ def vision_reference():
     ref = np.load(FIXTURES / "vision" / "efficientnet_logits.npz", allow_pickle=False)
     paths = [FIXTURES / "vision" / "photos" / f"{name}.jpg" for name in ref["names"]]
     return paths, ref["logits"], ref["pixel_sums"]
+
+
+@pytest.fixture(scope="session")
+def smollm2_path():
+    from openhood.generate.bundled import default_gguf_path
+
+    return default_gguf_path()
+
+
+@pytest.fixture(scope="session")
+def smollm2_gen(smollm2_path):
+    """The bundled SmolLM2-135M-Instruct Generator, loaded once for the whole session (~0.5 GB)."""
+    from openhood.generate import Generator
+
+    return Generator(smollm2_path)
+
+
+@pytest.fixture(scope="session")
+def smollm2(smollm2_gen):
+    return smollm2_gen.model
+
+
+@pytest.fixture(scope="session")
+def smollm2_tok(smollm2_gen):
+    return smollm2_gen.tokenizer

@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "openhood.cli.loadtest",
     "openhood.cli.quantize",
     "openhood.cli.import_onnx",
+    "openhood.cli.generate",
     "openhood.cli.convert",
     "openhood.cli.batch",
     "openhood.cli.train",
