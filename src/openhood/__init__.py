@@ -18,7 +18,7 @@ NUMBA_CACHE_DIR = os.environ.setdefault(
 if "numba" in sys.modules:  # imported before openhood: tell its config directly
     sys.modules["numba"].config.CACHE_DIR = NUMBA_CACHE_DIR
 
-__all__ = ["Embedder", "Tokenizer", "__version__"]
+__all__ = ["Embedder", "Generator", "Tokenizer", "__version__"]
 
 
 def __getattr__(name: str):
@@ -27,6 +27,10 @@ def __getattr__(name: str):
         from openhood.embedder import Embedder
 
         return Embedder
+    if name == "Generator":
+        from openhood.generate import Generator
+
+        return Generator
     if name == "Tokenizer":
         from openhood.tokenizer import Tokenizer
 

@@ -101,3 +101,18 @@ def test_tei_names_of_the_request_limits():
     cfg = config_from_args(args)
     assert (cfg.max_inputs_per_request, cfg.max_body_bytes) == (12, 4096)
     assert ServerConfig().max_inputs_per_request == 1024 and ServerConfig().max_body_bytes == 2 * 1024 * 1024
+
+
+def test_model_file_server_settings_fill_in_defaults_only(tmp_path, monkeypatch):
+    from openhood.cli.serve import apply_file_settings, model_specs
+
+    monkeypatch.delenv("OPENHOOD_API_KEY", raising=False)
+    toml = tmp_path / "m.toml"
+    toml.write_text('[server]\nport = 9001\nmax-wait-ms = 5.0\nbuckets = [32, 96]\n\n[[models]]\nname = "m"\n')
+    args = build_parser().parse_args(["serve", "--config", str(toml), "--port", "9002"])
+    settings, specs = model_specs(args)
+    apply_file_settings(args, settings)
+    cfg = config_from_args(args)
+    assert (cfg.port, cfg.max_wait_ms, cfg.buckets, specs[0].name) == (9002, 5.0, (32, 96), "m")  # the flag wins
+    with pytest.raises(ValueError, match="unknown"):
+        apply_file_settings(args, {"colour": "blue"})

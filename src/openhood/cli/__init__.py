@@ -19,6 +19,8 @@ COMMAND_MODULES = (
     "openhood.cli.serve",
     "openhood.cli.loadtest",
     "openhood.cli.quantize",
+    "openhood.cli.import_onnx",
+    "openhood.cli.generate",
     "openhood.cli.convert",
     "openhood.cli.batch",
     "openhood.cli.train",

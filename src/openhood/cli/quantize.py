@@ -99,7 +99,7 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     holdout = [rb[int(i)] for i in split.holdout]
     result = quantize(
         graph, [rb[int(i)] for i in split.calibrate], holdout,
-        method=args.method, target_cosine=args.target_cosine, min_samples=MIN_CALIBRATION_SAMPLES, log=_log,
+        method=args.method, pad_id=tok.pad_id, target_cosine=args.target_cosine, min_samples=MIN_CALIBRATION_SAMPLES, log=_log,
         weight_qmax=qmax, smooth_alpha=args.smooth_alpha,
         progress=lambda label, total: Progress(f"{label:<11}", total, always=True),
     )
@@ -112,12 +112,12 @@ def cmd_quantize(args: argparse.Namespace) -> int:
         "activations": "uint8 asymmetric per tensor", "smooth_alpha": args.smooth_alpha,
         "smoothed_layers": sorted(result.smooth),
         "onnx_weight_encoding": "s8 (7-bit codes, u8xs8 kernel)" if qmax <= 63 else "u8 + zero point 128 (u8xu8 kernel)",
-    }, holdout)
+    }, holdout, tok.pad_id)
     _log(f"wrote {out} in {time.perf_counter() - t0:.0f} s")
     return 0
 
 
-def write_folder(out: Path, model, graph, result, info: dict, holdout) -> Path:
+def write_folder(out: Path, model, graph, result, info: dict, holdout, pad_id: int) -> Path:
     """Write the output model folder and check the ONNX int8 model on the held-out texts."""
     import onnx
 
@@ -147,7 +147,7 @@ def write_folder(out: Path, model, graph, result, info: dict, holdout) -> Path:
     onnx_model = graph_to_onnx(int8_graph)  # the graph ONNX Runtime serves: int8 layers and table
     onnx.save(onnx_model, str(out / "model.int8.onnx"))
 
-    batches = padded_batches(sorted(holdout, key=len))
+    batches = padded_batches(sorted(holdout, key=len), pad_id=pad_id)
     ref = embed_batches(make_session(graph_to_onnx(graph)), batches)
     got = embed_batches(make_session(onnx_model), batches)
     q = quality(ref, got)

@@ -184,15 +184,17 @@ def model_specs(args: argparse.Namespace) -> tuple[dict, list]:
 
 
 def apply_file_settings(args: argparse.Namespace, settings: dict) -> None:
-    """The model file's [server] keys (flag names with _ for -) fill in flags left at their default."""
-    defaults = vars(ServerConfig())
+    """The model file's [server] keys (flag names, _ or -) fill in the flags left at their default."""
+    from openhood.cli import build_parser
+
+    defaults = vars(build_parser().parse_args(["serve"]))
     for key, value in settings.items():
         dest = key.replace("-", "_")
-        if not hasattr(args, dest) or dest in ("model", "config", "func"):
+        if dest not in defaults or dest in ("model", "config", "func", "command"):
             raise ValueError(f"unknown [server] setting {key!r} in the model file")
         if dest == "buckets" and isinstance(value, list):
             value = ",".join(str(v) for v in value)
-        if getattr(args, dest) == defaults.get(dest, getattr(args, dest)) or dest == "buckets":
+        if getattr(args, dest) == defaults[dest]:  # a flag given on the command line wins
             setattr(args, dest, value)
 
 
