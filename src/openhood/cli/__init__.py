@@ -16,6 +16,7 @@ COMMAND_MODULES = (
     "openhood.cli.engine",
     "openhood.cli.serve",
     "openhood.cli.loadtest",
+    "openhood.cli.soak",
     "openhood.cli.quantize",
     "openhood.cli.convert",
 )

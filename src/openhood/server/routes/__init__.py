@@ -1,7 +1,7 @@
 """Routes, one module per API family, registered per task.
 
 ``register_routes`` always adds the operational routes (``ops``: health, metrics, stats) and
-``/v1/models`` (``openai_models``), then, for each task the served models have, that task's
+``/v1/models`` (``openai_models``), ``/debug/memory`` (``debug``) when the config asks for it, then, for each task the served models have, that task's
 routes from ``TASK_ROUTES``. A new task adds its module here (e.g. ``"classify":
 classify.register`` for ``/v1/classify``) and touches nothing else in the server.
 """
@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from fastapi import FastAPI
 
-from openhood.server.routes import embeddings, images, openai_models, ops
+from openhood.server.routes import debug, embeddings, images, openai_models, ops
 from openhood.server.state import ServerState
 
 TASK_ROUTES: dict[str, Callable[[FastAPI, ServerState], None]] = {
@@ -24,6 +24,8 @@ TASK_ROUTES: dict[str, Callable[[FastAPI, ServerState], None]] = {
 def register_routes(app: FastAPI, state: ServerState) -> None:
     ops.register(app, state)
     openai_models.register(app, state)
+    if state.config.debug_endpoints:
+        debug.register(app, state)
     for task in state.tasks:
         register = TASK_ROUTES.get(task)
         if register is None:

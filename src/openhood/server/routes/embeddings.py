@@ -22,6 +22,7 @@ from opentelemetry import trace
 from starlette.responses import Response
 
 from openhood.scheduler import BatchFailedError, ItemResult, QueueFullError, SchedulerStoppedError, length_label
+from openhood.server import planted_leak
 from openhood.server.body import read_body, wait_disconnect
 from openhood.server.errors import APIError, draining, json_response
 from openhood.server.middleware import RequestRecord
@@ -30,6 +31,7 @@ from openhood.server.state import ModelRuntime, ServerState
 from openhood.server.tracing import to_epoch_ns
 
 TASK = "embed"
+PLANT_LEAK = planted_leak.enabled()  # test hook only (server/planted_leak.py), read once at import
 # openhood's tokenizer runs at ~60-80 ns/char on a batch (measured; docs/server.md), so this many
 # characters block the event loop for about a millisecond — cheaper inline than a thread hop.
 INLINE_TOKENIZE_CHARS = 16384
@@ -65,6 +67,8 @@ async def embeddings(request: Request, st: ServerState) -> Response:
     except ValueError as exc:  # the tokenizer refuses text it cannot encode exactly (e.g. lone surrogates)
         raise APIError(400, f"input could not be tokenized: {exc}", code="invalid_text", param="input") from exc
     t_tok1 = time.monotonic_ns()
+    if PLANT_LEAK:
+        planted_leak.leak(len(req.texts))
     lengths, truncated = prepared.lengths, prepared.truncated
     bucket = length_label(max(lengths))
     record.fields.update(tokens=sum(lengths), max_tokens=max(lengths), truncated=int(truncated.sum()), bucket=bucket)
