@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from openhood.server.memory_probe import MemoryProbe
@@ -28,7 +30,7 @@ def test_probe_names_the_growing_line_and_type():
 
 
 def kept_line() -> int:
-    lines = open(__file__, encoding="utf-8").read().splitlines()
+    lines = Path(__file__).read_text(encoding="utf-8").splitlines()
     return next(i for i, s in enumerate(lines, 1) if "# the line that grows" in s)
 
 

@@ -48,9 +48,10 @@ class MemoryProbe:
             snap = tracemalloc.take_snapshot().filter_traces((tracemalloc.Filter(False, tracemalloc.__file__),))
             current, peak = tracemalloc.get_traced_memory()
             sites = []
-            first = self._snapshot is None  # nothing to diff against yet: this call sets the baseline
-            if not first:
-                for stat in snap.compare_to(self._snapshot, "lineno")[:top]:
+            previous = self._snapshot
+            first = previous is None  # nothing to diff against yet: this call sets the baseline
+            if previous is not None:
+                for stat in snap.compare_to(previous, "lineno")[:top]:
                     frame = stat.traceback[0]
                     sites.append({"site": f"{frame.filename}:{frame.lineno}", "size_delta": stat.size_diff,
                                   "count_delta": stat.count_diff, "size": stat.size, "count": stat.count})
