@@ -46,7 +46,7 @@ def main() -> None:
               f"(median of {args.rounds} alternating rounds)")
     tracemalloc.start(1)
     emb.embed(TEXTS)
-    print(f"tracemalloc's own memory after one embed call: {tracemalloc.get_tracemalloc_memory() / 2**20:.1f} MB")
+    print(f"tracemalloc's own memory after one embed call: {tracemalloc.get_tracemalloc_memory() / 1024:.0f} KB")
     tracemalloc.stop()
 
 
