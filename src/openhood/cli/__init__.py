@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "openhood.cli.soak",
     "openhood.cli.quantize",
     "openhood.cli.convert",
+    "openhood.cli.batch",
 )
 
 

@@ -65,7 +65,7 @@ def register(subparsers) -> None:
         default=d.truncate,
         help="truncate over-long inputs to the model's max length and report it (--no-truncate: 413 instead)",
     )
-    p.add_argument("--api-key", default=os.environ.get("OPENHOOD_API_KEY"), help="require 'Authorization: Bearer KEY' on /v1/* (env OPENHOOD_API_KEY)")
+    p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1/* (env OPENHOOD_API_KEY, like every option: OPENHOOD_<OPTION>)")
     p.add_argument("--grace-period", type=float, default=d.grace_period_s, help="seconds to drain on SIGTERM before exiting")
     p.add_argument("--health-timeout", type=float, default=d.health_timeout_s, help="seconds the readiness probe may take")
     p.add_argument("--stall-timeout", type=float, default=d.stall_timeout_s, help="seconds inside one batch before the worker counts as wedged")
@@ -74,6 +74,7 @@ def register(subparsers) -> None:
                    "which slows the server: docs/soak.md)")
     p.add_argument("--log-level", default=d.log_level, choices=("debug", "info", "warning", "error"))
     p.set_defaults(func=run_serve)
+    env_defaults(p)
 
     b = subparsers.add_parser(
         "buckets",
@@ -84,6 +85,33 @@ def register(subparsers) -> None:
     b.add_argument("--model", default=None, help="model folder whose tokenizer counts tokens (default: bundled)")
     b.add_argument("--limit", type=int, default=None, help="only the first N texts")
     b.set_defaults(func=run_buckets)
+
+
+ENV_PREFIX = "OPENHOOD_"
+
+
+def env_defaults(parser: argparse.ArgumentParser, environ=os.environ) -> None:
+    """``OPENHOOD_<OPTION>`` (e.g. ``OPENHOOD_MAX_BATCH_SIZE=64``) replaces an option's default, so
+    a container is configured by its environment; a flag on the command line still wins. Values
+    go through the option's type when parsed; a value outside its choices is reported by
+    ``run_serve`` (as a usage error of ``serve`` alone, not of every command)."""
+    problems = []
+    for action in parser._actions:
+        name = ENV_PREFIX + action.dest.upper()
+        value = environ.get(name)
+        if value is None or action.dest == "help":
+            continue
+        if isinstance(action, argparse.BooleanOptionalAction):
+            if value.lower() not in ("1", "true", "yes", "0", "false", "no"):
+                problems.append(f"{name} must be true or false, got {value!r}")
+            action.default = value.lower() in ("1", "true", "yes")
+        elif action.choices is not None and value not in action.choices:
+            problems.append(f"{name} must be one of {', '.join(map(str, action.choices))}, got {value!r}")
+        elif isinstance(action, argparse._AppendAction):
+            action.default = [value]  # one value from the environment (OPENHOOD_MODEL=PATH)
+        else:
+            action.default = value  # a string default is converted by the option's type at parse time
+    parser.set_defaults(env_problems=problems)
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
@@ -176,6 +204,9 @@ def run_serve(args: argparse.Namespace) -> int:
     from openhood.models import ModelNotFoundError, ModelSpecError
     from openhood.server.logs import configure_logging
 
+    if args.env_problems:
+        print(f"openhood serve: error: {args.env_problems[0]}", file=sys.stderr)
+        return 2
     try:
         settings, specs = model_specs(args)
         apply_file_settings(args, settings)

@@ -1,0 +1,192 @@
+"""``openhood batch`` throughput against its anchors, and its memory as the input grows.
+
+Measured on the same dev-corpus texts, in one run:
+
+1. **Engine anchor**: ``Embedder.embed`` on all texts at once (one global length sort, padded
+   per batch), in this process, every core, at batch sizes 16/32/64/128 (two interleaved
+   rounds): the engine's own best batch throughput. Measured again after the CLI runs; the
+   best of all counts.
+2. **openhood batch, local engine** (a subprocess, the anchor's best batch size, default shard
+   size): end to end, and without its start-up (model load) as the CLI reports it.
+3. **The same job through the server**: ``openhood serve`` (its defaults) on 127.0.0.1, the
+   texts sent as ``/v1/embeddings`` requests of 32 inputs by 4 concurrent clients.
+4. **--engine ray**, one actor per core (``--threads 1``), on a private local Ray: end to end
+   and without Ray's start-up; the overhead against the local engine is reported.
+5. **Peak RSS** of ``openhood batch`` (``wait4``'s ``ru_maxrss``) on N and 10×N texts with
+   ``--shard-rows 256``: memory follows the shard, not the input.
+
+    flock /tmp/openhood-bench.lock .venv/bin/python benchmarks/batch.py \\
+        --corpus /work/shared/data/dev_corpus.jsonl --texts 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CLI = [sys.executable, "-m", "openhood.cli"]
+SUMMARY = re.compile(r"(\d+) rows embedded.* in ([\d.]+) s \(([\d.]+) s")
+
+
+def write_jsonl(path: Path, texts: list[str]) -> Path:
+    with open(path, "w", encoding="utf-8") as f:
+        for t in texts:
+            f.write(json.dumps({"text": t}, ensure_ascii=False) + "\n")
+    return path
+
+
+def anchor(texts: list[str], batch_sizes: list[int], rounds: int = 2) -> dict[int, float]:
+    from openhood import Embedder
+
+    emb = Embedder.from_pretrained(None)
+    emb.embed(texts[:64], batch_size=32)  # compile / warm the kernels
+    out = {b: 0.0 for b in batch_sizes}
+    for _ in range(rounds):  # sizes interleaved, best round counts: the machine is shared
+        for b in batch_sizes:
+            t0 = time.perf_counter()
+            emb.embed(texts, batch_size=b)
+            out[b] = max(out[b], len(texts) / (time.perf_counter() - t0))
+    return out
+
+
+def run_cli(args: list[str], env=None) -> tuple[float, float, int]:
+    """Run ``openhood batch``; (end-to-end s, start-up s, peak RSS bytes of the driver)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([*CLI, "batch", *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"openhood batch {' '.join(args)} failed: {out}")
+    m = SUMMARY.search(out)
+    return wall, float(m.group(3)), usage.ru_maxrss * 1024
+
+
+async def _post_all(port: int, model: str, texts: list[str], per_request: int, clients: int) -> None:
+    import httpx
+
+    chunks = [texts[i : i + per_request] for i in range(0, len(texts), per_request)]
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=httpx.Timeout(120.0, connect=5.0), limits=limits) as client:
+        async def worker(mine):
+            for chunk in mine:
+                r = await client.post("/v1/embeddings", json={"input": chunk, "model": model})
+                r.raise_for_status()
+
+        await asyncio.gather(*(worker(chunks[i::clients]) for i in range(clients)))
+
+
+def through_server(texts: list[str], port: int, per_request: int = 32, clients: int = 4) -> float:
+    import httpx
+
+    proc = subprocess.Popen([*CLI, "serve", "--port", str(port), "--log-level", "warning"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health/ready", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise SystemExit("the server did not become ready")
+            time.sleep(0.5)
+        model = httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=5).json()["data"][0]["id"]
+        asyncio.run(_post_all(port, model, texts[:64], per_request, clients))  # warm up
+        t0 = time.perf_counter()
+        asyncio.run(_post_all(port, model, texts, per_request, clients))
+        return len(texts) / (time.perf_counter() - t0)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--corpus", required=True, help="JSONL corpus (the dev corpus)")
+    p.add_argument("--texts", type=int, default=2000, help="texts for the throughput runs")
+    p.add_argument("--rss-texts", type=int, default=400, help="N for the RSS runs (N and 10 N)")
+    p.add_argument("--batch-sizes", default="16,32,64,128")
+    p.add_argument("--port", type=int, default=8191)
+    p.add_argument("--skip", default="", help="comma list of: server, ray, rss")
+    args = p.parse_args()
+    skip = set(filter(None, args.skip.split(",")))
+
+    from openhood.corpus import read_texts
+    from openhood.engine.parallel import available_cores
+
+    cores = available_cores()
+    texts = read_texts(args.corpus, limit=max(args.texts, args.rss_texts * 10))
+    run = texts[: args.texts]
+    tmp = Path(tempfile.mkdtemp(prefix="openhood-batch-bench-"))
+    src = write_jsonl(tmp / "in.jsonl", run)
+    sizes = [int(b) for b in args.batch_sizes.split(",")]
+    print(f"{len(run)} dev-corpus texts, {cores} cores", flush=True)
+
+    first = anchor(run, sizes)
+    best_b = max(first, key=first.get)
+    print("engine anchor (sentences/s by batch size):", {b: round(r, 1) for b, r in first.items()}, flush=True)
+
+    wall, setup, _ = run_cli(["--input", str(src), "--output", str(tmp / "local.parquet"), "--batch-size", str(best_b)])
+    local_e2e, local_steady = len(run) / wall, len(run) / (wall - setup)
+    print(f"openhood batch local: {local_e2e:.1f}/s end to end, {local_steady:.1f}/s without {setup:.1f} s start-up", flush=True)
+
+    server = None
+    if "server" not in skip:
+        server = through_server(run, args.port)
+        print(f"through the server: {server:.1f}/s", flush=True)
+
+    ray_e2e = ray_steady = None
+    if "ray" not in skip:
+        env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+        wall, setup, _ = run_cli(["--input", str(src), "--output", str(tmp / "ray.parquet"), "--batch-size", str(best_b),
+                                  "--engine", "ray", "--ray-cpus", str(cores), "--concurrency", str(cores), "--threads", "1"], env)
+        ray_e2e, ray_steady = len(run) / wall, len(run) / (wall - setup)
+        same = (tmp / "ray.parquet").read_bytes() == (tmp / "local.parquet").read_bytes()
+        print(f"--engine ray x{cores}: {ray_e2e:.1f}/s end to end, {ray_steady:.1f}/s without {setup:.1f} s Ray start-up; "
+              f"output identical to local: {same}", flush=True)
+
+    second = anchor(run, [best_b], rounds=1)
+    engine_best = max(max(first.values()), second[best_b])
+    print(f"engine anchor again at batch {best_b}: {second[best_b]:.1f}/s; best {engine_best:.1f}/s", flush=True)
+
+    rss = None
+    if "rss" not in skip:
+        rss = []
+        for n in (args.rss_texts, args.rss_texts * 10):
+            path = write_jsonl(tmp / f"rss{n}.jsonl", texts[:n])
+            _, _, peak = run_cli(["--input", str(path), "--output", str(tmp / f"rss{n}.parquet"), "--shard-rows", "256"])
+            rss.append((n, path.stat().st_size, peak))
+            print(f"peak RSS on {n} texts ({path.stat().st_size / 1e6:.2f} MB): {peak / 2**20:.0f} MiB", flush=True)
+
+    print()
+    print("| run | sentences/s | ratio |")
+    print("|---|---|---|")
+    print(f"| engine's best (`Embedder.embed`, batch {best_b}, in memory) | {engine_best:.1f} | 1.00x |")
+    print(f"| `openhood batch` local, end to end | {local_e2e:.1f} | {local_e2e / engine_best:.2f}x |")
+    print(f"| `openhood batch` local, without start-up | {local_steady:.1f} | {local_steady / engine_best:.2f}x |")
+    if server is not None:
+        print(f"| through `openhood serve` (32 inputs/request, 4 clients) | {server:.1f} | {server / engine_best:.2f}x "
+              f"(batch/server {local_steady / server:.2f}x) |")
+    if ray_e2e is not None:
+        print(f"| `--engine ray`, {cores} actors x 1 thread, end to end | {ray_e2e:.1f} | {ray_e2e / engine_best:.2f}x "
+              f"(overhead vs local {1 - ray_e2e / local_e2e:+.0%}) |")
+        print(f"| `--engine ray`, without Ray start-up | {ray_steady:.1f} | {ray_steady / engine_best:.2f}x "
+              f"(overhead vs local {1 - ray_steady / local_steady:+.0%}) |")
+    if rss:
+        (n1, b1, r1), (n2, b2, r2) = rss
+        print(f"\npeak RSS: {n1} texts {r1 / 2**20:.0f} MiB, {n2} texts {r2 / 2**20:.0f} MiB: {r2 / r1:.2f}x for "
+              f"{b2 / b1:.1f}x the input (--shard-rows 256)")
+
+
+if __name__ == "__main__":
+    main()
