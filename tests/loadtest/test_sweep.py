@@ -75,4 +75,4 @@ def test_cli_argument_errors(capsys, tmp_path):
     assert main(["loadtest", "http://127.0.0.1:1", "--rate", "5", "--corpus", str(tmp_path / "nope.jsonl")]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert main(["loadtest", "http://127.0.0.1:1", "--rate", "0", "--wait-ready", "0"]) == 2
-    assert "--rate must be" in capsys.readouterr().err
+    assert "--rate: must be" in capsys.readouterr().err

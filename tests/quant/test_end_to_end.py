@@ -27,7 +27,7 @@ def graph():
 @pytest.fixture(scope="module")
 def result(graph):
     logs = []
-    res = quantize(graph, token_seqs(96, seed=1), token_seqs(48, seed=2), method="percentile",
+    res = quantize(graph, token_seqs(96, seed=1), token_seqs(48, seed=2), pad_id=0, method="percentile",
                    target_cosine=0.999, log=logs.append)
     return res, logs
 
@@ -57,7 +57,7 @@ def test_calibration_batches_have_no_padding():
 
 
 def test_numpy_int8_generalizes_to_fresh_texts(graph, saved):
-    fresh = padded_batches(token_seqs(64, seed=3))
+    fresh = padded_batches(token_seqs(64, seed=3), pad_id=0)
     ref = run_graph(graph, fresh)
     q = quality(ref, run_graph(apply_int8(graph, saved), fresh), k=5)
     assert q["cos_mean"] > 0.995 and q["top5"] >= 0.8
@@ -65,7 +65,7 @@ def test_numpy_int8_generalizes_to_fresh_texts(graph, saved):
 
 def test_onnx_runtime_int8_matches_emulation(graph, saved, result):
     res, _ = result
-    fresh = padded_batches(token_seqs(32, seed=4))
+    fresh = padded_batches(token_seqs(32, seed=4), pad_id=0)
     g8 = apply_int8(graph, saved)
     onnx_model = graph_to_onnx(g8)
     ops_used = [n.op_type for n in onnx_model.graph.node]
@@ -175,7 +175,7 @@ def test_safetensors_contents_and_metadata(graph, result, saved):
 
 
 def test_apply_precision_hook(graph, saved, tmp_path):
-    fresh = padded_batches(token_seqs(16, seed=6))
+    fresh = padded_batches(token_seqs(16, seed=6), pad_id=0)
     ref = run_graph(graph, fresh)
     g16 = apply_precision(graph, "fp16", tmp_path)
     assert np.all(cosine_rows(ref, run_graph(g16, fresh)) > 0.9999)
@@ -199,12 +199,12 @@ def test_int8_file_for_another_model_is_refused(saved):
 
 def test_quantize_refuses_empty_or_tiny_calibration(graph):
     with pytest.raises(CalibrationSetError, match="empty"):
-        quantize(graph, [], token_seqs(8), min_samples=64, log=lambda s: None)
+        quantize(graph, [], token_seqs(8), pad_id=0, min_samples=64, log=lambda s: None)
     with pytest.raises(CalibrationSetError, match="fewer than the minimum of 64"):
-        quantize(graph, token_seqs(10), token_seqs(8), min_samples=64, log=lambda s: None)
+        quantize(graph, token_seqs(10), token_seqs(8), pad_id=0, min_samples=64, log=lambda s: None)
 
 
 def test_fp32_plan_onnx_is_identity(graph):
-    batches = padded_batches(token_seqs(8))
+    batches = padded_batches(token_seqs(8), pad_id=0)
     a = embed_batches(make_session(graph_to_onnx(graph)), batches)
     assert np.all(cosine_rows(a, run_graph(graph, batches)) > 1 - 1e-5)

@@ -97,7 +97,7 @@ def test_smoothed_layer_numpy_and_onnx_runtime_agree_with_integer_arithmetic(mod
 @pytest.fixture(scope="module")
 def smoothed_run(tmp_path_factory):
     graph = tiny_graph()
-    res = quantize(graph, token_seqs(96, seed=1), token_seqs(48, seed=2), target_cosine=0.999,
+    res = quantize(graph, token_seqs(96, seed=1), token_seqs(48, seed=2), pad_id=0, target_cosine=0.999,
                    smooth_alpha=0.5, log=lambda s: None)
     path = tmp_path_factory.mktemp("int8s") / INT8_FILE
     save_int8(path, graph, res, {"smooth_alpha": 0.5})
@@ -127,7 +127,7 @@ def test_smoothed_plan_round_trips_and_runs_the_same_in_onnx_runtime(smoothed_ru
         if d.smooth:
             np.testing.assert_array_equal(tensors[f"{d.layer}.smooth"], res.smooth[d.layer])
             assert plan["layers"][d.layer]["smooth"] is True
-    fresh = padded_batches(token_seqs(32, seed=4))
+    fresh = padded_batches(token_seqs(32, seed=4), pad_id=0)
     g8 = apply_int8(graph, path)
     onnx_model = graph_to_onnx(g8)
     ort_out = embed_batches(make_session(onnx_model), fresh)

@@ -68,7 +68,8 @@ class ServerProcess:
         return httpx.Client(base_url=self.url, **kw)
 
     def log_text(self) -> str:
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         return self.log_path.read_text(errors="replace")
 
     def log_lines(self) -> list[dict]:

@@ -94,3 +94,18 @@ def test_serve_model_flags_and_usage_errors(tmp_path, capsys):
         assert main(["serve", *argv]) == 2
         err = capsys.readouterr().err
         assert needle in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_model_file_server_settings_fill_in_defaults_only(tmp_path, monkeypatch):
+    from openhood.cli.serve import apply_file_settings, model_specs
+
+    monkeypatch.delenv("OPENHOOD_API_KEY", raising=False)
+    toml = tmp_path / "m.toml"
+    toml.write_text('[server]\nport = 9001\nmax-wait-ms = 5.0\nbuckets = [32, 96]\n\n[[models]]\nname = "m"\n')
+    args = build_parser().parse_args(["serve", "--config", str(toml), "--port", "9002"])
+    settings, specs = model_specs(args)
+    apply_file_settings(args, settings)
+    cfg = config_from_args(args)
+    assert (cfg.port, cfg.max_wait_ms, cfg.buckets, specs[0].name) == (9002, 5.0, (32, 96), "m")  # the flag wins
+    with pytest.raises(ValueError, match="unknown"):
+        apply_file_settings(args, {"colour": "blue"})

@@ -2,9 +2,9 @@
 
 Two sources: OUR graph (``from_graph``: fused, precision applied, exported in memory with
 ``openhood.export.onnx_export`` and handed to ORT as bytes — nothing written to disk, no cache
-to invalidate; the price is the export time at every load, ~1 s for MiniLM, reported as
-``export_seconds``), or a foreign ``.onnx`` file as it is (``from_file``: e.g. the imported
-paraphrase-MiniLM, the reference our engine is checked against). Sessions come from
+to invalidate; the price is the export time at every load, ~1 s for MiniLM), or a foreign
+``.onnx`` file as it is (``from_file``: e.g. the imported paraphrase-MiniLM, the reference our
+engine is checked against). Sessions come from
 ``ort_session.make_session``, the one place ORT sessions are configured (``threads`` intra-op
 threads, default the cores available; all graph optimizations: on our graph ORT fuses bias +
 erf-GELU into ``BiasGelu``; attention and Add + LayerNormalization stay as exported).
@@ -12,7 +12,6 @@ erf-GELU into ``BiasGelu``; attention and Add + LayerNormalization stay as expor
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,10 +38,7 @@ class OnnxRuntimeBackend:
         self._source = source
         self.precision = precision
         self.threads = threads or available_cores()
-        t0 = time.perf_counter()
-        model = source()
-        self.export_seconds = time.perf_counter() - t0
-        self.session = make_session(model, self.threads)
+        self.session = make_session(source(), self.threads)
         self.input_names = tuple(i.name for i in self.session.get_inputs())
         self.output_names = tuple(o.name for o in self.session.get_outputs())
         self._int64 = {i.name for i in self.session.get_inputs() if i.type in _INT_INPUT_TYPES}

@@ -7,8 +7,10 @@ tokenize`` must not pay for importing ONNX Runtime or FastAPI.
 
 from __future__ import annotations
 
-import argparse
 import importlib
+import sys
+
+from openhood.cli.validate import Parser
 
 # module path → it defines register(subparsers); modules that do not exist yet are skipped.
 COMMAND_MODULES = (
@@ -18,18 +20,21 @@ COMMAND_MODULES = (
     "openhood.cli.loadtest",
     "openhood.cli.soak",
     "openhood.cli.quantize",
+    "openhood.cli.import_onnx",
+    "openhood.cli.generate",
     "openhood.cli.convert",
     "openhood.cli.batch",
+    "openhood.cli.train",
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> Parser:
     """One sub-parser per command module (modules import their work only when a command runs).
 
     >>> build_parser().parse_args(["loadtest", "http://127.0.0.1:8000", "--rate", "5"]).rate
     5.0
     """
-    parser = argparse.ArgumentParser(prog="openhood", description=__doc__.splitlines()[0])
+    parser = Parser(prog="openhood", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMAND_MODULES:
@@ -45,6 +50,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error (2, its line already on stderr)
+        return int(exc.code or 0)
+    from openhood.formats.weights import UnsafeModelFormatError
+    from openhood.models import ModelNotFoundError, ModelSpecError
+
+    try:
+        return int(args.func(args) or 0)
+    except (ModelNotFoundError, ModelSpecError, UnsafeModelFormatError) as exc:
+        # A usage mistake found after parsing (a folder that is not a model, pickle weights):
+        # one line and exit 2, like argparse's own errors.
+        sys.stderr.write(f"openhood {args.command}: error: {exc}\n")
+        return 2
 

@@ -15,33 +15,35 @@ import argparse
 import json
 import sys
 
+from openhood.cli import validate as v
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("embed", help="embed texts with the NumPy engine (or ONNX Runtime)")
     p.add_argument("texts", nargs="*", help="texts to embed (or use --input)")
-    p.add_argument("--input", help="JSONL file with one {\"text\": ...} per line")
+    p.add_argument("--input", type=v.existing_file, help="JSONL file with one {\"text\": ...} per line")
     p.add_argument("--output", help="where to write the .npy for --input (default: <input>.npy)")
-    p.add_argument("--model", help="model folder (default: the bundled all-MiniLM-L6-v2)")
+    p.add_argument("--model", type=v.model_dir, help="model folder (default: the bundled all-MiniLM-L6-v2)")
     p.add_argument("--backend", default="numpy", choices=["numpy", "onnxruntime"])
     p.add_argument("--precision", default="fp32")
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--batch-size", type=v.positive_int, default=32)
     p.set_defaults(func=cmd_embed)
 
     p = subparsers.add_parser("profile-ops", help="per-op time / FLOPs / %% of GEMM peak of one forward pass")
-    p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--seq", type=int, default=128)
-    p.add_argument("--runs", type=int, default=3, help="profiled forward passes (after one warm-up)")
-    p.add_argument("--model", help="model folder (default: the bundled all-MiniLM-L6-v2); a folder from "
+    p.add_argument("--batch", type=v.positive_int, default=32)
+    p.add_argument("--seq", type=v.positive_int, default=128)
+    p.add_argument("--runs", type=v.positive_int, default=3, help="profiled forward passes (after one warm-up)")
+    p.add_argument("--model", type=v.model_dir, help="model folder (default: the bundled all-MiniLM-L6-v2); a folder from "
                    "'openhood convert' profiles the CNN (--batch images, --seq ignored) with a per-block table")
-    p.add_argument("--threads", type=int, default=None, help="engine threads (default: available cores)")
+    p.add_argument("--threads", type=v.positive_int, default=None, help="engine threads (default: available cores)")
     p.add_argument("--fusion", choices=["on", "off", "both"], default="both")
-    p.add_argument("--padded-fraction", type=float, default=0.0, help="fraction of rows padded to half length")
+    p.add_argument("--padded-fraction", type=v.unit_interval_or_zero, default=0.0, help="fraction of rows padded to half length")
     p.add_argument("--show-graph", action="store_true", help="also print the node list of each graph")
     p.set_defaults(func=cmd_profile_ops)
 
     p = subparsers.add_parser("export", help="export the engine's graph to ONNX")
     p.add_argument("--output", required=True, help="path of the .onnx file to write")
-    p.add_argument("--model", help="model folder (default: the bundled all-MiniLM-L6-v2)")
+    p.add_argument("--model", type=v.model_dir, help="model folder (default: the bundled all-MiniLM-L6-v2)")
     p.add_argument("--no-fusion", action="store_true", help="export the unfused textbook graph")
     p.add_argument("--precision", default="fp32")
     p.set_defaults(func=cmd_export)

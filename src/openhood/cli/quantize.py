@@ -21,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+from openhood.cli import validate as v
+
 SMOOTH_ALPHA = 0.5  # the SmoothQuant paper's default; measured on MiniLM in docs/benchmarks.md
 COPIED = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
           "modules.json", "sentence_bert_config.json", "config_sentence_transformers.json")
@@ -28,23 +30,23 @@ COPIED = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tok
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("quantize", help="int8 post-training quantization with calibration and a sensitivity pass")
-    p.add_argument("--model", help="model folder (default: the bundled all-MiniLM-L6-v2)")
-    p.add_argument("--calibration", required=True, help='JSONL corpus, one {"text": ...} per line')
-    p.add_argument("--samples", type=int, default=800, help="calibration texts drawn, length-matched (default 800)")
+    p.add_argument("--model", type=v.model_dir, help="model folder (default: the bundled all-MiniLM-L6-v2)")
+    p.add_argument("--calibration", required=True, type=v.existing_file, help='JSONL corpus, one {"text": ...} per line')
+    p.add_argument("--samples", type=v.positive_int, default=800, help="calibration texts drawn, length-matched (default 800)")
     p.add_argument("--out", required=True, help="output model folder")
     p.add_argument("--method", choices=["minmax", "percentile", "mse"], default="percentile",
                    help="activation range estimator (default percentile 99.99)")
-    p.add_argument("--target-cosine", type=float, default=0.9965,
+    p.add_argument("--target-cosine", type=v.unit_interval, default=0.9965,
                    help="held-out mean cosine vs fp32 the plan must reach (default 0.9965: on MiniLM about 90%%+ top-10 neighbour agreement, docs/benchmarks.md)")
     p.add_argument("--weight-bits", type=int, choices=[7, 8], default=7,
                    help="weight code width: 7 runs ORT's fast u8xs8 kernel without int16 saturation on CPUs "
                         "without VNNI; 8 is more accurate, on the exact but slower u8xu8 kernel (default 7)")
-    p.add_argument("--smooth-alpha", type=float, default=SMOOTH_ALPHA,
+    p.add_argument("--smooth-alpha", type=v.unit_interval_or_zero, default=SMOOTH_ALPHA,
                    help="SmoothQuant migration strength in (0, 1]: each layer is also tried with per-channel "
                    "factors moving activation outliers into the weights, kept where it measures better; "
                    f"0 = off (default {SMOOTH_ALPHA})")
-    p.add_argument("--limit", type=int, default=20000, help="read at most this many corpus lines (default 20000)")
-    p.add_argument("--holdout-fraction", type=float, default=0.2, help="share of the samples kept for the sensitivity pass")
+    p.add_argument("--limit", type=v.positive_int, default=20000, help="read at most this many corpus lines (default 20000)")
+    p.add_argument("--holdout-fraction", type=v.open_fraction, default=0.2, help="share of the samples kept for the sensitivity pass")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_quantize)
 
@@ -97,7 +99,7 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     holdout = [rb[int(i)] for i in split.holdout]
     result = quantize(
         graph, [rb[int(i)] for i in split.calibrate], holdout,
-        method=args.method, target_cosine=args.target_cosine, min_samples=MIN_CALIBRATION_SAMPLES, log=_log,
+        method=args.method, pad_id=tok.pad_id, target_cosine=args.target_cosine, min_samples=MIN_CALIBRATION_SAMPLES, log=_log,
         weight_qmax=qmax, smooth_alpha=args.smooth_alpha,
         progress=lambda label, total: Progress(f"{label:<11}", total, always=True),
     )
@@ -110,12 +112,12 @@ def cmd_quantize(args: argparse.Namespace) -> int:
         "activations": "uint8 asymmetric per tensor", "smooth_alpha": args.smooth_alpha,
         "smoothed_layers": sorted(result.smooth),
         "onnx_weight_encoding": "s8 (7-bit codes, u8xs8 kernel)" if qmax <= 63 else "u8 + zero point 128 (u8xu8 kernel)",
-    }, holdout)
+    }, holdout, tok.pad_id)
     _log(f"wrote {out} in {time.perf_counter() - t0:.0f} s")
     return 0
 
 
-def write_folder(out: Path, model, graph, result, info: dict, holdout) -> Path:
+def write_folder(out: Path, model, graph, result, info: dict, holdout, pad_id: int) -> Path:
     """Write the output model folder and check the ONNX int8 model on the held-out texts."""
     import onnx
 
@@ -145,7 +147,7 @@ def write_folder(out: Path, model, graph, result, info: dict, holdout) -> Path:
     onnx_model = graph_to_onnx(int8_graph)  # the graph ONNX Runtime serves: int8 layers and table
     onnx.save(onnx_model, str(out / "model.int8.onnx"))
 
-    batches = padded_batches(sorted(holdout, key=len))
+    batches = padded_batches(sorted(holdout, key=len), pad_id=pad_id)
     ref = embed_batches(make_session(graph_to_onnx(graph)), batches)
     got = embed_batches(make_session(onnx_model), batches)
     q = quality(ref, got)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from openhood.cli import validate as v
 from openhood.scheduler.policy import PRIORITIES
 from openhood.server.config import DEFAULT_BUCKETS, ServerConfig
 
@@ -34,41 +35,59 @@ def register(subparsers) -> None:
                    "its [server] table sets any flag left at its default (docs/server.md)")
     p.add_argument("--backend", default=d.backend, choices=("numpy", "onnxruntime"))
     p.add_argument("--precision", default=d.precision, help="passed to the engine (fp32; others when the backend offers them)")
-    p.add_argument("--workers", type=int, default=d.workers,
+    p.add_argument("--workers", type=v.positive_int, default=d.workers,
                    help="inference worker threads, each with its own engine (default: 2 where there are 2+ cores); "
                    "with more than one, a short request can start while a long batch runs (docs/benchmarks.md)")
-    p.add_argument("--threads", type=int, default=d.threads,
+    p.add_argument("--threads", type=v.positive_int, default=d.threads,
                    help="intra-op threads per engine (default: the cores divided by --workers)")
     p.add_argument("--host", default=d.host)
-    p.add_argument("--port", type=int, default=d.port)
-    p.add_argument("--max-batch-size", type=int, default=d.max_batch_size, help="rows per engine call")
-    p.add_argument("--max-batch-tokens", type=int, default=d.max_batch_tokens, help="padded tokens (B x T) per engine call")
-    p.add_argument("--max-wait-ms", type=float, default=d.max_wait_ms, help="how long the oldest request may wait for batch-mates")
+    p.add_argument("--port", type=v.port, default=d.port)
+    p.add_argument("--max-batch-size", type=v.positive_int, default=d.max_batch_size, help="rows per engine call")
+    p.add_argument("--max-batch-tokens", type=v.positive_int, default=d.max_batch_tokens, help="padded tokens (B x T) per engine call")
+    p.add_argument("--max-wait-ms", type=v.non_negative_float, default=d.max_wait_ms, help="how long the oldest request may wait for batch-mates")
     p.add_argument(
         "--buckets",
-        default=",".join(map(str, DEFAULT_BUCKETS)),
+        type=v.int_list,
+        default=DEFAULT_BUCKETS,
         help="comma list of padded lengths (the model max is always added); derive yours with `openhood buckets --corpus`",
     )
     p.add_argument("--pad-to", default=d.pad_to, choices=("longest", "bucket"), help="pad a batch to its longest sequence or to its bucket's bound")
     p.add_argument("--priority", default=d.priority, choices=PRIORITIES,
                    help="which ready bucket runs first: the shortest (unless another waited --max-age-ms) or the oldest")
-    p.add_argument("--max-age-ms", type=float, default=d.max_age_ms, help="with --priority shortest: a request this old goes first")
-    p.add_argument("--short-lane-tokens", type=int, default=d.short_lane_tokens,
+    p.add_argument("--max-age-ms", type=v.non_negative_float, default=d.max_age_ms, help="with --priority shortest: a request this old goes first")
+    p.add_argument("--short-lane-tokens", type=v.non_negative_int, default=d.short_lane_tokens,
                    help="with 2+ workers, worker 0 only runs buckets up to this many tokens, so a short request "
                    "never waits behind long batches on every worker (0 = off)")
-    p.add_argument("--max-queue", type=int, default=d.max_queue, help="queued sequences before requests get 429")
-    p.add_argument("--max-inputs-per-request", type=int, default=d.max_inputs_per_request)
-    p.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes)
+    p.add_argument("--max-queue", type=v.positive_int, default=d.max_queue, help="queued sequences before requests get 429")
+    p.add_argument("--max-inputs-per-request", type=v.positive_int, default=d.max_inputs_per_request)
+    p.add_argument("--max-body-bytes", type=v.positive_int, default=d.max_body_bytes)
     p.add_argument(
         "--truncate",
         action=argparse.BooleanOptionalAction,
         default=d.truncate,
         help="truncate over-long inputs to the model's max length and report it (--no-truncate: 413 instead)",
     )
-    p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1/* (env OPENHOOD_API_KEY, like every option: OPENHOOD_<OPTION>)")
-    p.add_argument("--grace-period", type=float, default=d.grace_period_s, help="seconds to drain on SIGTERM before exiting")
-    p.add_argument("--health-timeout", type=float, default=d.health_timeout_s, help="seconds the readiness probe may take")
-    p.add_argument("--stall-timeout", type=float, default=d.stall_timeout_s, help="seconds inside one batch before the worker counts as wedged")
+    # No default here: argparse's help would print it, and the key comes from the environment.
+    p.add_argument("--api-key", default=None,
+                   help="require 'Authorization: Bearer KEY' on /v1/*; prefer the env variable OPENHOOD_API_KEY "
+                   "(a flag shows in `ps`; every option has its OPENHOOD_<OPTION>); an empty key is an error (default: no auth)")
+    p.add_argument("--grace-period", type=v.non_negative_float, default=d.grace_period_s, help="seconds to drain on SIGTERM before exiting")
+    p.add_argument("--health-timeout", type=v.positive_float, default=d.health_timeout_s, help="seconds the readiness probe may take")
+    p.add_argument("--stall-timeout", type=v.positive_float, default=d.stall_timeout_s, help="seconds inside one batch before the worker counts as wedged")
+    limits = p.add_argument_group("connection limits", "docs/server.md § Connection limits")
+    limits.add_argument("--max-connections", type=v.positive_int, default=d.max_connections,
+                        help="open connections; one more gets 503 and is closed at once")
+    limits.add_argument("--max-header-bytes", type=v.positive_int, default=d.max_header_bytes,
+                        help="request line + headers; more → 431")
+    limits.add_argument("--max-headers", type=v.positive_int, default=d.max_headers, help="header count; more → 431")
+    limits.add_argument("--max-request-line", type=v.positive_int, default=d.max_request_line,
+                        help="request-line bytes; more → 414")
+    limits.add_argument("--header-timeout", type=v.positive_float, default=d.header_timeout_s,
+                        help="seconds for a request head to arrive (408; an idle new connection is closed)")
+    limits.add_argument("--body-timeout", type=v.positive_float, default=d.body_timeout_s,
+                        help="seconds for a request body to arrive after its head (408)")
+    limits.add_argument("--keep-alive-timeout", type=v.positive_int, default=d.keep_alive_timeout_s,
+                        help="seconds an idle keep-alive connection stays open")
     p.add_argument("--debug-endpoints", action="store_true",
                    help="serve GET /debug/memory (tracemalloc site diff, gc counts by type; starts tracemalloc, "
                    "which slows the server: docs/soak.md)")
@@ -81,9 +100,9 @@ def register(subparsers) -> None:
         help="derive batching length buckets from the length quantiles of a corpus (P50, P80, P95)",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    b.add_argument("--corpus", required=True, help='JSONL file of {"text": ...} lines')
-    b.add_argument("--model", default=None, help="model folder whose tokenizer counts tokens (default: bundled)")
-    b.add_argument("--limit", type=int, default=None, help="only the first N texts")
+    b.add_argument("--corpus", required=True, type=v.existing_file, help='JSONL file of {"text": ...} lines')
+    b.add_argument("--model", default=None, type=v.model_dir, help="model folder whose tokenizer counts tokens (default: bundled)")
+    b.add_argument("--limit", type=v.positive_int, default=None, help="only the first N texts")
     b.set_defaults(func=run_buckets)
 
 
@@ -99,7 +118,8 @@ def env_defaults(parser: argparse.ArgumentParser, environ=os.environ) -> None:
     for action in parser._actions:
         name = ENV_PREFIX + action.dest.upper()
         value = environ.get(name)
-        if value is None or action.dest == "help":
+        # The API key is read by config_from_args, never made a default: --help prints defaults.
+        if value is None or action.dest in ("help", "api_key"):
             continue
         if isinstance(action, argparse.BooleanOptionalAction):
             if value.lower() not in ("1", "true", "yes", "0", "false", "no"):
@@ -115,10 +135,10 @@ def env_defaults(parser: argparse.ArgumentParser, environ=os.environ) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
-    try:
-        buckets = tuple(int(x) for x in args.buckets.split(",") if x.strip())
-    except ValueError:
-        raise SystemExit(f"--buckets must be a comma list of integers, got {args.buckets!r}") from None
+    buckets = args.buckets
+    if isinstance(buckets, str):  # from a model file's [server] table
+        buckets = v.int_list(buckets)
+    api_key = args.api_key if args.api_key is not None else os.environ.get("OPENHOOD_API_KEY")
     return ServerConfig(
         backend=args.backend,
         precision=args.precision,
@@ -129,7 +149,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         max_batch_size=args.max_batch_size,
         max_batch_tokens=args.max_batch_tokens,
         max_wait_ms=args.max_wait_ms,
-        buckets=buckets,
+        buckets=tuple(buckets),
         pad_to=args.pad_to,
         priority=args.priority,
         max_age_ms=args.max_age_ms,
@@ -138,7 +158,14 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         max_inputs_per_request=args.max_inputs_per_request,
         max_body_bytes=args.max_body_bytes,
         truncate=args.truncate,
-        api_key=args.api_key or None,
+        api_key=api_key,
+        max_connections=args.max_connections,
+        max_header_bytes=args.max_header_bytes,
+        max_headers=args.max_headers,
+        max_request_line=args.max_request_line,
+        header_timeout_s=args.header_timeout,
+        body_timeout_s=args.body_timeout,
+        keep_alive_timeout_s=args.keep_alive_timeout,
         grace_period_s=args.grace_period,
         health_timeout_s=args.health_timeout,
         stall_timeout_s=args.stall_timeout,
@@ -159,15 +186,17 @@ def model_specs(args: argparse.Namespace) -> tuple[dict, list]:
 
 
 def apply_file_settings(args: argparse.Namespace, settings: dict) -> None:
-    """The model file's [server] keys (flag names with _ for -) fill in flags left at their default."""
-    defaults = vars(ServerConfig())
+    """The model file's [server] keys (flag names, _ or -) fill in the flags left at their default."""
+    from openhood.cli import build_parser
+
+    defaults = vars(build_parser().parse_args(["serve"]))
     for key, value in settings.items():
         dest = key.replace("-", "_")
-        if not hasattr(args, dest) or dest in ("model", "config", "func"):
+        if dest not in defaults or dest in ("model", "config", "func", "command"):
             raise ValueError(f"unknown [server] setting {key!r} in the model file")
         if dest == "buckets" and isinstance(value, list):
             value = ",".join(str(v) for v in value)
-        if getattr(args, dest) == defaults.get(dest, getattr(args, dest)) or dest == "buckets":
+        if getattr(args, dest) == defaults[dest]:  # a flag given on the command line wins
             setattr(args, dest, value)
 
 
@@ -211,7 +240,7 @@ def run_serve(args: argparse.Namespace) -> int:
         settings, specs = model_specs(args)
         apply_file_settings(args, settings)
         config = config_from_args(args)
-    except (ValueError, ModelSpecError) as exc:
+    except (ValueError, ModelSpecError, argparse.ArgumentTypeError) as exc:
         print(f"openhood serve: error: {exc}", file=sys.stderr)
         return 2
     configure_logging(config.log_level)
@@ -231,6 +260,7 @@ def serve(config: ServerConfig, models: list) -> int:
 
     from openhood.server.app import create_app
     from openhood.server.lifecycle import DrainingServer, Lifecycle
+    from openhood.server.limits import limited_protocol
     from openhood.server.tracing import make_tracer
 
     log = logging.getLogger("openhood.server")
@@ -238,6 +268,7 @@ def serve(config: ServerConfig, models: list) -> int:
     lifecycle = Lifecycle()
     app = create_app(config, models, tracer=tracer, lifecycle=lifecycle)
     state = app.state.openhood
+    log.info("auth: %s", "on" if config.api_key else "off")  # whether, never what
     for rt in state.runtimes.values():
         log.info("serving %s (%s) on http://%s:%d: buckets=%s, workers=%d", rt.model.name, rt.model.task,
                  config.host, config.port, rt.buckets, rt.model.workers)
@@ -248,7 +279,8 @@ def serve(config: ServerConfig, models: list) -> int:
         host=config.host,
         port=config.port,
         loop="uvloop",
-        http="httptools",
+        http=limited_protocol(config, on_refused=lambda reason: state.metrics.connections_refused.labels(reason).inc()),
+        timeout_keep_alive=config.keep_alive_timeout_s,
         lifespan="on",
         access_log=False,
         log_config=None,  # configure_logging already set JSON lines for uvicorn's loggers

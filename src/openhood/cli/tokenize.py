@@ -4,6 +4,7 @@ Examples::
 
     openhood tokenize "Héllo, wörld!"                       # tokens and ids, default model
     openhood tokenize --model DIR --input corpus.jsonl --output ids.jsonl
+    openhood tokenize --model SmolLM2.gguf "12 apples"      # byte-level BPE from a GGUF file
 
 File mode reads ``{"text": ...}`` lines, encodes ``--batch-size`` texts per kernel call, writes
 ``{"ids": [...]}`` lines in the same order, shows a progress line on stderr and ends with the
@@ -17,16 +18,18 @@ import sys
 import time
 from pathlib import Path
 
+from openhood.cli import validate as v
+
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("tokenize", help="tokenize text or a JSONL corpus with openhood's WordPiece tokenizer",
+    p = subparsers.add_parser("tokenize", help="tokenize text or a JSONL corpus with openhood's WordPiece or byte-level BPE tokenizer",
                               description=__doc__.splitlines()[0])
     p.add_argument("text", nargs="*", help="text(s) to tokenize (prints tokens and ids)")
-    p.add_argument("--model", default=None, help="model folder or tokenizer.json (default: bundled all-MiniLM-L6-v2)")
-    p.add_argument("--input", type=Path, help='JSONL file of {"text": ...} lines')
+    p.add_argument("--model", default=None, type=v.tokenizer_source, help="model folder, tokenizer.json or a .gguf file (byte-level BPE) (default: bundled all-MiniLM-L6-v2)")
+    p.add_argument("--input", type=v.existing_file, help='JSONL file of {"text": ...} lines')
     p.add_argument("--output", type=Path, help='JSONL file to write {"ids": [...]} lines to (with --input)')
-    p.add_argument("--max-length", type=int, default=None, help="truncate to this many ids, specials included")
-    p.add_argument("--batch-size", type=int, default=4096, help="texts per batch in file mode (default 4096)")
+    p.add_argument("--max-length", type=v.positive_int, default=None, help="truncate to this many ids, specials included")
+    p.add_argument("--batch-size", type=v.positive_int, default=4096, help="texts per batch in file mode (default 4096)")
     p.set_defaults(func=run)
 
 
@@ -34,6 +37,10 @@ def _load(model: str | None):
     from openhood.models import resolve_model_dir
     from openhood.tokenizer import Tokenizer
 
+    if model and model.endswith(".gguf"):
+        from openhood.tokenizer.bpe import BPETokenizer
+
+        return BPETokenizer.from_file(model)
     path = Path(model) if model and Path(model).is_file() else resolve_model_dir(model)
     return Tokenizer.from_pretrained(path)
 
@@ -48,10 +55,13 @@ def run(args: argparse.Namespace) -> int:
     if args.batch_size < 1:
         print("openhood tokenize: --batch-size must be >= 1", file=sys.stderr)
         return 2
+    if args.model and args.model.endswith(".gguf") and not Path(args.model).is_file():
+        print(f"openhood tokenize: {args.model} does not exist", file=sys.stderr)
+        return 2
     tok = _load(args.model)
     if args.input is None:
         for text in args.text:
-            ids = tok.encode(text, max_length=args.max_length)
+            ids = tok.encode_batch([text], max_length=args.max_length)[0]
             print("tokens:", " ".join(tok.convert_ids_to_tokens(ids)))
             print("ids:   ", " ".join(map(str, ids.tolist())))
         return 0
@@ -82,9 +92,7 @@ def _encode_file(tok, src: Path, dst: Path, max_length: int | None, batch_size: 
 
     from openhood.corpus import CorpusError, iter_texts
 
-    if not src.is_file():
-        print(f"openhood tokenize: {src} does not exist", file=sys.stderr)
-        return 2
+    src = Path(src)
     progress = _Progress(src.stat().st_size)
     n_texts = n_tokens = n_chars = 0
     busy = 0.0  # seconds spent encoding, to report the tokenizer's own throughput too

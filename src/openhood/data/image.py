@@ -19,6 +19,11 @@ Trade-offs made here:
   1080p JPEG decoded at 1/4 scale costs a fraction of the full decode. The DCT downscale is a
   different low-pass filter from Pillow's antialiased resize, so pixels differ slightly; it is
   off unless the model's config turns it on after checking top-1 parity.
+- Baseline and progressive JPEGs in RGB or greyscale (nearly every photo) decode through
+  simplejpeg; everything else (CMYK JPEG, PNG, WebP, ...) through Pillow. Both wrap
+  libjpeg-turbo and produce identical pixels (tested against ``decode_reference``, the Pillow
+  path); simplejpeg is ~1.4× faster on a 1080p JPEG because it skips Pillow's chunked decoder
+  and its copy out of Pillow's image memory.
 - Decompression bombs are refused from the header (Pillow's ``open`` reads only the header),
   before a single scan line is decoded.
 """
@@ -29,6 +34,7 @@ import io
 from dataclasses import dataclass
 
 import numpy as np
+import simplejpeg
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 # Larger than any camera photo we expect (8K is 33 Mpx) and below Pillow's own bomb threshold
@@ -42,6 +48,7 @@ _RESAMPLE = {
     "lanczos": Image.Resampling.LANCZOS,
 }
 _LAYOUTS = ("NCHW", "NHWC")
+_ORIENTATION = 0x0112  # EXIF tag
 
 
 class ImageError(ValueError):
@@ -115,19 +122,53 @@ def open_checked(data: bytes, *, max_pixels: int = MAX_PIXELS) -> Image.Image:
     return img
 
 
-def decode(data: bytes, *, max_pixels: int = MAX_PIXELS, draft_short: int | None = None) -> np.ndarray:
+def decode(
+    data: bytes, *, max_pixels: int = MAX_PIXELS, draft_short: int | None = None, out: np.ndarray | None = None
+) -> np.ndarray:
     """Bytes → uint8 (H, W, 3) RGB with EXIF orientation applied.
 
     draft_short: if given and the image is a JPEG at least twice that size on its short side,
-    libjpeg decodes at 1/2, 1/4 or 1/8 scale, keeping the short side ≥ draft_short.
+    libjpeg decodes at 1/2, 1/4 or 1/8 scale (Pillow's ``draft`` rule), keeping the short
+    side ≥ draft_short.
+    out: a flat uint8 buffer (a shared-memory slot, a worker's scratch buffer). When it holds
+    H·W·3 bytes the result is a view of it, and an upright JPEG is decoded straight into it
+    with no copy; when it is too small a new array is returned.
     """
-    return np.asarray(_decode_image(data, max_pixels=max_pixels, draft_short=draft_short))
+    img = open_checked(data, max_pixels=max_pixels)
+    if img.format != "JPEG" or img.mode not in ("RGB", "L"):
+        return _into(np.asarray(_pillow_decode(img, draft_short)), out)
+    w, h = img.size
+    k = _draft_scale(w, h, draft_short)
+    orientation = img.getexif().get(_ORIENTATION, 1)
+    ow, oh = -(-w // k), -(-h // k)  # libjpeg's scaled size rounds up
+    # Upright and fits: decode straight into out, (oh, ow, 3).
+    direct = out[: ow * oh * 3] if out is not None and orientation == 1 and out.size >= ow * oh * 3 else None
+    try:
+        # libjpeg-turbo straight into an array: bit-identical to Pillow (same library, same
+        # islow IDCT and fancy upsampling) without Pillow's chunked decoder and extra copy.
+        arr = simplejpeg.decode_jpeg(data, "RGB", min_width=ow, min_height=oh, buffer=direct)
+    except ValueError as e:
+        raise CorruptImage(f"corrupt or truncated JPEG data: {e}") from e
+    if direct is not None:
+        return direct.reshape(oh, ow, 3)
+    return _into(_orient(arr, orientation), out)
 
 
-def preprocess(data: bytes, spec: ImageSpec, *, max_pixels: int = MAX_PIXELS) -> np.ndarray:
-    """Bytes → uint8 (crop, crop, 3): decode, resize the short side, centre-crop."""
-    img = _decode_image(data, max_pixels=max_pixels, draft_short=spec.resize_short if spec.draft else None)
-    return np.asarray(resize_crop(img, spec))
+def decode_reference(data: bytes, *, max_pixels: int = MAX_PIXELS, draft_short: int | None = None) -> np.ndarray:
+    """``decode`` through Pillow alone (``draft`` + ``load`` + ``exif_transpose``), for tests."""
+    return np.asarray(_pillow_decode(open_checked(data, max_pixels=max_pixels), draft_short))
+
+
+def preprocess(
+    data: bytes, spec: ImageSpec, *, max_pixels: int = MAX_PIXELS, scratch: np.ndarray | None = None
+) -> np.ndarray:
+    """Bytes → uint8 (crop, crop, 3): decode, resize the short side, centre-crop.
+
+    scratch: a flat uint8 buffer reused for the full-size decode (a worker keeps one), which
+    saves allocating and page-faulting a fresh 6–25 MB array per photo (15–30% of the
+    preprocess time measured on 1080p–4K JPEGs)."""
+    arr = decode(data, max_pixels=max_pixels, draft_short=spec.resize_short if spec.draft else None, out=scratch)
+    return np.asarray(resize_crop(Image.fromarray(arr), spec))
 
 
 def resize_crop(img: Image.Image, spec: ImageSpec) -> Image.Image:
@@ -183,18 +224,45 @@ def _affine(spec: ImageSpec) -> tuple[np.ndarray, np.ndarray]:
     return scale, bias
 
 
-def _decode_image(data: bytes, *, max_pixels: int, draft_short: int | None) -> Image.Image:
-    img = open_checked(data, max_pixels=max_pixels)
+def _into(arr: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+    """arr, or a copy of it in the front of the flat buffer out when it fits."""
+    if out is None or out.size < arr.size:
+        return arr
+    view = out[: arr.size].reshape(arr.shape)
+    view[...] = arr
+    return view
+
+
+def _draft_scale(w: int, h: int, draft_short: int | None) -> int:
+    """Pillow's draft rule: the largest of 8, 4, 2, 1 with both sides still ≥ draft_short."""
+    if draft_short is None:
+        return 1
+    ratio = min(w, h) // draft_short
+    return next(k for k in (8, 4, 2, 1) if ratio >= k)
+
+
+def _orient(arr: np.ndarray, orientation: int) -> np.ndarray:
+    """Apply an EXIF orientation (1–8) to (H, W, 3), as Pillow's ``exif_transpose`` does."""
+    view = {
+        2: lambda a: a[:, ::-1],  # mirrored
+        3: lambda a: a[::-1, ::-1],  # upside down
+        4: lambda a: a[::-1],  # mirrored upside down
+        5: lambda a: a.transpose(1, 0, 2),  # transpose
+        6: lambda a: a.transpose(1, 0, 2)[:, ::-1],  # rotated 90° clockwise to display
+        7: lambda a: a[::-1, ::-1].transpose(1, 0, 2),  # transverse
+        8: lambda a: a.transpose(1, 0, 2)[::-1],  # rotated 90° counter-clockwise to display
+    }.get(orientation)
+    return arr if view is None else np.ascontiguousarray(view(arr))
+
+
+def _pillow_decode(img: Image.Image, draft_short: int | None) -> Image.Image:
     try:
         if draft_short is not None and img.format == "JPEG":
-            # Pillow picks the largest 1/2^k scale keeping both sides ≥ the request; a square
-            # request keeps the short side ≥ draft_short whatever the EXIF rotation.
+            # A square request keeps the short side ≥ draft_short whatever the EXIF rotation.
             img.draft("RGB", (draft_short, draft_short))
         img.load()
         ImageOps.exif_transpose(img, in_place=True)  # in place: no copy when upright
         return _to_rgb(img)
-    except ImageError:
-        raise
     except Image.DecompressionBombError as e:
         raise ImageTooLarge(str(e)) from e
     except (OSError, SyntaxError, ValueError, EOFError, IndexError, TypeError, ZeroDivisionError) as e:

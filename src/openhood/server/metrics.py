@@ -96,6 +96,15 @@ class ServerMetrics:
         )
         # model="" for refusals before any model is chosen (draining).
         self.rejected = Counter("openhood_rejected_requests", "Requests refused before queueing", [*m, "reason"], registry=r)
+        self.connections_refused = Counter(
+            "openhood_connections_refused", "Connections refused or closed by a limit (server/limits.py)", ["reason"], registry=r
+        )
+        self.client_disconnects = Counter(
+            "openhood_client_disconnects", "/v1 requests whose client went away before the response", registry=r
+        )
+        self.drain_cut = Counter(
+            "openhood_drain_cut_requests", "Requests answered 503 because the drain's grace period ran out", registry=r
+        )
         self.queue_depth = Gauge("openhood_queue_depth", "Items waiting for a batch", m, registry=r)
         self.in_flight = Gauge("openhood_in_flight_requests", "/v1 requests being handled", registry=r)
         if in_flight_fn is not None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from openhood.server.auth import authorized
 from openhood.server.errors import draining, error_response, unauthorized
-from openhood.server.logs import log_access
+from openhood.server.logs import log_access, request_id_var
 
 if TYPE_CHECKING:
     from openhood.server.state import ServerState
@@ -54,13 +54,15 @@ class ObservabilityMiddleware:
         request_id = supplied if REQUEST_ID.match(supplied) else uuid.uuid4().hex
         record = RequestRecord(request_id, route, scope["method"])
         scope.setdefault("state", {})["record"] = record
+        request_id_var.set(request_id)  # this task's log lines (asyncio copies the context per task)
         is_api = path.startswith("/v1/")
 
         async def send_wrapper(message):
             if message["type"] == "http.response.start":
                 record.status = message["status"]
                 extra = [(b"x-request-id", request_id.encode())]
-                if st.lifecycle.draining:
+                has_close = any(k.lower() == b"connection" for k, _ in message.get("headers", []))
+                if st.lifecycle.draining and not has_close:  # one Connection header, never two
                     extra.append((b"connection", b"close"))  # let keep-alive clients move elsewhere
                 message = {**message, "headers": [*message.get("headers", []), *extra]}
             await send(message)

@@ -82,7 +82,10 @@ def parse_embeddings_request(body: bytes, *, max_inputs: int) -> EmbeddingsReque
     for i, item in enumerate(texts):
         if not isinstance(item, str):
             raise bad_request(f"input[{i}] must be a string, got {_type_name(item)}", code="invalid_input_type")
-        if not item:
+        if not item or item.isspace():
+            # Whitespace-only text tokenizes to [CLS][SEP] alone: a vector that means nothing.
+            # Refused like OpenAI refuses "" (400) and as sglang refuses blank input (docs/server.md).
             what = "'input'" if isinstance(parsed.input, str) else f"input[{i}]"
-            raise bad_request(f"{what} is an empty string; every input must contain text", code="empty_string")
+            kind = "an empty string" if not item else "whitespace only"
+            raise bad_request(f"{what} is {kind}; every input must contain text", code="empty_string")
     return EmbeddingsRequest(texts, parsed.model, parsed.encoding_format, parsed.truncate, parsed.dimensions)

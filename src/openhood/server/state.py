@@ -14,6 +14,7 @@ import asyncio
 import functools
 import logging
 import time
+from typing import cast
 
 from opentelemetry import trace
 
@@ -22,7 +23,7 @@ from openhood.scheduler import DynamicBatcher, LengthBuckets
 from openhood.server.config import ServerConfig
 from openhood.server.errors import APIError
 from openhood.server.health import ReadinessProbe
-from openhood.server.lifecycle import Lifecycle
+from openhood.server.lifecycle import Lifecycle, check_grace, worst_case_drain_s
 from openhood.server.metrics import ServerMetrics
 
 log = logging.getLogger("openhood.server")
@@ -50,13 +51,27 @@ class ModelRuntime:
             self.batcher, model, timeout_s=config.health_timeout_s, stall_timeout_s=config.stall_timeout_s
         )
 
-    async def warm_up(self) -> None:
-        """One call per bucket length on every worker, run on that worker (like all inference)."""
-        jobs = [
-            self.batcher.run_exclusive(functools.partial(self.model.warm_up, w, self.buckets.bounds), worker=w)
-            for w in range(self.model.workers)
-        ]
-        await asyncio.gather(*(asyncio.wrap_future(j) for j in jobs))
+    def drain_batch_rows(self, config: ServerConfig) -> int:
+        """Rows of a full batch of the longest bucket (what a full queue drains in)."""
+        return max(1, min(config.max_batch_size, config.max_batch_tokens // self.buckets.bounds[-1]))
+
+    def _warm_worker(self, worker: int, rows: int) -> float:
+        """Every bucket length once, then one full batch of the longest; returns that batch's seconds."""
+        self.model.warm_up(worker, self.buckets.bounds)
+        longest = self.buckets.bounds[-1]
+        t0 = time.perf_counter()
+        self.model.run(worker, [self.model.preprocessor.dummy(longest)] * rows, longest)
+        return time.perf_counter() - t0
+
+    async def warm_up(self, config: ServerConfig) -> float:
+        """Warm every worker (on that worker, like all inference); the worst-case seconds to drain
+        a full queue, from the slowest worker's measured full batch."""
+        rows = self.drain_batch_rows(config)
+        jobs = [self.batcher.run_exclusive(functools.partial(self._warm_worker, w, rows), worker=w)
+                for w in range(self.model.workers)]
+        times = cast(list[float], await asyncio.gather(*(asyncio.wrap_future(j) for j in jobs)))
+        batch_s = max(times)
+        return worst_case_drain_s(config.max_queue, rows, batch_s, self.model.workers)
 
 
 class ServerState:
@@ -95,10 +110,12 @@ class ServerState:
 
     async def warm_up(self) -> None:
         """Warm every model before the port opens, so first requests pay no first-call costs."""
+        drain_s = 0.0  # the models share the cores: their drains add up
         for rt in self.runtimes.values():
             t0 = time.perf_counter()
-            await rt.warm_up()
+            drain_s += await rt.warm_up(self.config)
             log.info("model %s warmed up for buckets %s in %.2f s", rt.model.name, rt.buckets, time.perf_counter() - t0)
+        check_grace(self.config.grace_period_s, drain_s)
 
     def stop(self, timeout: float | None = None) -> bool:
         """Stop every model's workers (each finishes its queue) within ``timeout`` overall."""

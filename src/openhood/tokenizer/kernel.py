@@ -14,7 +14,8 @@ per-text ``[starts, ends)``; code points ≥ 0x110000 are added-token markers (`
 
 Why numba: this is a loop over characters with data-dependent branches and a trie walk, which
 NumPy cannot vectorize without materializing every candidate prefix; see docs/design.md for the
-measurements. It is compiled on first use (no on-disk cache: numba's cache pickles).
+measurements. It is compiled on first use and cached on disk (``cache=True``; the directory is
+``openhood.NUMBA_CACHE_DIR``), so only the first process of a machine pays for it.
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ def _encode_text(cps, a, b, scratch, out, p, limit, char_class, symbol, token_id
     return p, cut
 
 
-@njit(nogil=True)
+@njit(nogil=True, cache=True)
 def encode_batch_kernel(cps, starts, ends, limit, char_class, symbol, token_id, keys, children, params, specials,
                         remap_src, remap_dst, out, lengths, truncated):
     """Encode texts t = 0..len(starts)-1 from cps[starts[t]:ends[t]]; returns the number of ids written.
@@ -142,7 +143,7 @@ def encode_batch_kernel(cps, starts, ends, limit, char_class, symbol, token_id, 
     return p
 
 
-@njit(nogil=True)
+@njit(nogil=True, cache=True)
 def encode_one_kernel(cps, limit, char_class, symbol, token_id, keys, children, params, specials, remap_src,
                       remap_dst):
     """One text → its ids (int32), allocating inside numba to keep the Python side to one call.

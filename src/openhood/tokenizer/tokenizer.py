@@ -84,9 +84,14 @@ class Tokenizer:
         self.declared_max_length = spec.truncation_max_length
         self.declared_padding_length = spec.padding_length
         t0 = time.perf_counter()
-        # Compiles both kernels on the first tokenizer of the process (numba, no on-disk cache).
-        self.encode("warm up")
-        self.encode_batch(["warm", "up"])
+        # Compiles (or loads from numba's disk cache) every specialization a request can reach,
+        # so none compiles later on a server's event loop: numba types a read-only array (plain
+        # text, np.frombuffer) apart from a writable one (texts holding an added token such as
+        # [MASK], or a NUL, are concatenated), and each type is a separate compilation.
+        special = (self._added_contents[0] + " ") if self._added_contents else ""
+        for text in ("warm up", special + "warm\0up"):
+            self.encode(text)
+            self.encode_batch([text, "up"])
         self.warmup_seconds = time.perf_counter() - t0
 
     @classmethod

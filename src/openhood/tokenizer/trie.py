@@ -45,7 +45,7 @@ def child(node, sym, n_symbols, keys, children, mask):
         h = (h + 1) & mask
 
 
-@njit
+@njit(cache=True)
 def _insert_tokens(cps, offsets, ids, symbol, n_symbols, keys, children, mask, token_id, prefix):
     """Insert token t = cps[offsets[t]:offsets[t+1]] with id ids[t].
 

@@ -83,17 +83,17 @@ def length_groups(seqs: Sequence[np.ndarray], batch: int = 32) -> list[tuple[np.
     return out
 
 
-def padded_batches(seqs: Sequence[np.ndarray], batch: int = 32) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Token id arrays → batches padded to their longest (input order kept)."""
+def padded_batches(seqs: Sequence[np.ndarray], batch: int = 32, *, pad_id: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Token id arrays → batches padded to their longest with the tokenizer's ``pad_id`` (input
+    order kept), through the one padding function, ``RaggedBatch.pad``."""
+    from openhood.tokenizer.batch import RaggedBatch
+
     out = []
     for i in range(0, len(seqs), batch):
-        chunk = seqs[i : i + batch]
-        t = max(len(s) for s in chunk)
-        ids = np.zeros((len(chunk), t), dtype=np.int64)
-        mask = np.zeros_like(ids)
-        for r, s in enumerate(chunk):
-            ids[r, : len(s)], mask[r, : len(s)] = s, 1
-        out.append((ids, mask))
+        chunk = [np.asarray(s) for s in seqs[i : i + batch]]
+        lengths = np.array([len(s) for s in chunk], dtype=np.int64)
+        padded = RaggedBatch(np.concatenate(chunk), lengths, np.zeros(len(chunk), dtype=bool), pad_id=pad_id).pad()
+        out.append((padded.input_ids, padded.attention_mask))  # (B, T) each
     return out
 
 
@@ -176,9 +176,9 @@ class Trials:
     """Runs a plan in emulation on the held-out texts and measures 1 − cos against fp32."""
 
     def __init__(self, graph: Graph, holdout: Sequence[np.ndarray], variants: Variants, plans: dict[str, LayerPlan],
-                 embedding: EmbeddingCodes | None):
+                 embedding: EmbeddingCodes | None, pad_id: int):
         self.graph, self.variants, self.plans, self.embedding = graph, variants, plans, embedding
-        self.batches = padded_batches(sorted(holdout, key=len))
+        self.batches = padded_batches(sorted(holdout, key=len), pad_id=pad_id)
         self.reference = run_graph(graph, self.batches)  # (n_hold, dim)
 
     def decisions(self, modes: dict[str, str], smoothed: dict[str, bool]) -> tuple[list[LayerPlan], Codes]:
@@ -289,6 +289,8 @@ def quantize(
     calibration: Sequence[np.ndarray],
     holdout: Sequence[np.ndarray],
     method: str = "percentile",
+    *,
+    pad_id: int,
     target_cosine: float = 0.99,
     quantize_embedding: bool = True,
     weight_qmax: int = WEIGHT_QMAX,
@@ -314,7 +316,7 @@ def quantize(
     # One record per layer (errors, reason); ranges and codes per variant live in ``variants``.
     names = list(graph.linears())
     blank = [LayerPlan(n, "static", "", 0.0, 0.0, variants.ranges[n], 0.0, 0) for n in names]
-    trials = Trials(graph, holdout, variants, {d.layer: d for d in with_ranges(blank, variants.ranges)}, embedding)
+    trials = Trials(graph, holdout, variants, {d.layer: d for d in with_ranges(blank, variants.ranges)}, embedding, pad_id)
     measure_sensitivity(trials, smooth_alpha, progress)
     embedding_error = float(trials.error({}, True).mean()) if embedding is not None else 0.0
     if embedding is not None:

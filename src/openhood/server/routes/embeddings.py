@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import time
 from typing import Any
 
@@ -23,12 +24,15 @@ from starlette.responses import Response
 
 from openhood.scheduler import BatchFailedError, ItemResult, QueueFullError, SchedulerStoppedError, length_label
 from openhood.server import planted_leak
-from openhood.server.body import read_body, wait_disconnect
-from openhood.server.errors import APIError, draining, json_response
+from openhood.server.body import ClientGone, read_body, wait_disconnect
+from openhood.server.errors import APIError, drain_deadline, draining, json_response
 from openhood.server.middleware import RequestRecord
+from openhood.server.openapi import EMBEDDINGS_REQUEST, EMBEDDINGS_RESPONSES
 from openhood.server.schemas import parse_embeddings_request
 from openhood.server.state import ModelRuntime, ServerState
 from openhood.server.tracing import to_epoch_ns
+
+log = logging.getLogger("openhood.server")
 
 TASK = "embed"
 PLANT_LEAK = planted_leak.enabled()  # test hook only (server/planted_leak.py), read once at import
@@ -38,7 +42,7 @@ INLINE_TOKENIZE_CHARS = 16384
 
 
 def register(app: FastAPI, state: ServerState) -> None:
-    @app.post("/v1/embeddings")
+    @app.post("/v1/embeddings", openapi_extra=EMBEDDINGS_REQUEST, responses=EMBEDDINGS_RESPONSES)
     async def create_embeddings(request: Request):
         return await embeddings(request, state)
 
@@ -46,7 +50,7 @@ def register(app: FastAPI, state: ServerState) -> None:
 async def embeddings(request: Request, st: ServerState) -> Response:
     record: RequestRecord = request.state.record
     config = st.config
-    body = await read_body(request, config.max_body_bytes)
+    body = await read_body(request, config.max_body_bytes, config.body_timeout_s)
     req = parse_embeddings_request(body, max_inputs=config.max_inputs_per_request)
     rt = st.route(req.model, TASK)
     model = rt.model
@@ -94,19 +98,27 @@ async def embeddings(request: Request, st: ServerState) -> Response:
         raise draining() from None
 
     results_task = asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
+    # Read the outcome even when nobody awaits it any more (client gone, drain cut): an
+    # unretrieved exception would otherwise surface as asyncio's "exception was never retrieved".
+    results_task.add_done_callback(lambda t: t.cancelled() or t.exception())
     disconnect_task = asyncio.ensure_future(wait_disconnect(request.receive))
+    cut_task = asyncio.ensure_future(st.lifecycle.cut.wait())  # the drain's grace period ran out
     try:
-        pending: set[asyncio.Future[Any]] = {results_task, disconnect_task}
+        pending: set[asyncio.Future[Any]] = {results_task, disconnect_task, cut_task}
         await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-    finally:  # also when this handler itself is cancelled (grace period over)
+    finally:  # also when this handler itself is cancelled
         disconnect_task.cancel()
+        cut_task.cancel()
         client_gone = not results_task.done()
         if client_gone:
             # Cancelling the futures makes the worker skip items it has not started.
             results_task.cancel()
+    if client_gone and st.lifecycle.cut.is_set():
+        st.metrics.drain_cut.inc()
+        log.warning("request cut at the drain deadline", extra={"fields": {"event": "drain_cut", "message": "request cut at the drain deadline"}})
+        raise drain_deadline()
     if client_gone:
-        record.fields["disconnected"] = True
-        return Response(status_code=499)  # nginx's "client closed request"; nobody reads it
+        raise ClientGone()
     try:
         results: list[ItemResult] = results_task.result()
     except BatchFailedError as exc:

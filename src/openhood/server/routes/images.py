@@ -108,7 +108,7 @@ def _parse_multipart(content_type: str, body: bytes) -> tuple[str | None, list[b
 async def images(request: Request, st: ServerState, kind: str) -> Response:
     record: RequestRecord = request.state.record
     config = st.config
-    body = await read_body(request, config.max_body_bytes)
+    body = await read_body(request, config.max_body_bytes, config.body_timeout_s)
     content_type = request.headers.get("content-type", "")
     if content_type.startswith("multipart/form-data"):
         requested, blobs, top_k = _parse_multipart(content_type, body)

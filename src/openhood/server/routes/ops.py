@@ -49,7 +49,7 @@ def register(app: FastAPI, state: ServerState) -> None:
             return json_response({"status": "not_ready", "reason": reason, **body, "models": models}, 503)
         return json_response({"status": "ready", **details, **body, "models": models})
 
-    @app.get("/metrics")
+    @app.get("/metrics", response_class=PlainTextResponse)  # documented as text/plain in /openapi.json
     async def metrics():
         return PlainTextResponse(state.metrics.exposition(), media_type="text/plain; version=0.0.4; charset=utf-8")
 

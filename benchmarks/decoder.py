@@ -1,0 +1,297 @@
+"""The decoder LLM (SmolLM2-135M-Instruct Q4_1 GGUF): openhood vs llama.cpp vs transformers, one run.
+
+Run in the reference environment (llama-cpp-python, torch, transformers), with openhood's
+source on the path, inside the shared lock so benchmarks do not overlap on the 2 cores::
+
+    flock /tmp/openhood-bench.lock env PYTHONPATH=$PWD/src \
+        /work/main/.venv-ref/bin/python benchmarks/decoder.py --threads 2 --parity
+
+Sections, each printed as a table with ratios against anchors measured in the same run:
+1. tokenizer: byte-level BPE vs HF ``tokenizers`` (same pre-tokenizer) on the dev corpus:
+   tokens/s and the number of texts whose ids differ;
+2. prefill and decode tokens/s at batch 1, 4, 16 — openhood runs the B prompts as one batch,
+   llama.cpp (same GGUF, same threads) runs them one after another (its Python API decodes one
+   sequence at a time), transformers (float32, CPU) runs batch 1. openhood runs twice: float32
+   weights (BLAS) and quantized weights (our Q4_1/Q8_0 kernels). Each engine runs in its own
+   process, so no two thread pools (OpenBLAS, OpenMP of llama.cpp/numba/torch) share the cores;
+3. RSS of a fresh openhood process (each weight mode) after generating at batch 16, against
+   2 × the GGUF file + KV;
+4. a per-op profile of one decode step at batch 1 against measured memory bandwidth;
+5. with ``--parity``: logits and 64-step greedy continuations against the committed
+   transformers fixtures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+def _table(title: str, header: list[str], rows: list[list]) -> None:
+    print(f"\n### {title}\n")
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for r in rows:
+        print("| " + " | ".join(f"{c:,.1f}" if isinstance(c, float) else str(c) for c in r) + " |")
+
+
+def bench_tokenizer(path, corpus: Path, limit: int) -> None:
+    from openhood.corpus import read_texts
+    from openhood.tokenizer.bpe import BPETokenizer
+    from openhood.tokenizer.bpe_anchor import hf_bpe_tokenizer
+
+    texts = read_texts(corpus)[:limit]
+    ours = BPETokenizer.from_file(path)
+    hf = hf_bpe_tokenizer(ours.spec)
+    t0 = time.perf_counter()
+    rb = ours.encode_batch(texts)
+    t_ours = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ref = hf.encode_batch(texts)
+    t_hf = time.perf_counter() - t0
+    diff = sum(row.tolist() != e.ids for row, e in zip(rb, ref, strict=False))
+    n = rb.ids.size
+    warm = time.perf_counter()
+    ours.encode_batch(texts)
+    t_warm = time.perf_counter() - warm
+    _table(f"Tokenizer: {len(texts)} dev-corpus texts, {n:,} tokens, {diff} texts with different ids",
+           ["tokenizer", "tokens/s", "vs HF"],
+           [["HF tokenizers (encode_batch, its thread pool)", n / t_hf, "1.00x"],
+            ["openhood BPE, cold piece cache", n / t_ours, f"{t_hf / t_ours:.2f}x"],
+            ["openhood BPE, warm piece cache (same texts again)", n / t_warm, f"{t_hf / t_warm:.2f}x"]])
+
+
+def bench_openhood(model, prompts, batch: int, steps: int) -> tuple[float, float]:
+    import numpy as np
+
+    ps = [np.asarray(p, dtype=np.int64) for p in prompts[:batch]]
+    cache = model.new_cache(batch, max(map(len, ps)) + steps + 1)
+    slots = list(range(batch))
+    t0 = time.perf_counter()
+    logits = model.forward(ps, slots, cache)
+    t_pre = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        logits = model.forward([np.array([int(t)]) for t in logits.argmax(axis=1)], slots, cache)
+    t_dec = time.perf_counter() - t0
+    return sum(map(len, ps)) / t_pre, batch * steps / t_dec
+
+
+def bench_llamacpp(llm, prompts, batch: int, steps: int) -> tuple[float, float]:
+    import numpy as np
+
+    n_pre = t_pre = t_dec = 0.0
+    n_vocab = llm.n_vocab()
+    for p in prompts[:batch]:
+        llm.reset()
+        t0 = time.perf_counter()
+        llm.eval(p)
+        t_pre += time.perf_counter() - t0
+        n_pre += len(p)
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            logits = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(n_vocab,))
+            llm.eval([int(logits.argmax())])
+        t_dec += time.perf_counter() - t0
+    return n_pre / t_pre, batch * steps / t_dec
+
+
+def bench_transformers(hf_model, prompt, steps: int) -> tuple[float, float]:
+    import torch
+
+    with torch.no_grad():
+        ids = torch.tensor([prompt])
+        t0 = time.perf_counter()
+        out = hf_model(ids, use_cache=True)
+        t_pre = time.perf_counter() - t0
+        past = out.past_key_values
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            nxt = out.logits[:, -1].argmax(-1, keepdim=True)
+            out = hf_model(nxt, past_key_values=past, use_cache=True)
+            past = out.past_key_values
+        t_dec = time.perf_counter() - t0
+    return len(prompt) / t_pre, steps / t_dec
+
+
+RSS_CHILD = """
+import json, sys, numpy as np
+from openhood.engine.llama import Llama
+mode = sys.argv[4]
+def rss():
+    for line in open('/proc/self/status'):
+        if line.startswith('VmRSS'):
+            return int(line.split()[1]) * 1024
+path, steps = sys.argv[1], int(sys.argv[2])
+prompts = [c['ids'] for c in json.load(open(sys.argv[3]))['cases']][:16]
+m = Llama.from_gguf(path, weights=mode)
+after_load = rss()
+cache = m.new_cache(16, max(map(len, prompts)) + steps + 1)
+lg = m.forward([np.array(p) for p in prompts], list(range(16)), cache)
+for _ in range(steps):
+    lg = m.forward([np.array([int(t)]) for t in lg.argmax(axis=1)], list(range(16)), cache)
+print(json.dumps({'after_load': after_load, 'after_generate': rss(),
+                  'kv_used': int(cache.lengths.sum()) * cache.bytes_per_token}))
+"""
+
+
+def bench_rss(path: Path, steps: int) -> None:
+    rows = []
+    for mode in ("float32", "quantized"):
+        out = subprocess.run([sys.executable, "-c", RSS_CHILD, str(path), str(steps), str(FIXTURES / "llama_greedy.json"),
+                              mode], capture_output=True, text=True, check=True, timeout=600)
+        r = json.loads(out.stdout)
+        file_mb, kv_mb = path.stat().st_size / 1e6, r["kv_used"] / 1e6
+        budget = 2 * file_mb + kv_mb
+        rows.append([mode, file_mb, kv_mb, budget, r["after_load"] / 1e6, r["after_generate"] / 1e6,
+                     f"{r['after_generate'] / 1e6 / budget:.2f}x"])
+    _table("Memory (fresh process per weight mode, 16 sequences generated)",
+           ["weights", "GGUF MB", "KV in use MB", "goal: 2 × file + KV", "RSS after load MB", "RSS after generating MB",
+            "RSS / goal"], rows)
+
+
+def bench_profile(model, steps: int) -> None:
+    from openhood.engine.llama_profile import measure_bandwidth, profile_decode, profile_table
+
+    bw = measure_bandwidth()
+    laps, wall = profile_decode(model, batch=1, prompt_len=32, steps=steps)
+    rows = profile_table(laps, wall, steps, bw)
+    total_mb = sum(r["mb_per_step"] for r in rows)
+    kind = "quantized" if hasattr(model.embed, "kind") else "float32"
+    _table(f"Decode step profile, {kind} weights, batch 1 ({1e3 * wall / steps:.1f} ms/step; measured bandwidth {bw:.1f} GB/s "
+           f"(BLAS sgemv over 256 MB); {total_mb:.0f} MB read per token → whole step at "
+           f"{total_mb / 1e3 / (wall / steps):.1f} GB/s = {100 * total_mb / 1e3 / (wall / steps) / bw:.0f}% of roofline)",
+           ["op", "ms/step", "share", "MB/step", "GB/s", "% of bandwidth"],
+           [[r["op"], r["ms_per_step"], f"{100 * r['share']:.1f}%", r["mb_per_step"], r["gb_s"], f"{r['roofline_pct']:.0f}%"]
+            for r in rows])
+
+
+def bench_parity(model) -> None:
+    import numpy as np
+
+    from openhood.engine.llama_parity import compare_greedy
+
+    with np.load(FIXTURES / "llama_logits.npz", allow_pickle=False) as z:
+        z = dict(z)
+    worst = 0.0
+    for i in (0, 1):
+        full = model.forward_full(z[f"ids_{i}"])
+        worst = max(worst, float(np.abs(full[:, z["vocab_slice"]] - z[f"slice_{i}"]).max()),
+                    float(np.abs(np.take_along_axis(full, z[f"top_ids_{i}"], 1) - z[f"top_vals_{i}"]).max()))
+    cases = json.loads((FIXTURES / "llama_greedy.json").read_text(encoding="utf-8"))["cases"]
+    report = compare_greedy(model, cases, 64, tolerance=max(worst, 1e-4))
+    same = sum(r.first_mismatch is None for r in report)
+    _table(f"Parity vs transformers (float32 from the same GGUF): max |Δlogit| {worst:.2e}; "
+           f"{same}/{len(report)} greedy continuations identical for 64 tokens",
+           ["prompt", "first mismatch", "first near-tie (ref top-2 gap < error)", "ok"],
+           [[r.prompt[:40], r.first_mismatch, r.first_near_tie, r.ok] for r in report])
+
+
+def run_worker(args) -> None:
+    """One engine in its own process: prints {batch: [prefill tok/s, decode tok/s]} as JSON."""
+    prompts = [c["ids"] for c in json.loads((FIXTURES / "llama_greedy.json").read_text(encoding="utf-8"))["cases"]][:16]
+    from openhood.generate.bundled import default_gguf_path
+
+    path = default_gguf_path()
+    batches = [int(x) for x in args.batches.split(",")]
+    if args.worker.startswith("openhood"):
+        from openhood.engine.llama import Llama
+
+        model = Llama.from_gguf(path, weights=args.worker.split("-", 1)[1])
+        if args.profile:
+            bench_profile(model, 16)
+            return
+        bench_openhood(model, prompts, 2, 2)  # warm-up (numba compiles the quantized kernels)
+        result = {b: bench_openhood(model, prompts, b, args.decode_tokens) for b in batches}
+    elif args.worker == "llamacpp":
+        import llama_cpp
+
+        # n_batch=1: this llama.cpp build (AMX/REPACK kernels compiled in) segfaults on any batch of
+        # two or more tokens on this VM, so its prefill runs token by token (its decode is unaffected).
+        llm = llama_cpp.Llama(model_path=str(path), n_ctx=512, n_batch=1, n_ubatch=1, n_threads=args.threads,
+                              n_threads_batch=args.threads, verbose=False)
+        bench_llamacpp(llm, prompts, 1, 2)
+        result = {b: bench_llamacpp(llm, prompts, b, args.decode_tokens) for b in batches}
+    else:
+        import torch
+        import transformers
+
+        torch.set_num_threads(args.threads)
+        hf = transformers.AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
+                                                               dtype=torch.float32).eval()
+        bench_transformers(hf, prompts[0], 2)
+        result = {1: bench_transformers(hf, prompts[0], args.decode_tokens)}
+    print(json.dumps(result))
+
+
+def _worker(name: str, args, *extra: str) -> str:
+    cmd = [sys.executable, __file__, "--worker", name, "--threads", str(args.threads), "--decode-tokens",
+           str(args.decode_tokens), "--batches", args.batches, *extra]
+    return subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=1200).stdout
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--decode-tokens", type=int, default=32)
+    ap.add_argument("--batches", default="1,4,16")
+    ap.add_argument("--corpus", type=Path, default=Path("/work/shared/data/dev_corpus.jsonl"))
+    ap.add_argument("--corpus-texts", type=int, default=20000)
+    ap.add_argument("--parity", action="store_true")
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+        os.environ[var] = str(args.threads)
+    # OpenMP threads (llama.cpp, numba) sleep instead of spinning between calls: with spinning,
+    # two runtimes sharing 2 busy cores slowed llama.cpp's decode ~10x in our trials.
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+
+    if args.worker:
+        run_worker(args)
+        return
+    from importlib.metadata import version
+
+    from openhood.engine.llama import Llama
+    from openhood.generate.bundled import default_gguf_path
+
+    path = default_gguf_path()
+    prompts = [c["ids"] for c in json.loads((FIXTURES / "llama_greedy.json").read_text(encoding="utf-8"))["cases"]][:16]
+    print(f"# decoder benchmark: {path.name}, {args.threads} threads, {args.decode_tokens} decode tokens, "
+          f"prompts of {min(map(len, prompts))}-{max(map(len, prompts))} tokens; llama-cpp-python "
+          f"{version('llama-cpp-python')}, torch {version('torch')}, transformers {version('transformers')}; "
+          "each engine in its own process")
+
+    if args.corpus.is_file():
+        bench_tokenizer(path, args.corpus, args.corpus_texts)
+    engines = {name: {int(k): v for k, v in json.loads(_worker(name, args)).items()}
+               for name in ("openhood-float32", "openhood-quantized", "llamacpp", "transformers")}
+    labels = {"openhood-float32": "openhood (NumPy, float32 weights)",
+              "openhood-quantized": "openhood (quantized weights, numba kernels)",
+              "llamacpp": "llama.cpp (Q4_1, one sequence at a time)", "transformers": "transformers (float32, CPU)"}
+    rows = []
+    for b in (int(x) for x in args.batches.split(",")):
+        l_pre, l_dec = engines["llamacpp"][b]
+        for name, res in engines.items():
+            if b in res:
+                pre, dec = res[b]
+                rows.append([b, labels[name], pre, dec, f"{pre / l_pre:.2f}x", f"{dec / l_dec:.2f}x"])
+    _table("Prefill and decode throughput (aggregate over the batch)",
+           ["batch", "engine", "prefill tok/s", "decode tok/s", "prefill vs llama.cpp", "decode vs llama.cpp"], rows)
+    bench_rss(path, args.decode_tokens)
+    for name in ("openhood-float32", "openhood-quantized"):
+        print(_worker(name, args, "--profile"), end="")
+    if args.parity:
+        bench_parity(Llama.from_gguf(path))
+
+
+if __name__ == "__main__":
+    main()

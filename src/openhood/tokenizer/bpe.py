@@ -1,0 +1,295 @@
+"""Byte-level BPE (GPT-2 / SmolLM2 family) from a GGUF file's metadata or a HF ``tokenizer.json``.
+
+Encoding: special tokens are cut out first (longest match, as HF's added-token splitter does);
+the rest is pre-tokenized by ``byte_level.pretokenizer_pattern``; each piece becomes UTF-8
+bytes, each byte the id of its one-character token, and adjacent ids are merged lowest rank
+first until no ranked pair is left. Merges work on id pairs (``(left, right) → (rank, merged)``)
+rather than strings, so the inner loop is integer work.
+
+The trade-off: a per-piece cache (natural text repeats its words, so most pieces are
+dictionary hits; bounded, cleared when full) in front of the merges; the pieces a text or a
+batch misses are merged together in one numba call (``bpe_kernel``), the plain-Python
+``_bpe`` staying beside it as the reference. Decoding joins the tokens' byte strings;
+``StreamDecoder`` holds a partial UTF-8 character back until its last byte arrives.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from openhood.tokenizer.batch import RaggedBatch
+from openhood.tokenizer.bpe_kernel import MergeTable, merge_pieces
+from openhood.tokenizer.byte_level import bytes_to_unicode, pretokenizer_pattern
+
+if TYPE_CHECKING:
+    from openhood.formats.gguf import GGUFFile
+
+# GGUF token types (llama.cpp's llama_token_type): only these two are matched as whole tokens.
+TOKEN_TYPE_CONTROL = 3
+TOKEN_TYPE_USER_DEFINED = 4
+CACHE_LIMIT = 200_000  # pieces; ~ tens of MB at most, cleared when reached
+
+
+class BPEConfigError(ValueError):
+    """The vocabulary, merges or pre-tokenizer are not something this tokenizer implements."""
+
+
+@dataclass(frozen=True)
+class BPESpec:
+    tokens: list[str]  # id → token string in byte-level spelling ("Ġthe") or literal for specials
+    merges: list[tuple[str, str]]  # by rank
+    specials: dict[str, int]  # literal text → id, matched whole in raw text
+    split_digits: bool  # SmolLM2/StarCoder: every numeric character is its own piece
+    bos_id: int | None
+    eos_id: int | None
+    pad_id: int | None
+
+
+# GGUF `tokenizer.ggml.pre` values whose rule is GPT-2's regex after isolating digits, or GPT-2's alone.
+_PRE_SPLIT_DIGITS = {"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva"}
+_PRE_GPT2 = {"gpt2", "default"}
+
+
+def spec_from_gguf(path: str | Path | GGUFFile) -> BPESpec:
+    from openhood.formats.gguf import GGUFFile
+
+    g = path if not isinstance(path, (str, Path)) else GGUFFile(path)
+    model = g.require("tokenizer.ggml.model")
+    if model != "gpt2":
+        raise BPEConfigError(f"tokenizer.ggml.model={model!r}: only byte-level BPE ('gpt2') is supported")
+    pre = g.get("tokenizer.ggml.pre", "default")
+    if pre not in _PRE_SPLIT_DIGITS | _PRE_GPT2:
+        raise BPEConfigError(f"tokenizer.ggml.pre={pre!r}: pre-tokenizer not supported")
+    tokens = list(g.require("tokenizer.ggml.tokens"))
+    types = g.get("tokenizer.ggml.token_type") or [1] * len(tokens)
+    merges = [tuple(m.split(" ", 1)) for m in g.require("tokenizer.ggml.merges")]
+    specials = {t: i for i, (t, ty) in enumerate(zip(tokens, types, strict=False)) if ty in (TOKEN_TYPE_CONTROL, TOKEN_TYPE_USER_DEFINED)}
+    return BPESpec(tokens, merges, specials, pre in _PRE_SPLIT_DIGITS, g.get("tokenizer.ggml.bos_token_id"),
+                   g.get("tokenizer.ggml.eos_token_id"), g.get("tokenizer.ggml.padding_token_id"))
+
+
+def spec_from_tokenizer_json(path: str | Path) -> BPESpec:
+    obj = json.loads(Path(path).read_text(encoding="utf-8"))
+    model = obj.get("model") or {}
+    if model.get("type") != "BPE" or obj.get("normalizer") is not None:
+        raise BPEConfigError(f"{path}: only a byte-level BPE model without normalizer is supported")
+    pre = obj.get("pre_tokenizer") or {}
+    steps = pre.get("pretokenizers", [pre]) if pre.get("type") == "Sequence" else [pre]
+    kinds = [s.get("type") for s in steps]
+    if kinds == ["Digits", "ByteLevel"] and steps[0].get("individual_digits"):
+        split_digits = True
+    elif kinds == ["ByteLevel"]:
+        split_digits = False
+    else:
+        raise BPEConfigError(f"{path}: pre-tokenizer {kinds} not supported (ByteLevel, optionally after Digits)")
+    if steps[-1].get("add_prefix_space") or steps[-1].get("use_regex") is False:
+        raise BPEConfigError(f"{path}: ByteLevel with add_prefix_space or without regex is not supported")
+    vocab = model["vocab"]
+    specials = {}
+    for t in obj.get("added_tokens", []):
+        vocab.setdefault(t["content"], t["id"])
+        specials[t["content"]] = t["id"]
+    tokens = [""] * (max(vocab.values()) + 1)
+    for t, i in vocab.items():
+        tokens[i] = t
+    merges: list[tuple[str, str]] = [
+        (m.split(" ", 1)[0], m.split(" ", 1)[1]) if isinstance(m, str) else (m[0], m[1]) for m in model["merges"]
+    ]
+    eos = specials.get("<|im_end|>", specials.get("<|endoftext|>"))
+    return BPESpec(tokens, merges, specials, split_digits, specials.get("<|im_start|>"), eos, eos)
+
+
+class BPETokenizer:
+    """``encode(text) -> int32 ids``, ``encode_batch(texts) -> RaggedBatch``, ``decode(ids) -> str``."""
+
+    def __init__(self, spec: BPESpec):
+        self.spec = spec
+        self.tokens = spec.tokens
+        self.vocab = {t: i for i, t in enumerate(spec.tokens)}
+        self.bos_id, self.eos_id = spec.bos_id, spec.eos_id
+        self.pad_id = spec.pad_id if spec.pad_id is not None else 0
+        b2u = bytes_to_unicode()
+        # byte → id of its 1-char token; -1 where the vocabulary lacks it (SmolLM2 lacks some
+        # control bytes): HF then drops that byte without an unknown token, and so do we.
+        self._byte_id = [self.vocab.get(b2u[b], -1) for b in range(256)]
+        if sum(i >= 0 for i in self._byte_id) < 128:
+            raise BPEConfigError("fewer than 128 byte tokens: not a byte-level vocabulary")
+        self._merge: dict[tuple[int, int], tuple[int, int]] = {}  # (left, right) → (rank, merged id)
+        for rank, (a, b) in enumerate(spec.merges):
+            ia, ib, im = self.vocab.get(a), self.vocab.get(b), self.vocab.get(a + b)
+            if ia is None or ib is None or im is None:
+                raise BPEConfigError(f"merge #{rank} {a!r} {b!r} refers to a token not in the vocabulary")
+            self._merge.setdefault((ia, ib), (rank, im))
+        self._table = MergeTable([(a, b, m) for (a, b), (_, m) in sorted(self._merge.items(), key=lambda kv: kv[1][0])],
+                                 len(spec.tokens))
+        self._byte_id_arr = np.asarray(self._byte_id, dtype=np.int64)
+        u2b = {u: b for b, u in b2u.items()}
+        # id → bytes: specials are literal text, everything else is spelled in byte-level characters.
+        self._bytes = [
+            t.encode("utf-8") if i in spec.specials.values() or any(c not in u2b for c in t) else bytes(u2b[c] for c in t)
+            for i, t in enumerate(spec.tokens)
+        ]
+        self._special_ids = frozenset(spec.specials.values())
+        self._pre = pretokenizer_pattern(spec.split_digits)
+        alts = sorted(spec.specials, key=len, reverse=True)
+        self._special_re = re.compile("|".join(map(re.escape, alts))) if alts else None
+        self._cache: dict[str, tuple[int, ...]] = {}
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> BPETokenizer:
+        path = Path(path)
+        if path.suffix == ".gguf":
+            return cls(spec_from_gguf(path))
+        if path.is_dir():
+            path = path / "tokenizer.json"
+        return cls(spec_from_tokenizer_json(path))
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.tokens)
+
+    # ---- encoding -------------------------------------------------------------------------
+    def _bpe(self, piece: str) -> tuple[int, ...]:
+        """Merge one pre-token's byte ids, lowest rank first (the naive loop, on a short list)."""
+        ids = [i for i in map(self._byte_id.__getitem__, piece.encode("utf-8")) if i >= 0]
+        merge = self._merge
+        while len(ids) > 1:
+            best, at = None, -1
+            for k in range(len(ids) - 1):
+                m = merge.get((ids[k], ids[k + 1]))
+                if m is not None and (best is None or m[0] < best[0]):
+                    best, at = m, k
+            if best is None:
+                break
+            # merge every occurrence of that pair, left to right (as HF and llama.cpp do)
+            pair, new = (ids[at], ids[at + 1]), best[1]
+            out, k = [], 0
+            while k < len(ids):
+                if k < len(ids) - 1 and (ids[k], ids[k + 1]) == pair:
+                    out.append(new)
+                    k += 2
+                else:
+                    out.append(ids[k])
+                    k += 1
+            ids = out
+        return tuple(ids)
+
+    def _merge_batch(self, pieces: list[str]) -> None:
+        """Merge the uncached ``pieces`` in one numba call and cache their ids."""
+        raw = [p.encode("utf-8") for p in pieces]
+        offsets = np.zeros(len(raw) + 1, dtype=np.int64)
+        np.cumsum([len(r) for r in raw], out=offsets[1:])
+        ids = self._byte_id_arr[np.frombuffer(b"".join(raw), dtype=np.uint8)]  # (total bytes,)
+        missing = ids < 0
+        if missing.any():  # bytes without a token: drop them, as HF does, then re-offset
+            keep_counts = np.add.reduceat(~missing, offsets[:-1])  # pieces are never empty
+            ids = ids[~missing]
+            offsets[1:] = np.cumsum(keep_counts)
+        lengths = np.empty(len(raw), dtype=np.int64)
+        t = self._table
+        merge_pieces(ids, offsets, lengths, t.keys, t.ranks, t.merged, t.vocab_size, t.mask)
+        for p, a, n in zip(pieces, offsets[:-1].tolist(), lengths.tolist(), strict=False):
+            self._cache[p] = tuple(ids[a : a + n].tolist())
+
+    def _split(self, text: str, parse_special: bool) -> list[str | int]:
+        """Pre-token pieces of ``text`` with special-token ids in their places."""
+        if not parse_special or self._special_re is None:
+            return self._pre.findall(text)
+        parts: list[str | int] = []
+        pos = 0
+        for m in self._special_re.finditer(text):
+            parts.extend(self._pre.findall(text[pos : m.start()]))
+            parts.append(self.spec.specials[m.group()])
+            pos = m.end()
+        parts.extend(self._pre.findall(text[pos:]))
+        return parts
+
+    def encode_many(self, texts: list[str], parse_special: bool = True) -> list[list[int]]:
+        """Ids of each text; the cache is bounded before the batch (it may exceed CACHE_LIMIT by one batch)."""
+        if len(self._cache) > CACHE_LIMIT:
+            self._cache.clear()
+        splits = [self._split(t, parse_special) for t in texts]
+        cache = self._cache
+        misses = list({p for parts in splits for p in parts if isinstance(p, str) and p not in cache})
+        if misses:
+            self._merge_batch(misses)
+        out = []
+        for parts in splits:
+            ids: list[int] = []
+            for p in parts:
+                if isinstance(p, int):
+                    ids.append(p)
+                else:
+                    ids.extend(cache[p])
+            out.append(ids)
+        return out
+
+    def encode_list(self, text: str, parse_special: bool = True) -> list[int]:
+        return self.encode_many([text], parse_special)[0]
+
+    def encode_reference(self, text: str, parse_special: bool = True) -> list[int]:
+        """The naive path: pure-Python merges per piece, no cache (what the kernel is tested against)."""
+        out: list[int] = []
+        for p in self._split(text, parse_special):
+            out.extend([p] if isinstance(p, int) else self._bpe(p))
+        return out
+
+    def encode(self, text: str, parse_special: bool = True) -> np.ndarray:
+        """Ids of ``text`` (int32); with ``parse_special`` the literal text of a special token is that token."""
+        return np.asarray(self.encode_list(text, parse_special), dtype=np.int32)
+
+    def encode_batch(self, texts: list[str], max_length: int | None = None, parse_special: bool = True) -> RaggedBatch:
+        rows = self.encode_many(list(texts), parse_special)
+        truncated = np.zeros(len(rows), dtype=bool)
+        if max_length is not None:
+            for i, r in enumerate(rows):
+                if len(r) > max_length:
+                    rows[i] = r[:max_length]
+                    truncated[i] = True
+        lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+        flat = np.fromiter((i for r in rows for i in r), dtype=np.int32, count=int(lengths.sum()))
+        return RaggedBatch(flat, lengths, truncated, pad_id=self.pad_id, pad_left=True)
+
+    # ---- decoding -------------------------------------------------------------------------
+    def convert_ids_to_tokens(self, ids) -> list[str]:
+        return [self.tokens[int(i)] for i in ids]
+
+    def token_bytes(self, token_id: int) -> bytes:
+        return self._bytes[token_id]
+
+    def decode(self, ids, skip_special: bool = False) -> str:
+        """Text of ``ids``; invalid UTF-8 (a cut-off character) becomes U+FFFD, as in HF."""
+        data = b"".join(self._bytes[int(i)] for i in ids if not (skip_special and int(i) in self._special_ids))
+        return data.decode("utf-8", errors="replace")
+
+    def stream_decoder(self, skip_special: bool = True) -> StreamDecoder:
+        return StreamDecoder(self, skip_special)
+
+
+class StreamDecoder:
+    """Turns ids arriving one by one into text, holding back bytes of a character not yet complete.
+
+    >>> # "é" is two bytes; a byte-level model may emit them as two tokens.
+    """
+
+    def __init__(self, tokenizer: BPETokenizer, skip_special: bool = True):
+        self._tok = tokenizer
+        self._skip = skip_special
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def push(self, token_id: int) -> str:
+        """Text completed by this token ('' while a multi-byte character is still partial)."""
+        if self._skip and token_id in self._tok._special_ids:
+            return ""
+        return self._utf8.decode(self._tok.token_bytes(token_id))
+
+    def flush(self) -> str:
+        """Whatever is still held (an incomplete character becomes U+FFFD)."""
+        return self._utf8.decode(b"", final=True)

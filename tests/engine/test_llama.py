@@ -1,0 +1,89 @@
+"""The Llama decoder: ops vs naive references, the Q/K permutation vs ggml's pairwise RoPE,
+cached batched forward vs the uncached reference at every step, padding independence."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from openhood.engine.kv_cache import KVCacheFullError
+from openhood.engine.llama_ops import (
+    masked_softmax_,
+    masked_softmax_naive,
+    rms_norm,
+    rms_norm_naive,
+    rope_half,
+    rope_pairs_naive,
+    rope_tables,
+    swiglu,
+    swiglu_naive,
+)
+from openhood.formats.gguf import permute_qk
+
+rng = np.random.default_rng(0)
+TOL = 2e-4  # float32 logits of magnitude ~20: summation order differs between the two paths
+
+
+def test_elementwise_ops_match_naive():
+    x = rng.standard_normal((2, 3, 16), dtype=np.float32)
+    w = rng.standard_normal(16, dtype=np.float32)
+    np.testing.assert_allclose(rms_norm(x, w, 1e-5), rms_norm_naive(x, w, 1e-5), rtol=1e-5, atol=1e-6)
+    g = rng.standard_normal((4, 8), dtype=np.float32) * 30
+    np.testing.assert_allclose(swiglu(g, g), swiglu_naive(g, g), rtol=1e-5, atol=1e-5)
+    s = rng.standard_normal((2, 5, 7), dtype=np.float32)
+    allowed = np.tril(np.ones((5, 7), dtype=bool), k=2)[None]
+    np.testing.assert_allclose(masked_softmax_(s.copy(), allowed), masked_softmax_naive(s, allowed), atol=1e-6)
+
+
+def test_half_rope_on_unpermuted_rows_equals_ggml_pair_rope_on_file_rows():
+    """Why we may un-permute Q/K: the file's row order + pairwise RoPE is the same map as HF's
+    row order + half-split RoPE, up to that same permutation of the output."""
+    T, H, hd, base = 6, 3, 8, 100000.0
+    x_hf = rng.standard_normal((T, H, hd), dtype=np.float32)
+    # the converter permutes each head's rows; apply it to the feature axis of activations
+    x_file = permute_qk(x_hf.transpose(1, 2, 0).reshape(H * hd, T), H).reshape(H, hd, T).transpose(2, 0, 1)
+    positions = np.arange(3, 3 + T)
+    cos, sin = rope_tables(16, hd, base)
+    ours = rope_half(x_hf[None], cos[positions][None], sin[positions][None])[0]
+    ours_in_file_order = permute_qk(ours.transpose(1, 2, 0).reshape(H * hd, T), H).reshape(H, hd, T).transpose(2, 0, 1)
+    np.testing.assert_allclose(ours_in_file_order, rope_pairs_naive(x_file, positions, base), atol=1e-5)
+
+
+def test_cached_decode_equals_full_recomputation_at_every_step(smollm2, smollm2_tok):
+    m = smollm2
+    ids = smollm2_tok.encode("<|im_start|>user\nName a colour.<|im_end|>\n").tolist()
+    cache = m.new_cache(1, 64)
+    seq = list(ids)
+    step_logits = [m.forward([np.array(ids)], [0], cache)[0]]
+    for _ in range(4):
+        nxt = int(step_logits[-1].argmax())
+        seq.append(nxt)
+        step_logits.append(m.forward([np.array([nxt])], [0], cache)[0])
+    full = m.forward_full(seq)  # (T, V)
+    for i, lg in enumerate(step_logits):
+        np.testing.assert_allclose(lg, full[len(ids) - 1 + i], atol=TOL)
+    assert cache.lengths[0] == len(seq)
+
+
+def test_batch_of_different_lengths_equals_one_by_one(smollm2):
+    m = smollm2
+    prompts = [np.array([1, 9707, 28, 905]), np.array([1, 504, 3458, 314, 1848, 30, 216, 33]), np.array([1, 57, 31])]
+    cache = m.new_cache(4, 32)
+    batched = m.forward(prompts, [3, 0, 1], cache)  # slots in any order
+    step = m.forward([np.array([11]), np.array([22]), np.array([33])], [3, 0, 1], cache)  # rows at positions 4, 8, 3
+    for b, p in enumerate(prompts):
+        solo = m.new_cache(1, 32)
+        np.testing.assert_allclose(batched[b], m.forward([p], [0], solo)[0], atol=TOL)
+        np.testing.assert_allclose(step[b], m.forward([np.array([11 * (b + 1)])], [0], solo)[0], atol=TOL)
+
+
+def test_cache_full_and_slot_reuse(smollm2):
+    m = smollm2
+    cache = m.new_cache(1, 4)
+    first = m.forward([np.array([1, 2, 3])], [0], cache)
+    with pytest.raises(KVCacheFullError):
+        m.forward([np.array([4, 5])], [0], cache)
+    cache.reset(0)
+    np.testing.assert_allclose(m.forward([np.array([1, 2, 3])], [0], cache), first, atol=1e-6)
+    with pytest.raises(ValueError, match="at least one"):
+        m.forward([np.array([], dtype=np.int64)], [0], cache)
