@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "openhood.cli.engine",
     "openhood.cli.serve",
     "openhood.cli.loadtest",
+    "openhood.cli.soak",
     "openhood.cli.quantize",
     "openhood.cli.import_onnx",
     "openhood.cli.generate",

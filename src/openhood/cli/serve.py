@@ -90,6 +90,9 @@ def register(subparsers) -> None:
                         help="seconds for a request body to arrive after its head (408)")
     limits.add_argument("--keep-alive-timeout", type=v.positive_int, default=d.keep_alive_timeout_s,
                         help="seconds an idle keep-alive connection stays open")
+    p.add_argument("--debug-endpoints", action="store_true",
+                   help="serve GET /debug/memory (tracemalloc site diff, gc counts by type; starts tracemalloc, "
+                   "which slows the server: docs/soak.md)")
     p.add_argument("--log-level", default=d.log_level, choices=("debug", "info", "warning", "error"))
     p.set_defaults(func=run_serve)
     env_defaults(p)
@@ -169,6 +172,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         health_timeout_s=args.health_timeout,
         stall_timeout_s=args.stall_timeout,
         log_level=args.log_level,
+        debug_endpoints=args.debug_endpoints,
     )
 
 
@@ -204,6 +208,7 @@ def load_served_models(config: ServerConfig, specs: list) -> list:
 
     from openhood.engine.parallel import available_cores
     from openhood.models import EngineOptions, load_models
+    from openhood.server import planted_leak
     from openhood.server.faults import ENV_VAR, inject_faults, parse_faults
 
     log = logging.getLogger("openhood.server")
@@ -215,6 +220,8 @@ def load_served_models(config: ServerConfig, specs: list) -> list:
         log.info("model %s loaded (task %s, %s, %s, max length %d, %d workers): %.1f MB resident memory added",
                  m.name, m.task, m.info.get("backend"), m.info.get("precision"), m.max_length, m.workers,
                  m.memory_bytes / 2**20)
+    if planted_leak.enabled():
+        log.warning("TEST-ONLY planted memory leak active (%s=1): every embeddings request leaks", planted_leak.ENV_VAR)
     faults = parse_faults(os.environ.get(ENV_VAR))
     if faults:
         log.warning("TEST-ONLY fault injection active: %s", sorted(faults))

@@ -66,6 +66,8 @@ class ServerConfig:
     stall_timeout_s: float = 30.0  # worker inside one batch longer than this → not ready
     stats_window: int = 2048  # requests kept for /stats percentiles
     log_level: str = "info"
+    # /debug/memory (and tracemalloc, which slows every allocation): off unless asked (docs/soak.md)
+    debug_endpoints: bool = False
 
     def __post_init__(self) -> None:
         self.batch_policy()  # validates the batching knobs (ValueError)

@@ -71,7 +71,7 @@ class ObservabilityMiddleware:
         if is_api and st.lifecycle.draining:
             gate = draining()
             st.metrics.rejected.labels("", "draining").inc()
-        elif is_api and not authorized(headers, st.config.api_key):
+        elif (is_api or path.startswith("/debug/")) and not authorized(headers, st.config.api_key):
             gate = unauthorized()
         try:
             if gate is not None:

@@ -1,10 +1,11 @@
 """Routes, one module per API family, registered per task.
 
 ``register_routes`` always adds the operational routes (``ops``: health, metrics, stats) and
-``/v1/models`` (``openai_models``), then, for each task the served models have, that task's
-route modules from ``TASK_ROUTES`` (``embed``: OpenAI's ``/v1/embeddings`` and the TEI routes).
-A new task adds its modules here (e.g. ``"classify": (classify.register,)`` for
-``/v1/classify``) and touches nothing else in the server.
+``/v1/models`` (``openai_models``), ``/debug/memory`` (``debug``) when the config asks for it,
+then, for each task the served models have, that task's route modules from ``TASK_ROUTES``
+(``embed``: OpenAI's ``/v1/embeddings`` and the TEI routes). A new task adds its modules here
+(e.g. ``"classify": (classify.register,)`` for ``/v1/classify``) and touches nothing else in
+the server.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Callable
 
 from fastapi import FastAPI
 
-from openhood.server.routes import embeddings, images, openai_models, ops, tei
+from openhood.server.routes import debug, embeddings, images, openai_models, ops, tei
 from openhood.server.state import ServerState
 
 TASK_ROUTES: dict[str, tuple[Callable[[FastAPI, ServerState], None], ...]] = {
@@ -25,6 +26,8 @@ TASK_ROUTES: dict[str, tuple[Callable[[FastAPI, ServerState], None], ...]] = {
 def register_routes(app: FastAPI, state: ServerState) -> None:
     ops.register(app, state)
     openai_models.register(app, state)
+    if state.config.debug_endpoints:
+        debug.register(app, state)
     for task in state.tasks:
         registers = TASK_ROUTES.get(task)
         if registers is None:

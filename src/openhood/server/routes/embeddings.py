@@ -26,6 +26,7 @@ from starlette.responses import Response
 
 from openhood.models.text import TextPreprocessor
 from openhood.scheduler import BatchFailedError, ItemResult, QueueFullError, SchedulerStoppedError, length_label
+from openhood.server import planted_leak
 from openhood.server.body import ClientGone, read_body, wait_disconnect
 from openhood.server.errors import APIError, drain_deadline, draining, json_response
 from openhood.server.middleware import RequestRecord
@@ -37,6 +38,7 @@ from openhood.server.tracing import to_epoch_ns
 log = logging.getLogger("openhood.server")
 
 TASK = "embed"
+PLANT_LEAK = planted_leak.enabled()  # test hook only (server/planted_leak.py), read once at import
 # openhood's tokenizer runs at ~60-80 ns/char on a batch (measured; docs/server.md), so this many
 # characters block the event loop for about a millisecond — cheaper inline than a thread hop.
 INLINE_TOKENIZE_CHARS = 16384
@@ -134,6 +136,8 @@ async def tokenize_checked(request: Request, rt: ModelRuntime, texts: list[str],
     else:
         prepared = await asyncio.to_thread(prepare_texts, model, texts, direction)
     t_tok1 = time.monotonic_ns()
+    if PLANT_LEAK:
+        planted_leak.leak(len(req.texts))
     lengths, truncated = prepared.lengths, prepared.truncated
     record.fields.update(tokens=sum(lengths), max_tokens=max(lengths), truncated=int(truncated.sum()),
                          bucket=length_label(max(lengths)))
