@@ -137,7 +137,7 @@ async def tokenize_checked(request: Request, rt: ModelRuntime, texts: list[str],
         prepared = await asyncio.to_thread(prepare_texts, model, texts, direction)
     t_tok1 = time.monotonic_ns()
     if PLANT_LEAK:
-        planted_leak.leak(len(req.texts))
+        planted_leak.leak(len(texts))
     lengths, truncated = prepared.lengths, prepared.truncated
     record.fields.update(tokens=sum(lengths), max_tokens=max(lengths), truncated=int(truncated.sum()),
                          bucket=length_label(max(lengths)))
