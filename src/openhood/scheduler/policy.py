@@ -1,4 +1,5 @@
-"""``BatchPolicy``: every knob of the dynamic batcher, with the one set of defaults.
+"""``BatchPolicy`` (the dynamic batcher) and ``GenerationPolicy`` (the generation scheduler): every
+knob with the one set of defaults.
 
 The server's config, ``openhood serve``'s flags and the batcher all read their defaults from
 here, so they cannot drift apart again (the batcher once defaulted to an 8192-token budget
@@ -46,3 +47,28 @@ class BatchPolicy:
             raise ValueError(f"priority must be one of {PRIORITIES}, got {self.priority!r}")
         if self.short_lane_tokens < 0:
             raise ValueError(f"short_lane_tokens must be >= 0, got {self.short_lane_tokens}")
+
+
+@dataclass(frozen=True)
+class GenerationPolicy:
+    """The generation scheduler's knobs (``scheduler.generation``; ``openhood serve --gen-*``).
+
+    Defaults for a 2-core CPU and SmolLM2-135M (45 KiB of KV cache per token): 16 running
+    sequences, a 512 MiB reservation budget (~11k positions: 16 sequences of ~700 tokens),
+    prefill in chunks of 128 tokens (a long prompt adds one chunk's forward to the others' next token).
+    """
+
+    max_running: int = 16  # KV-cache slots: sequences stepped together
+    kv_cache_bytes: int = 512 * 2**20  # reserved (prompt + max_tokens) positions of running sequences
+    max_waiting: int = 64  # sequences waiting for admission; more → 429
+    prefill_chunk: int = 128  # padded prompt tokens per step
+    max_context: int = 2048  # prompt + max_tokens of one sequence (clipped to the model's context)
+    max_tokens: int = 1024  # the most a request may ask for
+    timeout_s: float = 300.0  # a sequence running longer is finished with finish_reason "length"
+
+    def __post_init__(self) -> None:
+        for name in ("max_running", "kv_cache_bytes", "max_waiting", "prefill_chunk", "max_context", "max_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0, got {self.timeout_s}")

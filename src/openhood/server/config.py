@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from openhood.scheduler.policy import BatchPolicy
+from openhood.scheduler.policy import BatchPolicy, GenerationPolicy
 
 _P = BatchPolicy  # the defaults below are the policy's, read from its class
 
@@ -68,6 +68,8 @@ class ServerConfig:
     log_level: str = "info"
     # /debug/memory (and tracemalloc, which slows every allocation): off unless asked (docs/soak.md)
     debug_endpoints: bool = False
+    # The `generate` task's step scheduler (running slots, KV-cache budget, prefill chunk, limits).
+    generation: GenerationPolicy = field(default_factory=GenerationPolicy)
 
     def __post_init__(self) -> None:
         self.batch_policy()  # validates the batching knobs (ValueError)

@@ -12,6 +12,12 @@ set fixed at start-up); process-wide ones (HTTP status per route, RSS, in-flight
   ``openhood_batch_padding_waste_ratio`` histograms and padding/real token counters.
 - ``openhood_queue_depth``, ``openhood_in_flight_requests``, ``openhood_tokens_per_second``
   (last 10 s), ``openhood_process_rss_bytes`` gauges; batch outcomes, drops, rejections.
+- Generation (``generate`` models): ``openhood_generation_ttft_seconds`` and
+  ``openhood_generation_inter_token_seconds`` histograms (as the HTTP handler hands tokens to
+  the client), ``openhood_generated_tokens_total`` (``rate()`` is tokens/s) and
+  ``openhood_generation_prompt_tokens_total`` counters, ``openhood_generation_running_sequences``,
+  ``openhood_generation_waiting_sequences`` and ``openhood_kv_cache_bytes_used`` gauges, and
+  ``openhood_generation_step_seconds`` (one scheduler iteration) and finish reasons.
 The trade-off: histograms cost a few µs per observation; percentiles for humans come from the
 ``/stats`` window (exact over the last N requests) rather than from histogram buckets.
 """
@@ -33,6 +39,7 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.
 TOKEN_BUCKETS = (8, 16, 32, 48, 64, 80, 96, 128, 160, 192, 256, 384, 512)
 STAGES = ("total", "tokenize", "queue", "inference", "postprocess")
 THROUGHPUT_WINDOW_S = 10.0
+INTER_TOKEN_BUCKETS = (0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.5)
 
 
 class ServerMetrics:
@@ -118,9 +125,29 @@ class ServerMetrics:
         self._process = psutil.Process()
         self.rss.set_function(lambda: self._process.memory_info().rss)
         self.ready = Gauge("openhood_ready", "1 when the model's last readiness probe passed", m, registry=r)
+        self.ttft = Histogram("openhood_generation_ttft_seconds", "Time from request to its first generated token",
+                              m, buckets=LATENCY_BUCKETS, registry=r)
+        self.inter_token = Histogram("openhood_generation_inter_token_seconds", "Time between a stream's tokens",
+                                     m, buckets=INTER_TOKEN_BUCKETS, registry=r)
+        self.generated_tokens = Counter("openhood_generated_tokens", "Tokens sampled by generate models", m, registry=r)
+        self.prompt_tokens = Counter("openhood_generation_prompt_tokens", "Prompt tokens of generation requests", m,
+                                     registry=r)
+        self.running_sequences = Gauge("openhood_generation_running_sequences", "Sequences in the running batch", m,
+                                       registry=r)
+        self.waiting_sequences = Gauge("openhood_generation_waiting_sequences", "Sequences waiting for admission", m,
+                                       registry=r)
+        self.kv_cache_bytes = Gauge("openhood_kv_cache_bytes_used", "KV-cache bytes filled by running sequences", m,
+                                    registry=r)
+        self.step_seconds = Histogram("openhood_generation_step_seconds", "One generation scheduler step (decode + prefill)",
+                                      m, buckets=INTER_TOKEN_BUCKETS, registry=r)
+        self.finished = Counter("openhood_generation_finished", "Finished generation sequences by finish reason",
+                                [*m, "reason"], registry=r)
 
     def for_model(self, name: str, queue_depth_fn, memory_bytes: int = 0) -> ModelMetrics:
         return ModelMetrics(self, name, queue_depth_fn, memory_bytes)
+
+    def for_generator(self, name: str, scheduler, memory_bytes: int = 0) -> GenerationMetrics:
+        return GenerationMetrics(self, name, scheduler, memory_bytes)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
@@ -165,6 +192,11 @@ class ModelMetrics:
             with self._throughput_lock:
                 self._throughput.append((time.monotonic(), info.real_tokens))
 
+    def observe_tokens(self, n: int) -> None:
+        """``n`` real tokens processed now (the tokens/s gauge's window)."""
+        with self._throughput_lock:
+            self._throughput.append((time.monotonic(), n))
+
     def _tokens_per_s(self) -> float:
         now = time.monotonic()
         with self._throughput_lock:
@@ -184,6 +216,31 @@ class ModelMetrics:
         if truncated:
             self.truncated.inc(truncated)
         self.window.add(length_bucket, stages)
+
+
+class GenerationMetrics(ModelMetrics):
+    """A ``generate`` model's series: the shared ones plus TTFT, inter-token time and the scheduler's
+    gauges (read from ``scheduler`` at scrape time). ``tokens/s`` is generated tokens."""
+
+    def __init__(self, server: ServerMetrics, name: str, scheduler, memory_bytes: int):
+        super().__init__(server, name, lambda: scheduler.queue_depth, memory_bytes)
+        s = server
+        self.ttft, self.inter_token = s.ttft.labels(name), s.inter_token.labels(name)
+        self.generated_tokens, self.prompt_tokens = s.generated_tokens.labels(name), s.prompt_tokens.labels(name)
+        self.step_seconds = s.step_seconds.labels(name)
+        s.running_sequences.labels(name).set_function(lambda: scheduler.n_running)
+        s.waiting_sequences.labels(name).set_function(lambda: scheduler.queue_depth)
+        s.kv_cache_bytes.labels(name).set_function(lambda: scheduler.kv_bytes_used)
+
+    def observe_step(self, info) -> None:
+        """Called on the scheduler thread after every step (``scheduler.generation.StepInfo``)."""
+        self.step_seconds.observe(info.seconds)
+        if info.sampled:
+            self.generated_tokens.inc(info.sampled)
+            self.observe_tokens(info.sampled)
+
+    def finished(self, reason: str) -> None:
+        self.server.finished.labels(self.name, reason).inc()
 
 
 class LatencyWindow:

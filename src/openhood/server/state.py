@@ -14,11 +14,13 @@ import asyncio
 import functools
 import logging
 import time
+from collections.abc import Sequence
 from typing import cast
 
 from opentelemetry import trace
 
 from openhood.models import ServedModel
+from openhood.models.generation import ServedGenerator
 from openhood.scheduler import DynamicBatcher, LengthBuckets
 from openhood.server.config import ServerConfig
 from openhood.server.errors import APIError
@@ -74,15 +76,50 @@ class ModelRuntime:
         return worst_case_drain_s(config.max_queue, rows, batch_s, self.model.workers)
 
 
+class GenerationRuntime:
+    """One served ``generate`` model: its step scheduler (``batcher``, so health and stats read it
+    like a batcher), readiness (one generated token on the scheduler's thread) and metrics."""
+
+    buckets = None  # generation has no length buckets
+
+    def __init__(self, model: ServedGenerator, config: ServerConfig, metrics: ServerMetrics):
+        from openhood.scheduler.generation import GenerationScheduler
+
+        self.model = model
+        gen = model.generator
+        self.scheduler = GenerationScheduler(
+            model.decoder, config.generation, eos_ids=gen.eos_ids,
+            new_decoder=lambda: gen.tokenizer.stream_decoder(skip_special=True),
+            context_length=model.context_length, name=model.name.rsplit("/", 1)[-1],
+            on_step=lambda info: self.metrics.observe_step(info),
+        )
+        self.batcher = self.scheduler
+        self.metrics = metrics.for_generator(model.name, self.scheduler, model.memory_bytes)
+        self.readiness = ReadinessProbe(self.scheduler, model, timeout_s=config.health_timeout_s,  # type: ignore[arg-type]
+                                        stall_timeout_s=config.stall_timeout_s)
+
+    async def warm_up(self, config: ServerConfig) -> float:
+        """One probe (prefill + a token) on the scheduler's thread; a drain needs no estimate here:
+        cutting at the grace deadline ends every stream with finish_reason "length"."""
+        await asyncio.wrap_future(self.scheduler.run_exclusive(self.model.probe))
+        return 0.0
+
+
+Runtime = ModelRuntime | GenerationRuntime
+
+
 class ServerState:
-    def __init__(self, config: ServerConfig, models: list[ServedModel], tracer=None, lifecycle: Lifecycle | None = None):
+    def __init__(self, config: ServerConfig, models: Sequence[ServedModel | ServedGenerator], tracer=None, lifecycle: Lifecycle | None = None):
         if not models:
             raise ValueError("a server needs at least one model")
         self.config = config
         self.tracer = tracer or trace.NoOpTracer()
         self.lifecycle = lifecycle or Lifecycle()
         self.metrics = ServerMetrics(config.stats_window, in_flight_fn=lambda: self.lifecycle.in_flight)
-        self.runtimes: dict[str, ModelRuntime] = {m.name: ModelRuntime(m, config, self.metrics) for m in models}
+        self.runtimes: dict[str, Runtime] = {
+            m.name: GenerationRuntime(m, config, self.metrics) if isinstance(m, ServedGenerator)
+            else ModelRuntime(m, config, self.metrics) for m in models
+        }
         self._aliases = {alias: rt for rt in reversed(self.runtimes.values()) for alias in rt.model.aliases}
         self.route_labels: set[str] = set()  # paths the app serves: the metrics' bounded route label
         # API paths outside /v1/ (the TEI routes): auth, drain gate, in-flight count and access log apply.
@@ -94,6 +131,13 @@ class ServerState:
 
     def route(self, requested: str | None, task: str) -> ModelRuntime:
         """The runtime a request goes to: by ``model`` name, else the first model of ``task``."""
+        return cast(ModelRuntime, self._lookup(requested, task))
+
+    def route_generate(self, requested: str | None) -> GenerationRuntime:
+        """``route`` for the ``generate`` task's routes (its runtime is a ``GenerationRuntime``)."""
+        return cast(GenerationRuntime, self._lookup(requested, "generate"))
+
+    def _lookup(self, requested: str | None, task: str) -> Runtime:
         if requested is None:
             return next(rt for rt in self.runtimes.values() if rt.model.task == task)
         rt = self._aliases.get(requested)

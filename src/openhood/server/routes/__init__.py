@@ -14,12 +14,13 @@ from collections.abc import Callable
 
 from fastapi import FastAPI
 
-from openhood.server.routes import debug, embeddings, images, openai_models, ops, tei
+from openhood.server.routes import completions, debug, embeddings, images, openai_models, ops, tei
 from openhood.server.state import ServerState
 
 TASK_ROUTES: dict[str, tuple[Callable[[FastAPI, ServerState], None], ...]] = {
     "embed": (embeddings.register, tei.register),
     "image-classify": (images.register,),
+    "generate": (completions.register,),
 }
 
 

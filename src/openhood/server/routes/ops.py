@@ -56,7 +56,7 @@ def register(app: FastAPI, state: ServerState) -> None:
     @app.get("/stats")
     async def stats():
         per_model = {
-            name: {**rt.metrics.window.table(), "queue_depth": rt.batcher.queue_depth, "buckets": list(rt.buckets.bounds)}
+            name: {**rt.metrics.window.table(), "queue_depth": rt.batcher.queue_depth, "buckets": list(rt.buckets.bounds) if rt.buckets else None}
             for name, rt in state.runtimes.items()
         }
         first = next(iter(per_model.values()))  # the default model's table at the top level, as before

@@ -241,7 +241,7 @@ async def info(request: Request, st: ServerState) -> Response:
     """TEI's ``Info`` for the first embedding model, plus openhood's facts (no secret: the API key,
     paths and environment never appear)."""
     runtimes = [rt for rt in st.runtimes.values() if rt.model.task == TASK]
-    rt = runtimes[0]
+    rt = st.route(None, TASK)  # the first embedding model
     config = st.config
     precision = rt.model.info.get("precision", config.precision)
     payload = {

@@ -1,0 +1,402 @@
+"""Continuous batching for generation: sequences join and leave the running batch at every step.
+
+One worker thread owns the decoder and its KV cache (one slot per running sequence) and loops:
+
+1. drop what is over (client gone, request time limit, drain cut) and free those slots;
+2. admit waiting sequences, oldest first, while a slot is free and the KV-cache byte budget
+   holds their reservation (prompt + ``max_tokens`` positions, so an admitted sequence can
+   never run out of cache mid-answer); beyond the budget they wait, past ``max_waiting`` the
+   caller gets ``QueueFullError`` (→ 429);
+3. one **decode** forward for every running sequence that has its prompt in the cache: each
+   feeds its last sampled token, rows at different positions (``forward(tokens, slots, cache)``);
+4. one **prefill** forward over the next chunk of waiting prompts, at most ``prefill_chunk``
+   padded tokens: a long prompt is spread over several steps, so it delays everyone's next
+   token by one chunk, never by the whole prompt. A sequence whose prompt is complete samples
+   its first token from that forward's logits.
+
+Decode rows and prefill chunks go in separate forwards because the engine right-pads a batch to
+its longest row: a 1-token decode row beside a 128-token chunk would cost 128 rows of matmul.
+
+Who calls what: the HTTP layer (event loop) calls ``submit`` (non-blocking) with a ``sink``
+that receives ``TokenEvent``/``FinishEvent`` on the worker thread (the route forwards them into
+an asyncio queue), and ``GenerationHandle.cancel`` when its client leaves; readiness calls
+``run_exclusive``; the drain calls ``cut_all`` at the grace deadline and ``stop``. Sampling and
+stop strings are ``generate.SequenceState``'s, so the server stops exactly where ``Generator``
+does. The trade-off: one thread and one cache (no second worker); a step's time is the sum of a
+decode and a prefill forward, and every sequence's next token waits for both.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from itertools import count
+from typing import Any, Protocol
+
+import numpy as np
+
+from openhood.generate.generator import GenerationConfig, SequenceState
+from openhood.generate.sampling import sample
+from openhood.scheduler.batcher import QueueFullError, SchedulerStoppedError
+from openhood.scheduler.policy import GenerationPolicy
+
+log = logging.getLogger("openhood.scheduler")
+
+
+class SlotCache(Protocol):
+    """The decoder's KV cache as the scheduler sees it (``engine.kv_cache.KVCache``)."""
+
+    lengths: np.ndarray  # (slots,) positions filled per slot
+
+    @property
+    def bytes_per_token(self) -> int: ...
+
+    def reset(self, slot: int) -> None: ...
+
+
+class StepDecoder(Protocol):
+    """What the scheduler drives: ``forward`` appends each row's tokens to its slot, returns (B, V)."""
+
+    def new_cache(self, n_slots: int, max_len: int) -> Any: ...
+
+    def forward(self, tokens: list[np.ndarray], slots: Any, cache: Any, laps: Any = None) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    """Text made final by the latest sampled token ('' while held back); ``tokens``: sampled so far."""
+
+    text: str
+    tokens: int
+    t_ns: int  # monotonic
+
+
+@dataclass(frozen=True)
+class FinishEvent:
+    """The sequence is over; its slot is free. ``finish_reason``: stop, length or cancelled."""
+
+    text: str  # the last released text ('' when none)
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+    submitted_ns: int
+    admitted_ns: int  # 0 when it never left the queue
+    first_token_ns: int  # 0 when no token was sampled
+    end_ns: int
+    cut: bool  # finished early by the time limit or the drain's grace deadline
+
+
+Sink = Callable[[TokenEvent | FinishEvent], None]
+
+
+@dataclass(frozen=True)
+class StepInfo:
+    """One scheduler iteration, for metrics."""
+
+    decode_rows: int
+    prefill_rows: int
+    prefill_tokens: int
+    sampled: int  # tokens sampled this step (one per decode row, one per completed prefill)
+    seconds: float
+
+
+@dataclass(eq=False)
+class _Seq:
+    id: int
+    prompt_ids: list[int]
+    config: GenerationConfig
+    sink: Sink
+    state: SequenceState | None  # made when admitted (it needs the slot)
+    new_decoder: Callable[[], Any]
+    submitted_ns: int
+    deadline_ns: int
+    reserved_tokens: int
+    slot: int = -1
+    prefilled: int = 0  # prompt tokens already in the cache
+    last_token: int = -1
+    sampled: int = 0
+    admitted_ns: int = 0
+    first_token_ns: int = 0
+    cancelled: bool = False
+    cut_reason: str | None = None
+
+
+@dataclass(eq=False)
+class GenerationHandle:
+    """What ``submit`` returns: ``cancel()`` frees the sequence at the next step (client gone)."""
+
+    _seq: _Seq
+    _scheduler: GenerationScheduler = field(repr=False)
+
+    @property
+    def id(self) -> int:
+        return self._seq.id
+
+    def cancel(self) -> None:
+        self._scheduler._cancel(self._seq)
+
+
+class GenerationScheduler:
+    """See the module docstring. ``start()`` once, ``submit`` from anywhere, ``stop()`` at the end."""
+
+    def __init__(self, decoder: StepDecoder, policy: GenerationPolicy, *, eos_ids: frozenset[int],
+                 new_decoder: Callable[[], Any], context_length: int,
+                 on_step: Callable[[StepInfo], None] | None = None, name: str = ""):
+        self.decoder = decoder
+        self.policy = policy
+        self.eos_ids = eos_ids
+        self._new_decoder = new_decoder  # a fresh StreamDecoder per sequence
+        self.max_context = min(policy.max_context, context_length)
+        self.cache = decoder.new_cache(policy.max_running, self.max_context)
+        self.bytes_per_token = int(self.cache.bytes_per_token)
+        self._on_step = on_step
+        self._cond = threading.Condition()  # guards the queues and flags below, never held in a forward
+        self._waiting: deque[_Seq] = deque()
+        self._jobs: deque[tuple[Callable[[], object], Future[object]]] = deque()
+        self._running: list[_Seq] = []  # worker thread only
+        self._free_slots = list(range(policy.max_running))
+        self._reserved_tokens = 0
+        self._stopping = False
+        self._cut_all = False
+        self._busy_since_ns: int | None = None
+        self.kv_tokens_used = 0  # positions filled in running slots (written by the worker after each step)
+        self.n_running = 0
+        self._ids = count(1)
+        self._thread = threading.Thread(target=self._loop, name=f"openhood-{name or 'gen'}-scheduler", daemon=True)
+
+    # ---- called from the event loop -------------------------------------------------------------
+    @property
+    def workers(self) -> int:
+        return 1
+
+    @property
+    def queue_depth(self) -> int:
+        return len(self._waiting)
+
+    @property
+    def worker_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    @property
+    def kv_bytes_used(self) -> int:
+        return self.kv_tokens_used * self.bytes_per_token
+
+    def busy_for_s(self) -> float:
+        since = self._busy_since_ns
+        return 0.0 if since is None else (time.monotonic_ns() - since) / 1e9
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def check_fits(self, prompt_tokens: int, max_tokens: int) -> None:
+        """ValueError saying why a request can never run here (the route answers 400)."""
+        if max_tokens > self.policy.max_tokens:
+            raise ValueError(f"max_tokens is {max_tokens}; this server allows at most {self.policy.max_tokens}")
+        need = prompt_tokens + max_tokens
+        if need > self.max_context:
+            raise ValueError(f"the prompt ({prompt_tokens} tokens) plus max_tokens ({max_tokens}) is {need} tokens; "
+                             f"this model is served with a context of {self.max_context} tokens")
+        if need * self.bytes_per_token > self.policy.kv_cache_bytes:
+            raise ValueError(f"the prompt plus max_tokens needs {need * self.bytes_per_token} bytes of KV cache; "
+                             f"the server's budget is {self.policy.kv_cache_bytes}")
+
+    def submit(self, prompt_ids: list[int], config: GenerationConfig, sink: Sink) -> GenerationHandle:
+        """Queue one sequence; events go to ``sink`` on the worker thread. Raises ``ValueError``
+        (never fits), ``QueueFullError`` (→ 429) or ``SchedulerStoppedError`` (→ 503)."""
+        self.check_fits(len(prompt_ids), config.max_tokens)
+        now = time.monotonic_ns()
+        seq = _Seq(next(self._ids), list(prompt_ids), config, sink, None, self._new_decoder, now,
+                   now + int(self.policy.timeout_s * 1e9), len(prompt_ids) + config.max_tokens)
+        with self._cond:
+            if self._stopping:
+                raise SchedulerStoppedError("the server is shutting down")
+            if len(self._waiting) >= self.policy.max_waiting:
+                raise QueueFullError(len(self._waiting), self.policy.max_waiting, retry_after_s=1)
+            self._waiting.append(seq)
+            self._cond.notify_all()
+        return GenerationHandle(seq, self)
+
+    def run_exclusive(self, fn: Callable[[], object], worker: int = 0) -> Future[object]:
+        """Run ``fn`` on the worker thread between two steps (readiness, warm-up)."""
+        future: Future[object] = Future()
+        with self._cond:
+            self._jobs.append((fn, future))
+            self._cond.notify_all()
+        return future
+
+    def cut_all(self) -> None:
+        """The drain's grace period is over: every sequence finishes at the next step ("length")."""
+        with self._cond:
+            self._cut_all = True
+            self._cond.notify_all()
+
+    def stop(self, timeout: float | None = None) -> bool:
+        """No new sequences; running and waiting ones finish (cut when ``timeout`` runs out).
+        True when the worker has exited."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        if not self._thread.is_alive():
+            return True
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            self.cut_all()
+            self._thread.join(1.0)
+        return not self._thread.is_alive()
+
+    def _cancel(self, seq: _Seq) -> None:
+        with self._cond:
+            seq.cancelled = True
+            self._cond.notify_all()
+
+    # ---- the worker thread ----------------------------------------------------------------------
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not (self._jobs or self._waiting or self._running or self._stopping):
+                    self._cond.wait()
+                jobs = list(self._jobs)
+                self._jobs.clear()
+                if self._stopping and not (jobs or self._waiting or self._running):
+                    return
+            for fn, future in jobs:
+                if future.set_running_or_notify_cancel():
+                    try:
+                        future.set_result(fn())
+                    except BaseException as exc:
+                        future.set_exception(exc)
+            self._busy_since_ns = time.monotonic_ns()
+            try:
+                self._step()
+            except Exception:
+                log.exception("generation step failed: finishing its sequences")
+                self._fail_running()
+            finally:
+                self._busy_since_ns = None
+
+    def _step(self) -> None:
+        t0 = time.perf_counter()
+        self._retire_and_admit()
+        decode = [s for s in self._running if s.prefilled == len(s.prompt_ids)]
+        prefill = self._prefill_chunk([s for s in self._running if s.prefilled < len(s.prompt_ids)])
+        sampled = 0
+        if decode:
+            logits = self.decoder.forward([np.array([s.last_token], dtype=np.int64) for s in decode],
+                                          [s.slot for s in decode], self.cache)  # (B, V)
+            for s, row in zip(decode, logits, strict=True):
+                self._accept(s, row)
+            sampled += len(decode)
+        if prefill:
+            logits = self.decoder.forward([np.asarray(s.prompt_ids[s.prefilled : s.prefilled + n], dtype=np.int64)
+                                           for s, n in prefill], [s.slot for s, _ in prefill], self.cache)
+            for (s, n), row in zip(prefill, logits, strict=True):
+                s.prefilled += n
+                if s.prefilled == len(s.prompt_ids):  # prompt complete: this row's logits give token 1
+                    self._accept(s, row)
+                    sampled += 1
+        self._running = [s for s in self._running if not self._finish_if_done(s)]
+        self.n_running = len(self._running)
+        self.kv_tokens_used = int(sum(int(self.cache.lengths[s.slot]) for s in self._running))
+        if self._on_step is not None and (decode or prefill):
+            self._on_step(StepInfo(len(decode), len(prefill), sum(n for _, n in prefill), sampled,
+                                   time.perf_counter() - t0))
+
+    def _prefill_chunk(self, candidates: list[_Seq]) -> list[tuple[_Seq, int]]:
+        """(sequence, tokens) of this step's prefill: oldest first, padded rows × longest ≤ the chunk."""
+        chunk: list[tuple[_Seq, int]] = []
+        longest = 0
+        for s in candidates:
+            n = min(len(s.prompt_ids) - s.prefilled, self.policy.prefill_chunk)
+            if chunk and (len(chunk) + 1) * max(longest, n) > self.policy.prefill_chunk:
+                break
+            chunk.append((s, n))
+            longest = max(longest, n)
+        return chunk
+
+    def _accept(self, s: _Seq, row: np.ndarray) -> None:
+        assert s.state is not None
+        token = sample(row, s.config.sampling, s.state.rng)
+        s.sampled += 1
+        now = time.monotonic_ns()
+        if s.first_token_ns == 0:
+            s.first_token_ns = now
+        s.last_token = token
+        text = s.state.accept(token, self.eos_ids)
+        if s.state.finish_reason is None:
+            self._emit(s, TokenEvent(text, s.sampled, now))
+        else:
+            self._release(s, s.state.finish_reason, text)
+
+    def _retire_and_admit(self) -> None:
+        now = time.monotonic_ns()
+        with self._cond:
+            cut_all = self._cut_all
+            for s in self._running:
+                if s.cancelled:
+                    s.cut_reason = "cancelled"
+                elif cut_all or now > s.deadline_ns:
+                    s.cut_reason = "length"
+            gone = [s for s in self._waiting if s.cancelled or cut_all or now > s.deadline_ns]
+            for s in gone:
+                self._waiting.remove(s)
+            admitted = []
+            while self._waiting and self._free_slots:
+                head = self._waiting[0]
+                if self._reserved_tokens + head.reserved_tokens > self.policy.kv_cache_bytes // self.bytes_per_token:
+                    break  # first come, first served: a big request is not overtaken forever
+                self._waiting.popleft()
+                head.slot = self._free_slots.pop(0)
+                self._reserved_tokens += head.reserved_tokens
+                admitted.append(head)
+        if cut_all and (gone or self._running):
+            log.warning("drain grace period over: cutting %d running and %d waiting sequence(s)",
+                        sum(1 for s in self._running if s.cut_reason == "length"), len(gone),
+                        extra={"fields": {"event": "generation_cut", "message": "drain deadline: sequences cut",
+                                          "running": len(self._running), "waiting": len(gone)}})
+        for s in gone:
+            self._finish(s, "cancelled" if s.cancelled else "length", "", cut=not s.cancelled)
+        self._running = [s for s in self._running if not self._finish_if_done(s)]
+        for s in admitted:
+            self.cache.reset(s.slot)
+            s.state = SequenceState(s.slot, s.prompt_ids, s.config, s.new_decoder())
+            s.admitted_ns = now
+            self._running.append(s)
+
+    def _finish_if_done(self, s: _Seq) -> bool:
+        """Free ``s`` if it finished (or was cut) and report it; True when it left the batch."""
+        if s.cut_reason is not None:
+            cut = s.cut_reason == "length"
+            self._release(s, s.cut_reason, s.state.cut() if s.state is not None and cut else "", cut=cut)
+        return s.slot < 0
+
+    def _release(self, s: _Seq, reason: str, text: str, cut: bool = False) -> None:
+        if s.slot >= 0:
+            with self._cond:
+                self._free_slots.append(s.slot)
+                self._free_slots.sort()  # lowest slots first keeps a batch's slots consecutive (no gather)
+                self._reserved_tokens -= s.reserved_tokens
+            s.slot = -1
+        self._finish(s, reason, text, cut)
+
+    def _finish(self, s: _Seq, reason: str, text: str, cut: bool) -> None:
+        s.cut_reason = None
+        self._emit(s, FinishEvent(text, reason, len(s.prompt_ids), s.sampled, s.submitted_ns, s.admitted_ns,
+                           s.first_token_ns, time.monotonic_ns(), cut))
+
+    def _emit(self, s: _Seq, event: TokenEvent | FinishEvent) -> None:
+        try:
+            s.sink(event)
+        except Exception:  # the listener is gone (e.g. its event loop closed): nobody to stream to
+            s.cancelled = True
+
+    def _fail_running(self) -> None:
+        for s in self._running:
+            self._release(s, "error", "")
+        self._running = []
+        self.n_running = 0
+        self.kv_tokens_used = 0

@@ -1,0 +1,127 @@
+"""Parse and validate ``POST /v1/chat/completions`` and ``POST /v1/completions`` bodies (OpenAI's shapes).
+
+As for embeddings (``schemas.py``): malformed JSON is 400, a field of the wrong type or out of
+its range is 422 naming the field, a value we understand but do not serve is 400 naming it
+(``n`` other than 1, several prompts, ``echo``/``logprobs``/``suffix``). Unknown fields are
+ignored (clients send ``user``, ``presence_penalty``, …; new SDK fields must not break us).
+The trade-off: sampling knobs we do not implement (penalties, ``logit_bias``) are accepted and
+ignored rather than refused, like most OpenAI-compatible servers, so stock clients work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+
+from openhood.server.errors import APIError, bad_request
+from openhood.server.schemas import load_json_object, validate_body
+
+MAX_STOP_STRINGS = 4  # OpenAI's limit
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    include_usage: StrictBool = False
+
+
+class _Sampling(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    model: StrictStr | None = None
+    stream: StrictBool = False
+    stream_options: StreamOptions | None = None
+    max_tokens: StrictInt | None = Field(default=None, ge=1)
+    temperature: float = Field(default=1.0, ge=0.0, le=2.0, strict=True)  # OpenAI's default and range
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0, strict=True)
+    stop: StrictStr | list[StrictStr] | None = None
+    seed: StrictInt | None = None
+    n: StrictInt = 1
+
+
+class ContentPart(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    type: Literal["text"]
+    text: StrictStr
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    role: Literal["system", "user", "assistant", "developer"]
+    content: StrictStr | list[ContentPart]
+
+
+class ChatBody(_Sampling):
+    messages: list[Message] = Field(min_length=1)
+    max_completion_tokens: StrictInt | None = Field(default=None, ge=1)  # the newer name of max_tokens
+
+
+class CompletionBody(_Sampling):
+    prompt: StrictStr | list[StrictStr]
+    echo: StrictBool = False
+    logprobs: StrictInt | None = None
+    suffix: StrictStr | None = None
+
+
+@dataclass(frozen=True)
+class CompletionRequest:
+    """A validated request: the prompt (messages or raw text) and its sampling settings."""
+
+    model: str | None
+    prompt: str | list[dict[str, str]]  # raw text (/v1/completions) or chat messages
+    chat: bool
+    stream: bool
+    include_usage: bool
+    max_tokens: int | None
+    temperature: float
+    top_p: float
+    stop: tuple[str, ...]
+    seed: int | None
+
+
+def _common(parsed: _Sampling) -> dict[str, Any]:
+    if parsed.n != 1:
+        raise APIError(400, f"'n' must be 1 (one choice per request) on this server, got {parsed.n}",
+                       code="unsupported_value", param="n")
+    stop = (parsed.stop,) if isinstance(parsed.stop, str) else tuple(parsed.stop or ())
+    if len(stop) > MAX_STOP_STRINGS:
+        raise bad_request(f"'stop' has {len(stop)} strings; at most {MAX_STOP_STRINGS}", code="too_many_stop", param="stop")
+    if any(not s for s in stop):
+        raise bad_request("'stop' strings must not be empty", code="empty_stop", param="stop")
+    if parsed.stream_options is not None and not parsed.stream:
+        raise bad_request("'stream_options' is only allowed with 'stream': true", code="invalid_stream_options",
+                          param="stream_options")
+    return {
+        "model": parsed.model, "stream": parsed.stream,
+        "include_usage": bool(parsed.stream_options and parsed.stream_options.include_usage),
+        "temperature": parsed.temperature, "top_p": parsed.top_p, "stop": stop, "seed": parsed.seed,
+    }
+
+
+def parse_chat_request(body: bytes) -> CompletionRequest:
+    parsed = validate_body(ChatBody, load_json_object(body), unions={
+        "content": "a string or an array of text parts", "stop": "a string or an array of strings"})
+    messages = []
+    for m in parsed.messages:
+        content = m.content if isinstance(m.content, str) else "".join(p.text for p in m.content)
+        messages.append({"role": "system" if m.role == "developer" else m.role, "content": content})
+    max_tokens = parsed.max_completion_tokens if parsed.max_completion_tokens is not None else parsed.max_tokens
+    return CompletionRequest(prompt=messages, chat=True, max_tokens=max_tokens, **_common(parsed))
+
+
+def parse_completion_request(body: bytes) -> CompletionRequest:
+    parsed = validate_body(CompletionBody, load_json_object(body), unions={
+        "prompt": "a string", "stop": "a string or an array of strings"})
+    prompt = parsed.prompt
+    if isinstance(prompt, list):
+        if len(prompt) != 1:
+            raise bad_request(f"'prompt' must be one string on this server, got an array of {len(prompt)}",
+                              code="unsupported_value", param="prompt")
+        prompt = prompt[0]
+    if not prompt:
+        raise bad_request("'prompt' is an empty string", code="empty_string", param="prompt")
+    for name in ("echo", "logprobs", "suffix"):
+        if getattr(parsed, name) not in (None, False):
+            raise bad_request(f"'{name}' is not supported on this server", code="unsupported_value", param=name)
+    return CompletionRequest(prompt=prompt, chat=False, max_tokens=parsed.max_tokens, **_common(parsed))

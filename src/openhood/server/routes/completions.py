@@ -1,0 +1,312 @@
+"""``POST /v1/chat/completions`` and ``POST /v1/completions`` (OpenAI-compatible), the ``generate`` task's routes.
+
+One request, end to end: read the body (413 over the cap) → parse/validate (400/422) → route by
+``model`` (404 unknown) → render the chat template (chat) and tokenize → check it can ever run
+(400: context or KV budget) → ``submit`` to the model's step scheduler (429 when its waiting
+queue is full, 503 draining) → the scheduler's worker thread sends each token's event into this
+request's asyncio queue (``loop.call_soon_threadsafe``) → JSON, or server-sent events
+(``data: {chunk}`` per text piece, a last chunk with ``finish_reason``, an optional usage
+chunk, ``data: [DONE]``) exactly as OpenAI writes them, so the official SDK streams unchanged.
+
+A client that goes away cancels its sequence (freed at the next step). When the drain's grace
+period runs out, every sequence is cut (``finish_reason: "length"``) and its answer completes
+normally. Metrics, the log line and the trace get lengths, counts and times — never text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import orjson
+from fastapi import FastAPI, Request
+from opentelemetry import trace
+from starlette.responses import Response, StreamingResponse
+
+from openhood.generate.generator import GenerationConfig
+from openhood.generate.sampling import SamplingParams
+from openhood.scheduler import QueueFullError, SchedulerStoppedError, length_label
+from openhood.scheduler.generation import FinishEvent, GenerationHandle, TokenEvent
+from openhood.server.body import ClientGone, read_body, wait_disconnect
+from openhood.server.completion_schemas import CompletionRequest, parse_chat_request, parse_completion_request
+from openhood.server.errors import APIError, draining, json_response
+from openhood.server.middleware import RequestRecord
+from openhood.server.state import GenerationRuntime, ServerState
+from openhood.server.tracing import to_epoch_ns
+
+log = logging.getLogger("openhood.server")
+
+INLINE_RENDER_CHARS = 16384  # longer prompts are templated and tokenized in a thread (see embeddings.py)
+
+
+def register(app: FastAPI, state: ServerState) -> None:
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request):
+        return await complete(request, state, chat=True)
+
+    @app.post("/v1/completions")
+    async def completions(request: Request):
+        return await complete(request, state, chat=False)
+
+
+@dataclass
+class Generation:
+    """One request's sequence as the handler sees it: its events, and the times its metrics need."""
+
+    rt: GenerationRuntime
+    handle: GenerationHandle
+    queue: asyncio.Queue[TokenEvent | FinishEvent]
+    record: RequestRecord
+    prompt_tokens: int
+    max_tokens: int
+    t_tok: tuple[int, int]  # tokenize start, end (monotonic ns)
+    tracer: trace.Tracer
+    first_ns: int = 0  # first token handed to the client
+    last_ns: int = 0
+    finish: FinishEvent | None = None
+    gaps: list[float] = field(default_factory=list)  # inter-token seconds
+
+    def observe(self, event: TokenEvent | FinishEvent) -> None:
+        """Token timing as the client gets it: TTFT from the request's arrival, gaps between tokens."""
+        now = time.monotonic_ns()
+        tokens = event.tokens if isinstance(event, TokenEvent) else event.completion_tokens
+        if tokens and not self.first_ns:
+            self.first_ns = now
+            self.rt.metrics.ttft.observe((now - self.record.start_ns) / 1e9)
+        elif isinstance(event, TokenEvent) and self.last_ns:
+            gap = (now - self.last_ns) / 1e9
+            self.gaps.append(gap)
+            self.rt.metrics.inter_token.observe(gap)
+        self.last_ns = now
+        if isinstance(event, FinishEvent):
+            self.finish = event
+
+    async def events(self) -> AsyncIterator[TokenEvent | FinishEvent]:
+        while self.finish is None:
+            event = await self.queue.get()
+            self.observe(event)
+            yield event
+
+
+async def complete(request: Request, st: ServerState, *, chat: bool) -> Response:
+    config = st.config
+    body = await read_body(request, config.max_body_bytes, config.body_timeout_s)
+    req = parse_chat_request(body) if chat else parse_completion_request(body)
+    rt = st.route_generate(req.model)
+    record: RequestRecord = request.state.record
+    record.fields.update(model=rt.model.name, stream=req.stream)
+    gen = start(st, rt, req, record, await encode(rt, req, record))
+    cut_watch = asyncio.ensure_future(st.lifecycle.cut.wait())
+    cut_watch.add_done_callback(lambda t: None if t.cancelled() else rt.scheduler.cut_all())
+    name, created = rt.model.name, int(time.time())
+    if req.stream:
+        chunks = sse_chunks(gen, req, name, created, cut_watch)
+        return StreamingResponse(chunks, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+    try:
+        text = await collect(request, gen)
+    finally:
+        cut_watch.cancel()
+    fin = gen.finish
+    assert fin is not None
+    if fin.finish_reason == "error":
+        raise APIError(500, "generation failed; the server keeps serving, retry the request", type="server_error",
+                       code="inference_failed", param=None)
+    usage = usage_of(fin)
+    if chat:
+        payload = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": created, "model": name,
+                   "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
+                                "finish_reason": fin.finish_reason}],
+                   "usage": usage, "system_fingerprint": None}
+    else:
+        payload = {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": created, "model": name,
+                   "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": fin.finish_reason}],
+                   "usage": usage, "system_fingerprint": None}
+    return json_response(payload)
+
+
+async def encode(rt: GenerationRuntime, req: CompletionRequest, record: RequestRecord) -> tuple[list[int], int, int]:
+    """Prompt → token ids (chat template for chat), in a thread when long; 400 when it cannot be."""
+    generator = rt.model.generator
+    chars = len(req.prompt) if isinstance(req.prompt, str) else sum(len(m["content"]) for m in req.prompt)
+    record.fields["chars"] = chars
+    t0 = time.monotonic_ns()
+    try:
+        if chars <= INLINE_RENDER_CHARS:
+            ids = generator.encode_prompt(req.prompt, raw=not req.chat)
+        else:
+            ids = await asyncio.to_thread(generator.encode_prompt, req.prompt, not req.chat)
+    except ValueError as exc:  # a template that refuses the messages, text the tokenizer cannot encode
+        raise APIError(400, f"the prompt could not be prepared: {exc}", code="invalid_prompt",
+                       param="messages" if req.chat else "prompt") from exc
+    return ids, t0, time.monotonic_ns()
+
+
+def start(st: ServerState, rt: GenerationRuntime, req: CompletionRequest, record: RequestRecord,
+          encoded: tuple[list[int], int, int]) -> Generation:
+    """Check the request can run, then queue it; its events arrive in the returned ``Generation``."""
+    ids, t0, t1 = encoded
+    scheduler = rt.scheduler
+    max_tokens = req.max_tokens
+    if max_tokens is None:  # OpenAI's default is "what fits"; ours is also capped by the usual answer length
+        max_tokens = max(1, min(GenerationConfig().max_tokens, scheduler.policy.max_tokens, scheduler.max_context - len(ids)))
+    record.fields.update(prompt_tokens=len(ids), max_tokens=max_tokens, tokenize_ms=round((t1 - t0) / 1e6, 3))
+    try:
+        scheduler.check_fits(len(ids), max_tokens)
+    except ValueError as exc:
+        too_many = max_tokens > scheduler.policy.max_tokens
+        raise APIError(400, str(exc), code="max_tokens_too_large" if too_many else "context_length_exceeded",
+                       param="max_tokens" if too_many else ("messages" if req.chat else "prompt")) from exc
+    config = GenerationConfig(max_tokens, SamplingParams(temperature=req.temperature, top_p=req.top_p, seed=req.seed),
+                              req.stop)
+    queue: asyncio.Queue[TokenEvent | FinishEvent] = asyncio.Queue()
+    loop = asyncio.get_running_loop()
+
+    def sink(event: TokenEvent | FinishEvent) -> None:  # on the scheduler's thread
+        loop.call_soon_threadsafe(queue.put_nowait, event)
+
+    try:
+        handle = scheduler.submit(ids, config, sink)
+    except QueueFullError as exc:
+        rt.metrics.rejected("queue_full")
+        raise APIError(429, str(exc) + "; retry later", type="rate_limit_error", code="queue_full", param=None,
+                       headers={"Retry-After": str(exc.retry_after_s)}) from exc
+    except SchedulerStoppedError:
+        rt.metrics.rejected("draining")
+        raise draining() from None
+    rt.metrics.prompt_tokens.inc(len(ids))
+    return Generation(rt, handle, queue, record, len(ids), max_tokens, (t0, t1), st.tracer)
+
+
+async def collect(request: Request, gen: Generation) -> str:
+    """The whole text (non-streaming), or ``ClientGone`` when the client leaves first (sequence freed)."""
+
+    async def read_all() -> str:
+        return "".join([event.text async for event in gen.events()])
+
+    reading = asyncio.ensure_future(read_all())
+    gone = asyncio.ensure_future(wait_disconnect(request.receive))
+    try:
+        await asyncio.wait({reading, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not reading.done():
+            reading.cancel()
+            gen.handle.cancel()
+        finish_request(gen)
+    if not reading.done() or reading.cancelled():
+        raise ClientGone()
+    return reading.result()
+
+
+def sse(payload: dict) -> bytes:
+    return b"data: " + orjson.dumps(payload) + b"\n\n"
+
+
+async def sse_chunks(gen: Generation, req: CompletionRequest, name: str, created: int,
+                     cut_watch: asyncio.Future) -> AsyncIterator[bytes]:
+    """OpenAI's stream: a chunk per text piece, the finish chunk, [usage chunk], ``[DONE]``.
+    Cancelled (client gone) → the sequence is cancelled and freed at the scheduler's next step."""
+    chat = req.chat
+    base = {"id": f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}",
+            "object": "chat.completion.chunk" if chat else "text_completion", "created": created, "model": name,
+            "system_fingerprint": None}
+    usage_field = {"usage": None} if req.include_usage else {}
+
+    def chunk(text: str | None, finish_reason: str | None, role: bool = False) -> bytes:
+        if chat:
+            delta: dict = {"role": "assistant", "content": ""} if role else ({} if text is None else {"content": text})
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+        else:
+            choice = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish_reason}
+        return sse({**base, "choices": [choice], **usage_field})
+
+    try:
+        if chat:
+            yield chunk(None, None, role=True)
+        async for event in gen.events():
+            if event.text:
+                yield chunk(event.text, None)
+        fin = gen.finish
+        assert fin is not None
+        if fin.finish_reason == "error":
+            yield sse({"error": {"message": "generation failed; retry the request", "type": "server_error",
+                                 "param": None, "code": "inference_failed"}})
+        else:
+            yield chunk(None, fin.finish_reason)
+            if req.include_usage:
+                yield sse({**base, "choices": [], "usage": usage_of(fin)})
+        yield b"data: [DONE]\n\n"
+    finally:
+        cut_watch.cancel()
+        if gen.finish is None:  # the client went away mid-stream (or the app is shutting down)
+            gen.handle.cancel()
+            gen.record.fields["disconnected"] = True
+            gen.rt.metrics.server.client_disconnects.inc()
+        finish_request(gen)
+
+
+def usage_of(fin: FinishEvent) -> dict:
+    return {"prompt_tokens": fin.prompt_tokens, "completion_tokens": fin.completion_tokens,
+            "total_tokens": fin.prompt_tokens + fin.completion_tokens}
+
+
+def finish_request(gen: Generation) -> None:
+    """Log fields, metrics and the trace of one generation (counts and times only)."""
+    fin, record, rt = gen.finish, gen.record, gen.rt
+    end_ns = time.monotonic_ns()
+    fields = record.fields
+    if fin is None:
+        rt.metrics.finished("cancelled")
+        fields["finish_reason"] = "cancelled"
+        return
+    rt.metrics.finished(fin.finish_reason)
+    fields.update(completion_tokens=fin.completion_tokens, finish_reason=fin.finish_reason)
+    if fin.cut:
+        fields["cut"] = True
+    if fin.admitted_ns:
+        fields["queue_ms"] = round((fin.admitted_ns - fin.submitted_ns) / 1e6, 3)
+    if gen.first_ns:
+        fields["ttft_ms"] = round((gen.first_ns - record.start_ns) / 1e6, 3)
+    if gen.gaps:
+        gaps = sorted(gen.gaps)
+        fields["inter_token_p50_ms"] = round(gaps[len(gaps) // 2] * 1000, 3)
+        fields["inter_token_max_ms"] = round(gaps[-1] * 1000, 3)
+    if gen.first_ns and fin.completion_tokens > 1 and gen.last_ns > gen.first_ns:
+        fields["decode_tokens_per_s"] = round((fin.completion_tokens - 1) / ((gen.last_ns - gen.first_ns) / 1e9), 2)
+    total = (end_ns - record.start_ns) / 1e9
+    stages = {"total": total, "tokenize": (gen.t_tok[1] - gen.t_tok[0]) / 1e9}
+    if fin.admitted_ns:
+        stages["queue"] = (fin.admitted_ns - fin.submitted_ns) / 1e9
+        stages["inference"] = (fin.end_ns - fin.admitted_ns) / 1e9
+    rt.metrics.window.add(length_label(gen.prompt_tokens), stages)
+    trace_request(rt, gen, fin, end_ns)
+
+
+def trace_request(rt: GenerationRuntime, gen: Generation, fin: FinishEvent, end_ns: int) -> None:
+    tracer = gen.tracer
+    if isinstance(tracer, trace.NoOpTracer):
+        return
+    record = gen.record
+    root = tracer.start_span("generation.request", start_time=to_epoch_ns(record.start_ns), attributes={
+        "openhood.request_id": record.request_id, "openhood.model": rt.model.name,
+        "openhood.prompt_tokens": fin.prompt_tokens, "openhood.completion_tokens": fin.completion_tokens,
+        "openhood.max_tokens": gen.max_tokens, "openhood.finish_reason": fin.finish_reason,
+        "openhood.chars": record.fields.get("chars", 0),
+    })
+    ctx = trace.set_span_in_context(root)
+
+    def child(span_name: str, start_ns: int, stop_ns: int, **attributes) -> None:
+        span = tracer.start_span(span_name, context=ctx, start_time=to_epoch_ns(start_ns), attributes=attributes)
+        span.end(end_time=to_epoch_ns(stop_ns))
+
+    child("tokenize", *gen.t_tok, **{"openhood.prompt_tokens": fin.prompt_tokens})
+    if fin.admitted_ns:
+        child("queue", fin.submitted_ns, fin.admitted_ns)
+        if fin.first_token_ns:
+            child("prefill", fin.admitted_ns, fin.first_token_ns, **{"openhood.prompt_tokens": fin.prompt_tokens})
+            child("decode", fin.first_token_ns, fin.end_ns, **{"openhood.completion_tokens": fin.completion_tokens})
+    root.end(end_time=to_epoch_ns(end_ns))
