@@ -123,6 +123,7 @@ def register(subparsers) -> None:
 
 
 ENV_PREFIX = "OPENHOOD_"
+GENERATION_CUT_LEAD_S = 3.0  # with a generate model, running sequences are cut this long before the drain deadline
 
 
 def env_defaults(parser: argparse.ArgumentParser, environ=os.environ) -> None:
@@ -308,7 +309,9 @@ def serve(config: ServerConfig, models: list) -> int:
         log_level=config.log_level,
         timeout_graceful_shutdown=max(1, int(config.grace_period_s)),
     )
-    server = DrainingServer(uv_config, lifecycle, config.grace_period_s, state.stop)
+    # Generation streams are cut (finish_reason "length") rather than refused: leave room for a step.
+    lead = min(GENERATION_CUT_LEAD_S, config.grace_period_s / 4) if "generate" in state.tasks else None
+    server = DrainingServer(uv_config, lifecycle, config.grace_period_s, state.stop, cut_lead_s=lead)
     server.run()
     state.close()  # release the engines' thread pools and weights only after the workers stopped
     if provider is not None:

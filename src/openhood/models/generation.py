@@ -34,6 +34,7 @@ class ServedGenerator:
     memory_bytes: int = 0
     buckets: tuple[int, ...] | None = None  # unused (no length buckets); set by load_model like every model
     task: str = TASK
+    threads: int = 0  # BLAS threads of the thread that runs the decoder (0 = BLAS's default)
 
     def __post_init__(self) -> None:
         self._probe_ids = self.generator.encode_prompt(PROBE_PROMPT, raw=True)
@@ -60,6 +61,13 @@ class ServedGenerator:
     def workers(self) -> int:
         return 1
 
+    def bind_thread(self) -> None:
+        """Called once on the thread that will run the decoder: its BLAS thread count."""
+        if self.threads:
+            from openhood.engine.blas import blas
+
+            blas().set_threads_local(self.threads)
+
     def probe(self, worker: int = 0) -> dict:
         """Generate one token (greedy) on the calling thread (the scheduler's, between steps);
         raises when the logits are not finite or the token is not in the vocabulary."""
@@ -83,9 +91,14 @@ class ServedGenerator:
 
 
 def load_generator(name: str, path: Path, options: EngineOptions) -> ServedGenerator:
-    """A llama-architecture GGUF file → the served generator (float32 weights: BLAS is faster here)."""
+    """A llama-architecture GGUF file → the served generator (float32 weights: BLAS is faster here).
+
+    Generation runs on one scheduler thread, so it gets the threads all of a model's workers would
+    have (``threads × workers``: the machine's cores by default)."""
     gen = Generator(path)
+    threads = (options.threads or 0) * options.workers
     c = gen.model.config
     info = {"backend": "numpy", "precision": "fp32", "format": "gguf", "layers": c.n_layers, "dim": c.dim,
             "context_length": c.context_length, "chat_template": gen.chat_template is not None}
-    return ServedGenerator(name, path, gen, info)
+    info["threads"] = threads or None
+    return ServedGenerator(name, path, gen, info, threads=threads)

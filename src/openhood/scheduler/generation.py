@@ -146,7 +146,8 @@ class GenerationScheduler:
 
     def __init__(self, decoder: StepDecoder, policy: GenerationPolicy, *, eos_ids: frozenset[int],
                  new_decoder: Callable[[], Any], context_length: int,
-                 on_step: Callable[[StepInfo], None] | None = None, name: str = ""):
+                 on_step: Callable[[StepInfo], None] | None = None,
+                 on_thread_start: Callable[[], None] | None = None, name: str = ""):
         self.decoder = decoder
         self.policy = policy
         self.eos_ids = eos_ids
@@ -155,6 +156,7 @@ class GenerationScheduler:
         self.cache = decoder.new_cache(policy.max_running, self.max_context)
         self.bytes_per_token = int(self.cache.bytes_per_token)
         self._on_step = on_step
+        self._on_thread_start = on_thread_start  # e.g. set the worker thread's BLAS threads
         self._cond = threading.Condition()  # guards the queues and flags below, never held in a forward
         self._waiting: deque[_Seq] = deque()
         self._jobs: deque[tuple[Callable[[], object], Future[object]]] = deque()
@@ -256,6 +258,8 @@ class GenerationScheduler:
 
     # ---- the worker thread ----------------------------------------------------------------------
     def _loop(self) -> None:
+        if self._on_thread_start is not None:
+            self._on_thread_start()
         while True:
             with self._cond:
                 while not (self._jobs or self._waiting or self._running or self._stopping):

@@ -46,10 +46,14 @@ class Lifecycle:
 
 
 class DrainingServer(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, lifecycle: Lifecycle, grace_period_s: float, stop_worker):
+    def __init__(self, config: uvicorn.Config, lifecycle: Lifecycle, grace_period_s: float, stop_worker,
+                 cut_lead_s: float | None = None):
         super().__init__(config)
         self.lifecycle = lifecycle
         self.grace_period_s = grace_period_s
+        # How long before the deadline waiting requests are cut: time for their answers to go out
+        # (a generation step and its last chunks need more than a queued embedding's 503).
+        self.cut_lead_s = min(1.0, grace_period_s / 10) if cut_lead_s is None else min(cut_lead_s, grace_period_s)
         self._stop_worker = stop_worker  # (timeout_s) -> bool, called once nothing is in flight
         self._loop: asyncio.AbstractEventLoop | None = None
         self._drain_task: asyncio.Task | None = None
@@ -88,7 +92,7 @@ class DrainingServer(uvicorn.Server):
     async def _drain(self) -> None:
         deadline = time.monotonic() + self.grace_period_s
         # Keep a moment at the end for the 503s of requests cut at the deadline to go out.
-        cut_at = deadline - min(1.0, self.grace_period_s / 10)
+        cut_at = deadline - self.cut_lead_s
         while self.lifecycle.in_flight > 0 and time.monotonic() < cut_at and not self.force_exit:
             await asyncio.sleep(0.02)
         left = self.lifecycle.in_flight

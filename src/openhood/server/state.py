@@ -91,7 +91,7 @@ class GenerationRuntime:
             model.decoder, config.generation, eos_ids=gen.eos_ids,
             new_decoder=lambda: gen.tokenizer.stream_decoder(skip_special=True),
             context_length=model.context_length, name=model.name.rsplit("/", 1)[-1],
-            on_step=lambda info: self.metrics.observe_step(info),
+            on_step=lambda info: self.metrics.observe_step(info), on_thread_start=model.bind_thread,
         )
         self.batcher = self.scheduler
         self.metrics = metrics.for_generator(model.name, self.scheduler, model.memory_bytes)
