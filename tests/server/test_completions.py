@@ -2,12 +2,14 @@
 /v1/completions with the official `openai` SDK (streaming unchanged), greedy output equal to
 the `Generator`'s, concurrent streams, stop strings, errors, disconnects, metrics and the drain.
 
-One server serves SmolLM2 (GGUF) beside an embedding model for the module; the drain test
-starts its own. Outputs are kept to a few tokens: decode steps are slow on shared cores.
+One server serves SmolLM2 (GGUF) beside an embedding model for the whole module (a model load
+is slow on shared cores); the last test drains it with SIGTERM. Outputs are kept to a few
+tokens except the one stream the drain must cut.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import threading
@@ -32,7 +34,10 @@ def gen_server(tmp_path_factory, smollm2_path):
         tmp_path_factory.mktemp("gen") / "server.log",
         "--model", f"smollm2={smollm2_path}", "--model", "minilm=",
         "--workers", "1", "--threads", "1", "--buckets", "32",
-        "--gen-max-running", "4", "--gen-max-tokens", "64", "--gen-max-context", "256",
+        "--gen-max-running", "4", "--gen-max-tokens", "1000", "--gen-max-context", "1024",
+        # With a generate model the drain cuts sequences a quarter of the grace period (at most
+        # 3 s) before its end: room for a step (slow on shared cores) and the last chunks.
+        "--grace-period", "10",
     )
     yield srv
     assert srv.stop() == 0
@@ -115,7 +120,7 @@ def test_stop_strings_are_never_emitted_even_across_tokens(gen_server, sdk):
     (b'{"messages": [{"role": "user", "content": "hi"}], "n": 2}', 400, "n"),
     (b'{"messages": [{"role": "user", "content": "hi"}], "model": "nope"}', 404, "model"),
     (b'{"messages": [{"role": "user", "content": "hi"}], "model": "minilm"}', 400, "model"),  # an embedding model
-    (b'{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 65}', 400, "max_tokens"),  # > --gen-max-tokens
+    (b'{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1001}', 400, "max_tokens"),  # > --gen-max-tokens
     (b'{"messages": [{"role": "user", "content": "hi"}], "stream_options": {"include_usage": true}}', 400,
      "stream_options"),
 ])
@@ -127,8 +132,8 @@ def test_bad_chat_requests(gen_server, body, status, param):
 
 
 def test_prompt_too_long_and_bad_completions(gen_server, sdk):
-    with pytest.raises(openai.BadRequestError, match="context of 256 tokens") as e:
-        sdk.completions.create(model="smollm2", prompt="word " * 300, max_tokens=4)
+    with pytest.raises(openai.BadRequestError, match="context of 1024 tokens") as e:
+        sdk.completions.create(model="smollm2", prompt="word " * 1100, max_tokens=4)
     assert e.value.code == "context_length_exceeded"
     with gen_server.client() as c:
         r = c.post("/v1/completions", json={"prompt": ["a", "b"]})
@@ -172,42 +177,35 @@ def test_metrics_and_log_line_carry_counts_never_text(gen_server, sdk):
     assert SECRET not in gen_server.log_text()
 
 
-def test_sigterm_cuts_running_streams_at_the_grace_period(tmp_path, smollm2_path):
-    # With a generate model the cut comes a quarter of the grace period (at most 3 s) before its
-    # end: room for a step (slow on shared cores) and the last chunks.
-    srv = ServerProcess(tmp_path / "server.log", "--model", f"smollm2={smollm2_path}", "--grace-period", "10",
-                        "--workers", "1")
-    try:
-        events: list[dict] = []
-        started = threading.Event()
+def test_sigterm_cuts_running_streams_at_the_grace_period(gen_server):
+    """Last in the module: it drains the shared server."""
+    srv = gen_server
+    events: list[dict] = []
+    started = threading.Event()
 
-        def stream() -> None:
-            import json
+    def stream() -> None:
+        with srv.client() as c, c.stream("POST", "/v1/completions", json={
+                "prompt": "Once upon a time", "max_tokens": 1000, "stream": True, "temperature": 0}) as r:
+            for line in r.iter_lines():
+                if line.startswith("data: "):
+                    started.set()
+                    events.append({"done": True} if line == "data: [DONE]" else json.loads(line[6:]))
 
-            with srv.client() as c, c.stream("POST", "/v1/completions", json={
-                    "prompt": "Once upon a time", "max_tokens": 1000, "stream": True, "temperature": 0}) as r:
-                for line in r.iter_lines():
-                    if line.startswith("data: "):
-                        started.set()
-                        events.append({"done": True} if line == "data: [DONE]" else json.loads(line[6:]))
-
-        t = threading.Thread(target=stream)
-        t.start()
-        assert started.wait(120)
-        t_signal = time.monotonic()
-        srv.proc.send_signal(signal.SIGTERM)
-        with srv.client() as c:
-            while c.get("/health/ready").status_code != 503:
-                assert time.monotonic() - t_signal < 5
-                time.sleep(0.01)
-            late = c.post("/v1/completions", json={"prompt": "too late", "max_tokens": 2})
-            assert late.status_code == 503 and late.json()["error"]["code"] == "draining"
-        t.join(60)
-        assert events[-1] == {"done": True}
-        assert events[-2]["choices"][0]["finish_reason"] == "length"  # cut, but a complete, well-formed answer
-        assert srv.proc.wait(30) == 0 and time.monotonic() - t_signal < 12
-        logs = srv.log_lines()
-        assert any(e.get("event") == "generation_cut" for e in logs)
-        assert any(e.get("route") == "/v1/completions" and e.get("cut") and e.get("status") == 200 for e in logs)
-    finally:
-        srv.stop()
+    t = threading.Thread(target=stream)
+    t.start()
+    assert started.wait(120)
+    t_signal = time.monotonic()
+    srv.proc.send_signal(signal.SIGTERM)
+    with srv.client() as c:
+        while c.get("/health/ready").status_code != 503:
+            assert time.monotonic() - t_signal < 5
+            time.sleep(0.01)
+        late = c.post("/v1/completions", json={"prompt": "too late", "max_tokens": 2})
+        assert late.status_code == 503 and late.json()["error"]["code"] == "draining"
+    t.join(60)
+    assert events[-1] == {"done": True}
+    assert events[-2]["choices"][0]["finish_reason"] == "length"  # cut, but a complete, well-formed answer
+    assert srv.proc.wait(30) == 0 and time.monotonic() - t_signal < 15
+    logs = srv.log_lines()
+    assert any(e.get("event") == "generation_cut" for e in logs)
+    assert any(e.get("route") == "/v1/completions" and e.get("cut") and e.get("status") == 200 for e in logs)

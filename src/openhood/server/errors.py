@@ -7,6 +7,8 @@ never quote request text (it would leak into client logs and ours).
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import orjson
 from starlette.responses import Response
 
@@ -77,6 +79,23 @@ def drain_deadline() -> APIError:
         code="drain_deadline",
         headers={"Retry-After": "1", "Connection": "close"},
     )
+
+
+@contextmanager
+def admission(metrics):
+    """Around a scheduler's ``submit``: a full queue → 429 + ``Retry-After``, a stopping scheduler
+    → 503 ``draining``; each refusal counted on the model's ``metrics``."""
+    from openhood.scheduler import QueueFullError, SchedulerStoppedError
+
+    try:
+        yield
+    except QueueFullError as exc:
+        metrics.rejected("queue_full")
+        raise APIError(429, str(exc) + "; retry later", type="rate_limit_error", code="queue_full", param=None,
+                       headers={"Retry-After": str(exc.retry_after_s)}) from None
+    except SchedulerStoppedError:
+        metrics.rejected("draining")
+        raise draining() from None
 
 
 def install_error_handlers(app, on_client_gone=None) -> None:

@@ -29,11 +29,11 @@ from starlette.responses import Response, StreamingResponse
 
 from openhood.generate.generator import GenerationConfig
 from openhood.generate.sampling import SamplingParams
-from openhood.scheduler import QueueFullError, SchedulerStoppedError, length_label
+from openhood.scheduler import length_label
 from openhood.scheduler.generation import FinishEvent, GenerationHandle, TokenEvent
 from openhood.server.body import ClientGone, read_body, wait_disconnect
 from openhood.server.completion_schemas import CompletionRequest, parse_chat_request, parse_completion_request
-from openhood.server.errors import APIError, draining, json_response
+from openhood.server.errors import APIError, admission, json_response
 from openhood.server.middleware import RequestRecord
 from openhood.server.state import GenerationRuntime, ServerState
 from openhood.server.tracing import to_epoch_ns
@@ -168,15 +168,8 @@ def start(st: ServerState, rt: GenerationRuntime, req: CompletionRequest, record
     def sink(event: TokenEvent | FinishEvent) -> None:  # on the scheduler's thread
         loop.call_soon_threadsafe(queue.put_nowait, event)
 
-    try:
+    with admission(rt.metrics):
         handle = scheduler.submit(ids, config, sink)
-    except QueueFullError as exc:
-        rt.metrics.rejected("queue_full")
-        raise APIError(429, str(exc) + "; retry later", type="rate_limit_error", code="queue_full", param=None,
-                       headers={"Retry-After": str(exc.retry_after_s)}) from exc
-    except SchedulerStoppedError:
-        rt.metrics.rejected("draining")
-        raise draining() from None
     rt.metrics.prompt_tokens.inc(len(ids))
     return Generation(rt, handle, queue, record, len(ids), max_tokens, (t0, t1), st.tracer)
 

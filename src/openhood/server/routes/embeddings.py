@@ -25,10 +25,10 @@ from opentelemetry import trace
 from starlette.responses import Response
 
 from openhood.models.text import TextPreprocessor
-from openhood.scheduler import BatchFailedError, ItemResult, QueueFullError, SchedulerStoppedError, length_label
+from openhood.scheduler import BatchFailedError, ItemResult, length_label
 from openhood.server import planted_leak
 from openhood.server.body import ClientGone, read_body, wait_disconnect
-from openhood.server.errors import APIError, drain_deadline, draining, json_response
+from openhood.server.errors import APIError, admission, drain_deadline, json_response
 from openhood.server.middleware import RequestRecord
 from openhood.server.openapi import EMBEDDINGS_REQUEST, EMBEDDINGS_RESPONSES
 from openhood.server.schemas import parse_embeddings_request
@@ -160,15 +160,8 @@ async def embed_texts(request: Request, st: ServerState, rt: ModelRuntime, texts
     record: RequestRecord = request.state.record
     prepared, t_tok0, t_tok1 = await tokenize_checked(request, rt, texts, truncate=truncate, direction=direction)
     lengths, truncated = prepared.lengths, prepared.truncated
-    try:
+    with admission(rt.metrics):
         futures = rt.batcher.submit(prepared.payloads, lengths)
-    except QueueFullError as exc:
-        rt.metrics.rejected("queue_full")
-        raise APIError(429, str(exc) + "; retry later", type="rate_limit_error", code="queue_full", param=None,
-                       headers={"Retry-After": str(exc.retry_after_s)}) from exc
-    except SchedulerStoppedError:
-        rt.metrics.rejected("draining")
-        raise draining() from None
 
     results_task = asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
     # Read the outcome even when nobody awaits it any more (client gone, drain cut): an

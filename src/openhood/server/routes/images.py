@@ -32,9 +32,9 @@ from starlette.responses import Response
 
 from openhood.data.image import CorruptImage, ImageTooLarge, NotAnImage
 from openhood.models.image_classify import ClassifyAndEmbed
-from openhood.scheduler import BatchFailedError, QueueFullError, SchedulerStoppedError, length_label
+from openhood.scheduler import BatchFailedError, length_label
 from openhood.server.body import read_body, wait_disconnect
-from openhood.server.errors import APIError, draining, json_response
+from openhood.server.errors import APIError, admission, json_response
 from openhood.server.middleware import RequestRecord
 from openhood.server.state import ServerState
 
@@ -134,15 +134,8 @@ async def images(request: Request, st: ServerState, kind: str) -> Response:
         raise APIError(status, str(exc), code=code, param="images") from None
     t1 = time.monotonic_ns()
 
-    try:
+    with admission(rt.metrics):
         futures = rt.batcher.submit(prepared.payloads, prepared.lengths)
-    except QueueFullError as exc:
-        rt.metrics.rejected("queue_full")
-        raise APIError(429, str(exc) + "; retry later", type="rate_limit_error", code="queue_full", param=None,
-                       headers={"Retry-After": str(exc.retry_after_s)}) from None
-    except SchedulerStoppedError:
-        rt.metrics.rejected("draining")
-        raise draining() from None
     results_task = asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
     disconnect_task = asyncio.ensure_future(wait_disconnect(request.receive))
     try:
