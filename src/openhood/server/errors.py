@@ -7,7 +7,9 @@ never quote request text (it would leak into client logs and ours).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Protocol
 
 import orjson
 from starlette.responses import Response
@@ -81,8 +83,12 @@ def drain_deadline() -> APIError:
     )
 
 
+class CountsRejections(Protocol):
+    def rejected(self, reason: str) -> None: ...
+
+
 @contextmanager
-def admission(metrics):
+def admission(metrics: CountsRejections) -> Iterator[None]:
     """Around a scheduler's ``submit``: a full queue → 429 + ``Retry-After``, a stopping scheduler
     → 503 ``draining``; each refusal counted on the model's ``metrics``."""
     from openhood.scheduler import QueueFullError, SchedulerStoppedError

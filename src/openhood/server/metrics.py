@@ -34,6 +34,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Proc
 from prometheus_client.exposition import generate_latest
 
 from openhood.scheduler import LENGTH_LABELS, BatchInfo
+from openhood.scheduler.generation import GenerationScheduler, StepInfo
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0)
 TOKEN_BUCKETS = (8, 16, 32, 48, 64, 80, 96, 128, 160, 192, 256, 384, 512)
@@ -146,7 +147,7 @@ class ServerMetrics:
     def for_model(self, name: str, queue_depth_fn, memory_bytes: int = 0) -> ModelMetrics:
         return ModelMetrics(self, name, queue_depth_fn, memory_bytes)
 
-    def for_generator(self, name: str, scheduler, memory_bytes: int = 0) -> GenerationMetrics:
+    def for_generator(self, name: str, scheduler: GenerationScheduler, memory_bytes: int = 0) -> GenerationMetrics:
         return GenerationMetrics(self, name, scheduler, memory_bytes)
 
     def exposition(self) -> bytes:
@@ -222,7 +223,7 @@ class GenerationMetrics(ModelMetrics):
     """A ``generate`` model's series: the shared ones plus TTFT, inter-token time and the scheduler's
     gauges (read from ``scheduler`` at scrape time). ``tokens/s`` is generated tokens."""
 
-    def __init__(self, server: ServerMetrics, name: str, scheduler, memory_bytes: int):
+    def __init__(self, server: ServerMetrics, name: str, scheduler: GenerationScheduler, memory_bytes: int):
         super().__init__(server, name, lambda: scheduler.queue_depth, memory_bytes)
         s = server
         self.ttft, self.inter_token = s.ttft.labels(name), s.inter_token.labels(name)
@@ -232,7 +233,7 @@ class GenerationMetrics(ModelMetrics):
         s.waiting_sequences.labels(name).set_function(lambda: scheduler.queue_depth)
         s.kv_cache_bytes.labels(name).set_function(lambda: scheduler.kv_bytes_used)
 
-    def observe_step(self, info) -> None:
+    def observe_step(self, info: StepInfo) -> None:
         """Called on the scheduler thread after every step (``scheduler.generation.StepInfo``)."""
         self.step_seconds.observe(info.seconds)
         if info.sampled:

@@ -21,6 +21,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request
@@ -45,11 +46,11 @@ INLINE_RENDER_CHARS = 16384  # longer prompts are templated and tokenized in a t
 
 def register(app: FastAPI, state: ServerState) -> None:
     @app.post("/v1/chat/completions")
-    async def chat_completions(request: Request):
+    async def chat_completions(request: Request) -> Response:
         return await complete(request, state, chat=True)
 
     @app.post("/v1/completions")
-    async def completions(request: Request):
+    async def completions(request: Request) -> Response:
         return await complete(request, state, chat=False)
 
 
@@ -117,7 +118,7 @@ async def complete(request: Request, st: ServerState, *, chat: bool) -> Response
                        code="inference_failed", param=None)
     usage = usage_of(fin)
     if chat:
-        payload = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": created, "model": name,
+        payload: dict[str, Any] = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": created, "model": name,
                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
                                 "finish_reason": fin.finish_reason}],
                    "usage": usage, "system_fingerprint": None}
@@ -195,12 +196,12 @@ async def collect(request: Request, gen: Generation) -> str:
     return reading.result()
 
 
-def sse(payload: dict) -> bytes:
+def sse(payload: dict[str, Any]) -> bytes:
     return b"data: " + orjson.dumps(payload) + b"\n\n"
 
 
 async def sse_chunks(gen: Generation, req: CompletionRequest, name: str, created: int,
-                     cut_watch: asyncio.Future) -> AsyncIterator[bytes]:
+                     cut_watch: asyncio.Future[Any]) -> AsyncIterator[bytes]:
     """OpenAI's stream: a chunk per text piece, the finish chunk, [usage chunk], ``[DONE]``.
     Cancelled (client gone) → the sequence is cancelled and freed at the scheduler's next step."""
     chat = req.chat
@@ -211,8 +212,8 @@ async def sse_chunks(gen: Generation, req: CompletionRequest, name: str, created
 
     def chunk(text: str | None, finish_reason: str | None, role: bool = False) -> bytes:
         if chat:
-            delta: dict = {"role": "assistant", "content": ""} if role else ({} if text is None else {"content": text})
-            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+            delta: dict[str, str] = {"role": "assistant", "content": ""} if role else ({} if text is None else {"content": text})
+            choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
         else:
             choice = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish_reason}
         return sse({**base, "choices": [choice], **usage_field})
@@ -242,7 +243,7 @@ async def sse_chunks(gen: Generation, req: CompletionRequest, name: str, created
         finish_request(gen)
 
 
-def usage_of(fin: FinishEvent) -> dict:
+def usage_of(fin: FinishEvent) -> dict[str, int]:
     return {"prompt_tokens": fin.prompt_tokens, "completion_tokens": fin.completion_tokens,
             "total_tokens": fin.prompt_tokens + fin.completion_tokens}
 
@@ -292,7 +293,7 @@ def trace_request(rt: GenerationRuntime, gen: Generation, fin: FinishEvent, end_
     })
     ctx = trace.set_span_in_context(root)
 
-    def child(span_name: str, start_ns: int, stop_ns: int, **attributes) -> None:
+    def child(span_name: str, start_ns: int, stop_ns: int, **attributes: Any) -> None:
         span = tracer.start_span(span_name, context=ctx, start_time=to_epoch_ns(start_ns), attributes=attributes)
         span.end(end_time=to_epoch_ns(stop_ns))
 
