@@ -19,7 +19,7 @@ import numpy as np
 
 from openhood.generate.generator import Generator
 from openhood.generate.sampling import SamplingParams, sample
-from openhood.models.loading import EngineOptions
+from openhood.models.options import EngineOptions
 
 TASK = "generate"
 PROBE_PROMPT = "Hi"  # readiness: one real token from this raw prompt

@@ -109,7 +109,8 @@ Runtime = ModelRuntime | GenerationRuntime
 
 
 class ServerState:
-    def __init__(self, config: ServerConfig, models: Sequence[ServedModel | ServedGenerator], tracer=None, lifecycle: Lifecycle | None = None):
+    def __init__(self, config: ServerConfig, models: Sequence[ServedModel | ServedGenerator], tracer: trace.Tracer | None = None,
+                 lifecycle: Lifecycle | None = None):
         if not models:
             raise ValueError("a server needs at least one model")
         self.config = config

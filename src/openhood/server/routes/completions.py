@@ -32,9 +32,9 @@ from openhood.generate.generator import GenerationConfig
 from openhood.generate.sampling import SamplingParams
 from openhood.scheduler import length_label
 from openhood.scheduler.generation import FinishEvent, GenerationHandle, TokenEvent
-from openhood.server.body import ClientGone, read_body, wait_disconnect
+from openhood.server.body import read_body, wait_disconnect
 from openhood.server.completion_schemas import CompletionRequest, parse_chat_request, parse_completion_request
-from openhood.server.errors import APIError, admission, json_response
+from openhood.server.errors import APIError, ClientGone, admission, json_response
 from openhood.server.middleware import RequestRecord
 from openhood.server.state import GenerationRuntime, ServerState
 from openhood.server.tracing import to_epoch_ns
