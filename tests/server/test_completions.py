@@ -177,6 +177,33 @@ def test_metrics_and_log_line_carry_counts_never_text(gen_server, sdk):
     assert SECRET not in gen_server.log_text()
 
 
+def test_trace_spans_carry_counts_never_text(smollm2_gen):
+    """In-process app (no socket) on the session's Generator, spans to the in-memory exporter."""
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from starlette.testclient import TestClient
+
+    from openhood.models.generation import ServedGenerator
+    from openhood.server.app import create_app
+    from openhood.server.config import ServerConfig
+    from openhood.server.tracing import make_tracer
+
+    exporter = InMemorySpanExporter()
+    tracer, provider = make_tracer(exporter)
+    app = create_app(ServerConfig(), [ServedGenerator("smollm2", smollm2_gen.path, smollm2_gen)], tracer=tracer)
+    with TestClient(app) as c:
+        r = c.post("/v1/completions", json={"prompt": f"The {SECRET} said", "max_tokens": 2, "temperature": 0})
+        assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 2
+    provider.shutdown()
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    assert {"generation.request", "tokenize", "queue", "prefill", "decode"} <= set(spans)
+    root = spans["generation.request"]
+    assert root.attributes["openhood.completion_tokens"] == 2 and root.attributes["openhood.finish_reason"] == "length"
+    assert root.attributes["openhood.prompt_tokens"] == len(smollm2_gen.encode_prompt(f"The {SECRET} said", raw=True))
+    for span in spans.values():
+        assert span.context.trace_id == root.context.trace_id
+        assert all(SECRET not in str(v) for v in span.attributes.values())
+
+
 def test_sigterm_cuts_running_streams_at_the_grace_period(gen_server):
     """Last in the module: it drains the shared server."""
     srv = gen_server
