@@ -35,7 +35,8 @@ NAIVE_SERVER = Path(__file__).resolve().parent / "naive_server.py"
 def run(label: str, target: list[str], args, out: Path) -> dict:
     """One soak; ``target`` is ``--model … --serve-args …`` or ``--url …``."""
     cmd = [sys.executable, "-m", "openhood.cli", "soak", *target, "--seconds", str(args.seconds),
-           "--requests", str(args.requests), "--max-growth", str(args.max_growth), "--out", str(out)]
+           "--requests", str(args.requests), "--max-growth", str(args.max_growth), "--out", str(out),
+           "--sample-every", str(args.sample_every)]
     load_start = os.getloadavg()[0]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if not (out / "soak.json").is_file():
@@ -77,6 +78,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=1800.0)
     ap.add_argument("--requests", type=int, default=100_000)
     ap.add_argument("--max-growth", type=float, default=1.0)
+    ap.add_argument("--sample-every", type=float, default=5.0, help="seconds between /debug/memory samples")
     ap.add_argument("--backends", default="numpy,onnxruntime,int8,naive")
     ap.add_argument("--int8-model", help="a quantized model folder for the int8 run")
     ap.add_argument("--out", default=None, help="keep each run's report under this folder")
