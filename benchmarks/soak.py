@@ -36,7 +36,7 @@ def run(label: str, target: list[str], args, out: Path) -> dict:
     """One soak; ``target`` is ``--model … --serve-args …`` or ``--url …``."""
     cmd = [sys.executable, "-m", "openhood.cli", "soak", *target, "--seconds", str(args.seconds),
            "--requests", str(args.requests), "--max-growth", str(args.max_growth), "--out", str(out),
-           "--sample-every", str(args.sample_every)]
+           "--sample-every", str(args.sample_every), "--ready-timeout", "1800"]
     load_start = os.getloadavg()[0]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if not (out / "soak.json").is_file():
@@ -45,7 +45,7 @@ def run(label: str, target: list[str], args, out: Path) -> dict:
             **json.loads((out / "soak.json").read_text())["analysis"]}
 
 
-def wait_ready(url: str, server: subprocess.Popen, seconds: float = 300.0) -> None:
+def wait_ready(url: str, server: subprocess.Popen, seconds: float = 1800.0) -> None:
     """Model load and ORT's session build take a while on a loaded machine."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and server.poll() is None:
