@@ -1,5 +1,6 @@
-"""A /debug/memory sample slower than the sampler's timeout is counted as missed; the soak goes on."""
+"""Long soaks survive a slow sample (counted as missed) and Ctrl-C (stops early, still reports)."""
 
+import _thread
 import json
 import threading
 import time
@@ -14,6 +15,8 @@ MEMORY = {"process": {"rss_bytes": 1, "uss_bytes": 1, "fds": 1, "threads": 1}, "
 
 class Handler(BaseHTTPRequestHandler):
     memory_calls = 0
+    posts = 0
+    interrupt_at_post: int | None = None  # send Ctrl-C to the soak (the main thread) at this request
 
     def log_message(self, *args):  # quiet test output
         pass
@@ -39,20 +42,37 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         self.rfile.read(int(self.headers.get("content-length", 0)))
+        Handler.posts += 1
+        if Handler.posts == Handler.interrupt_at_post:
+            _thread.interrupt_main()
         time.sleep(0.02)
         self._send(200, {"data": []})
 
 
-def test_a_timed_out_sample_is_missed_not_fatal(monkeypatch):
-    monkeypatch.setattr(runner, "SAMPLE_TIMEOUT_S", 0.3)
+def soak(seconds: float, interrupt_at_post: int | None = None) -> runner.SoakRun:
+    Handler.memory_calls = Handler.posts = 0
+    Handler.interrupt_at_post = interrupt_at_post
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        cfg = SoakConfig(base_url=f"http://127.0.0.1:{server.server_address[1]}", seconds=1.5, concurrency=2,
+        cfg = SoakConfig(base_url=f"http://127.0.0.1:{server.server_address[1]}", seconds=seconds, concurrency=2,
                          sample_every_s=0.2, timeout_s=0.3)
-        run = run_soak(cfg)
+        return run_soak(cfg)
     finally:
         server.shutdown()
-    assert run.missed_samples == 1
-    assert len(run.samples) >= 4 and run.sent > 10
+
+
+def test_a_timed_out_sample_is_missed_not_fatal(monkeypatch):
+    monkeypatch.setattr(runner, "SAMPLE_TIMEOUT_S", 0.3)
+    run = soak(3.0)
+    assert run.missed_samples == 1 and not run.stopped_early
+    assert len(run.samples) >= 3 and run.sent >= 2
     assert run.samples[-1]["requests"] == run.sent  # the closing sample came after the slow one
+
+
+def test_sigint_stops_the_soak_early_and_keeps_its_samples():
+    t0 = time.monotonic()
+    run = soak(120.0, interrupt_at_post=5)
+    assert time.monotonic() - t0 < 60
+    assert run.stopped_early and run.sent >= 5 and len(run.samples) >= 2
+    assert run.samples[-1]["requests"] == run.sent  # the closing sample came after the last request

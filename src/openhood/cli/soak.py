@@ -86,6 +86,8 @@ def cmd_soak(args) -> int:
     page = write_report(out, analysis, run, {k: v for k, v in vars(args).items() if k != "func"})
     print(json.dumps(analysis, indent=2) if args.json else format_summary(analysis))
     print(f"report: {page}", file=sys.stderr)
+    if run.stopped_early:
+        print(f"openhood soak: stopped early by SIGINT after {run.sent} requests", file=sys.stderr)
     if run.unexpected:
         print(f"openhood soak: {run.unexpected} valid requests did not get 200: {dict(run.outcomes)}", file=sys.stderr)
     return 0 if analysis["verdict"] == "pass" else 1

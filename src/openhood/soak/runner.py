@@ -50,6 +50,7 @@ class SoakRun:
     outcomes: Counter = field(default_factory=Counter)  # "kind status" → count
     unexpected: int = 0  # a valid request that did not get 200
     missed_samples: int = 0  # samples that timed out (the next diff then spans two intervals)
+    stopped_early: bool = False  # Ctrl-C / SIGINT: requests stopped, the report still written
     models: list[dict] = field(default_factory=list)
     elapsed_s: float = 0.0
     sent: int = 0
@@ -83,6 +84,17 @@ def sample_memory(client: httpx.Client, top: int) -> dict:
         raise SoakError("/debug/memory refused the request: pass the server's --api-key")
     r.raise_for_status()
     return r.json()
+
+
+def take_sample(run: SoakRun, control: httpx.Client, top: int, start: float, progress=None) -> None:
+    try:
+        memory = sample_memory(control, top)
+    except httpx.TimeoutException:
+        run.missed_samples += 1
+        return
+    run.samples.append({"t": time.monotonic() - start, "requests": run.sent, "memory": memory})
+    if progress is not None:
+        progress(run)
 
 
 def run_soak(cfg: SoakConfig, progress=None) -> SoakRun:
@@ -129,14 +141,15 @@ def run_soak(cfg: SoakConfig, progress=None) -> SoakRun:
                 next_at = time.monotonic() + cfg.sample_every_s
                 while time.monotonic() < next_at and any(t.is_alive() for t in threads):
                     time.sleep(0.05)
-                try:
-                    memory = sample_memory(control, cfg.top)
-                except httpx.TimeoutException:
-                    run.missed_samples += 1
-                    continue
-                run.samples.append({"t": time.monotonic() - start, "requests": run.sent, "memory": memory})
-                if progress is not None:
-                    progress(run)
+                take_sample(run, control, cfg.top, start, progress)
+        except KeyboardInterrupt:
+            # A soak stopped by hand still reports what it measured: let the requests in
+            # flight finish, then take the closing sample.
+            run.stopped_early = True
+            stop.set()
+            for t in threads:
+                t.join(cfg.timeout_s + 5)
+            take_sample(run, control, cfg.top, start, progress)
         finally:
             stop.set()
             for t in threads:
