@@ -41,8 +41,10 @@ def test_streams_are_timed_token_by_token_and_scale_with_a_batching_server(stub)
 
 
 def test_a_serial_server_shows_as_flat_throughput_and_growing_ttft(stub):
-    s = stub(ttft_s=0.01, itl_s=0.005, serial=True)
-    _, summary = _chat(s.url, (1, 4), out="8")
+    # Generations of ~0.2 s, long against the client's own per-request overhead, which at one
+    # stream leaves the serial server idle between requests.
+    s = stub(ttft_s=0.01, itl_s=0.01, serial=True)
+    _, summary = _chat(s.url, (1, 4), out="20", duration=1.2)
     one, four = summary["levels"]
     assert four["output_tokens_per_s"] < 1.6 * one["output_tokens_per_s"]
     assert four["ttft_ms"]["p50"] > 2 * one["ttft_ms"]["p50"]  # each waits behind ~3 whole generations
