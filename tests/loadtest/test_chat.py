@@ -17,8 +17,8 @@ from openhood.loadtest.client import ClientPlan
 from .test_report import Checker
 
 
-def _chat(url, levels, *, out="12", duration=0.8, warmup=0.2, path="/v1/chat/completions"):
-    cfg = ChatConfig(url=url + path, levels=levels, duration=duration, warmup=warmup, seed=1)
+def _chat(url, levels, *, out="12", duration=0.8, warmup=0.2, path="/v1/chat/completions", drain=120.0):
+    cfg = ChatConfig(url=url + path, levels=levels, duration=duration, warmup=warmup, seed=1, drain=drain)
     plan = ClientPlan(max_connections=max(levels), connect_timeout=3.05, read_timeout=5.0, pool_timeout=5.0)
     result = run_chat(cfg, plan, lambda: ChatWorkload(LengthDist.parse("4-40"), LengthDist.parse(out), 1))
     return result, summarize_chat(result)
@@ -58,6 +58,16 @@ def test_http_errors_and_streams_cut_mid_way_are_counted(stub):
     assert lv["ok"] + lv["error_count"] == lv["requests"]
     cut = [x for x in result.levels[0].samples if x.status == "incomplete_stream"]
     assert cut and all(x.token_times.size == 5 and x.finish_reason is None for x in cut)
+
+
+def test_streams_still_running_at_the_drain_deadline_are_unfinished_not_errors(stub):
+    # 40 tokens x 50 ms = 2 s per stream; the level's window is 0.5 s and its drain 0.4 s.
+    s = stub(ttft_s=0.01, itl_s=0.05)
+    result, summary = _chat(s.url, (2,), out="40", duration=0.5, warmup=0.0, drain=0.4)
+    lv = summary["levels"][0]
+    assert lv["error_count"] == 0 and lv["ok"] == 0 and lv["unfinished"] == lv["requests"] == 2
+    assert result.levels[0].wall_s < 1.5  # the drain bounded the level, not the 2 s streams
+    assert lv["ttft_ms"]["count"] == 2 and lv["inter_token_ms"]["count"] > 0  # their tokens still count
 
 
 def test_the_completions_endpoint_is_driven_with_a_prompt(stub):

@@ -172,6 +172,8 @@ def _register_chat(p) -> None:
     c.add_argument("--output-tokens", default="lognormal:64:0.5:256", metavar="DIST",
                    help="max_tokens per request, same forms (default lognormal:64:0.5:256)")
     c.add_argument("--temperature", type=v.non_negative_float, default=0.0, help="sampling temperature (default 0)")
+    c.add_argument("--drain", type=v.non_negative_float, default=120.0,
+                   help="seconds after each level's window for running streams to end; then cut (default 120)")
 
 
 def _chat(args) -> int:
@@ -194,7 +196,8 @@ def _chat(args) -> int:
         prompt_dist, output_dist = LengthDist.parse(args.prompt_tokens), LengthDist.parse(args.output_tokens)
         texts = TextCorpus.from_jsonl(args.corpus, limit=args.corpus_limit).texts if args.corpus else None
         cfg = ChatConfig(url=target.url, levels=levels, duration=args.duration, warmup=args.warmup, seed=args.seed,
-                         max_requests=args.max_requests, model=args.model, temperature=args.temperature)
+                         max_requests=args.max_requests, model=args.model, temperature=args.temperature,
+                         drain=args.drain)
     except (OSError, ValueError) as exc:
         return _fail(str(exc))
     # A stream may pause for a long prefill under load, so the per-read timeout is generous; a

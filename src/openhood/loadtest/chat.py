@@ -10,8 +10,9 @@ output tokens/s.
 Closed loop, not open loop: a generation request holds its stream for seconds, so "N users
 chatting" is the natural load, and concurrency is the knob that continuous batching answers to.
 The levels run one after another on one connection pool (size = the largest level), each with
-its own warm-up; requests still streaming at a level's end are awaited (bounded by the
-per-request hard timeout) so their gaps are complete, and the next level starts only then.
+its own warm-up; requests still streaming at a level's end are awaited for up to ``drain``
+seconds so their gaps are complete (any still running then are closed by the client and counted
+as ``unfinished``, not as server errors), and the next level starts only then.
 The trade-off: a chunk's time is when the client *read* it, so a client starved of CPU delays
 tokens and counts that delay against the server (on a shared box that is pessimistic, never
 flattering). A ``/v1/completions`` URL is driven the same way with ``prompt`` instead of
@@ -36,6 +37,7 @@ from openhood.loadtest.sse import SseParser
 
 CHAT_PATH = "/v1/chat/completions"
 MAX_LEVEL = 1024
+UNFINISHED = "unfinished"
 
 
 def chat_url(url: str) -> str:
@@ -60,6 +62,7 @@ class ChatConfig:
     max_requests: int = 10_000          # per level
     model: str | None = None            # the request's "model" field; omitted when None
     temperature: float = 0.0
+    drain: float = 120.0                # seconds after the window for running streams to end
 
     def __post_init__(self):
         if not self.levels or any(not (1 <= c <= MAX_LEVEL) for c in self.levels):
@@ -70,6 +73,8 @@ class ChatConfig:
             raise ValueError(f"--warmup must be in [0, 3600] s, got {self.warmup}")
         if not (1 <= self.max_requests <= 1_000_000):
             raise ValueError(f"--max-requests must be in [1, 1000000], got {self.max_requests}")
+        if not (0 <= self.drain <= 3600):
+            raise ValueError(f"--drain must be in [0, 3600] s, got {self.drain}")
         if not (0 <= self.temperature <= 2):
             raise ValueError(f"--temperature must be in [0, 2], got {self.temperature}")
 
@@ -85,7 +90,8 @@ class ChatSample:
 
     start: float
     done: float
-    status: int | str          # 200, an HTTP status, or an error kind ("timeout", "incomplete_stream", ...)
+    status: int | str          # 200, an HTTP status, an error kind ("timeout", "incomplete_stream", ...)
+                               # or "unfinished" (still streaming at the level's drain deadline)
     finish_reason: str | None
     prompt_words: int          # drawn prompt length (client-side estimate)
     max_tokens: int
@@ -96,6 +102,11 @@ class ChatSample:
     @property
     def ok(self) -> bool:
         return self.status == 200
+
+    @property
+    def timed(self) -> bool:
+        """Its tokens are real measurements: it succeeded, or our drain deadline cut it."""
+        return self.status in (200, UNFINISHED)
 
     @property
     def ttft(self) -> float:
@@ -144,12 +155,19 @@ def hard_timeout(plan: ClientPlan) -> float:
     return plan.pool_timeout + plan.connect_timeout + 10 * plan.read_timeout
 
 
-async def stream_one(client, url: str, body: bytes, item: ChatItem, t0: float, hard: float) -> ChatSample:
-    """Send one streaming request and time every text chunk; every failure becomes a status."""
+async def stream_one(client, url: str, body: bytes, item: ChatItem, t0: float, hard: float,
+                     deadline: float | None = None) -> ChatSample:
+    """Send one streaming request and time every text chunk; every failure becomes a status.
+
+    ``deadline`` (seconds from ``t0``): the client closes the stream then and marks it unfinished.
+    """
     import orjson
 
     clock = time.perf_counter
     start = clock() - t0
+    cut = deadline is not None and deadline - start < hard
+    if deadline is not None:
+        hard = max(0.0, min(hard, deadline - start))
     times: list[float] = []
     finish: str | None = None
     prompt_tokens = completion_tokens = -1
@@ -183,6 +201,8 @@ async def stream_one(client, url: str, body: bytes, item: ChatItem, t0: float, h
                     await resp.aread()
     except asyncio.CancelledError:
         raise
+    except TimeoutError:
+        status = UNFINISHED if cut else "timeout"
     except Exception as exc:  # every failure becomes a counted error kind, never a crash
         status = _error_kind(exc)
     if status == 200 and finish is None:
@@ -199,6 +219,7 @@ async def run_level(client, cfg: ChatConfig, plan: ClientPlan, concurrency: int,
     t0 = time.perf_counter()
     end = cfg.warmup + cfg.duration
     hard = hard_timeout(plan)
+    deadline = end + cfg.drain
     samples: list[ChatSample] = []
     sent = 0
 
@@ -207,10 +228,10 @@ async def run_level(client, cfg: ChatConfig, plan: ClientPlan, concurrency: int,
         while sent < cfg.max_requests and time.perf_counter() - t0 < end:
             sent += 1
             body = request_body(item := workload.draw(), cfg, seed=cfg.seed + sent)
-            samples.append(await stream_one(client, cfg.url, body, item, t0, hard))
+            samples.append(await stream_one(client, cfg.url, body, item, t0, hard, deadline))
 
     tasks = {asyncio.create_task(one_client()) for _ in range(concurrency)}
-    cancelled = await _drain(tasks, end + hard)
+    cancelled = await _drain(tasks, deadline + 5.0)  # stream_one ends itself at the deadline
     return LevelResult(concurrency=concurrency, samples=samples, warmup=cfg.warmup, duration=cfg.duration,
                        cancelled=cancelled, wall_s=time.perf_counter() - t0)
 

@@ -85,13 +85,13 @@ def _summary_html(s: dict) -> str:
     out = ["<table class='summary'>"] + [f"<tr><th>{k}</th><td style='text-align:left'>{v}</td></tr>" for k, v in rows]
     out.append("</table><h2>Per concurrency level (times in ms)</h2>")
     out.append("<table class='levels'><tr><th>streams</th><th>requests</th><th>errors</th><th>output tokens/s</th>"
-               "<th>TTFT P50</th><th>TTFT P99</th><th>inter-token P50</th><th>inter-token P99</th><th>P99/P50</th>"
+               "<th>unfinished at drain</th><th>TTFT P50</th><th>TTFT P99</th><th>inter-token P50</th><th>inter-token P99</th><th>P99/P50</th>"
                "<th>output tokens / request</th><th>prompt tokens / request</th><th>finish reasons</th></tr>")
     for lv in s["levels"]:
         t, g = lv["ttft_ms"], lv["inter_token_ms"]
         errs = f"{lv['error_count']} {escape(json.dumps(lv['errors']))}" if lv["errors"] else "0"
         out.append(f"<tr><td>{lv['concurrency']}</td><td>{lv['requests']}</td><td>{errs}</td>"
-                   f"<td>{lv['output_tokens_per_s']:.1f}</td><td>{_num(t['p50'])}</td><td>{_num(t['p99'])}</td>"
+                   f"<td>{lv['output_tokens_per_s']:.1f}</td><td>{lv['unfinished']}</td><td>{_num(t['p50'])}</td><td>{_num(t['p99'])}</td>"
                    f"<td>{_num(g['p50'])}</td><td>{_num(g['p99'])}</td><td>{_num(g['ratio'], '.2f')}</td>"
                    f"<td>{_num(lv['output_tokens_mean'])}</td><td>{_num(lv['prompt_tokens_mean'])}</td>"
                    f"<td>{escape(json.dumps(lv['finish_reasons']))}</td></tr>")

@@ -1,7 +1,9 @@
 """Statistics of a chat load test, per concurrency level: TTFT, inter-token gaps, tokens/s.
 
 - **TTFT** (time to first token): from sending the request to the arrival of the first chunk
-  that carries text, for successful requests that started in the measured window.
+  that carries text, for requests that started in the measured window and succeeded (or were
+  still streaming at the drain deadline: their tokens are real; one that had no token by then
+  is counted in ``unfinished_without_token``, a TTFT the percentiles cannot include).
 - **Inter-token gaps**: the differences between consecutive text chunks of each such request,
   pooled over the level (one sample per gap, so long answers weigh in proportion to their
   length, as they do for the users reading them). A server that streams one token per chunk
@@ -27,13 +29,13 @@ from openhood.loadtest.stats import latency_stats
 
 
 def ttft_ms(samples) -> np.ndarray:
-    """(N,) time to first token of the successful samples that produced text, ms."""
-    return np.asarray([s.ttft * 1e3 for s in samples if s.ok and s.token_times.size], dtype=np.float64)
+    """(N,) time to first token of the timed samples that produced text, ms."""
+    return np.asarray([s.ttft * 1e3 for s in samples if s.timed and s.token_times.size], dtype=np.float64)
 
 
 def inter_token_ms(samples) -> np.ndarray:
-    """(G,) every gap between consecutive text chunks of the successful samples, ms."""
-    gaps = [np.diff(s.token_times) * 1e3 for s in samples if s.ok and s.token_times.size > 1]
+    """(G,) every gap between consecutive text chunks of the timed samples, ms."""
+    gaps = [np.diff(s.token_times) * 1e3 for s in samples if s.timed and s.token_times.size > 1]
     return np.concatenate(gaps) if gaps else np.zeros(0)
 
 
@@ -52,7 +54,8 @@ def tokens_in_window(samples, lo: float, hi: float) -> float:
 def level_summary(level) -> dict:
     measured = level.measured
     ok = [s for s in measured if s.ok]
-    errors = Counter(str(s.status) for s in measured if not s.ok)
+    unfinished = [s for s in measured if s.timed and not s.ok]
+    errors = Counter(str(s.status) for s in measured if not s.timed)
     if level.cancelled:
         errors["cancelled"] += level.cancelled
     lo, hi = level.warmup, level.warmup + level.duration
@@ -60,6 +63,7 @@ def level_summary(level) -> dict:
     return {
         "concurrency": level.concurrency,
         "requests": len(measured) + level.cancelled, "ok": len(ok), "error_count": sum(errors.values()),
+        "unfinished": len(unfinished), "unfinished_without_token": sum(s.token_times.size == 0 for s in unfinished),
         "errors": dict(sorted(errors.items())), "warmup_requests": len(level.samples) - len(measured),
         "finish_reasons": dict(sorted(Counter(str(s.finish_reason) for s in ok).items())),
         "output_tokens_per_s": tokens_in_window(level.samples, lo, hi) / level.duration,
@@ -102,4 +106,12 @@ def format_chat_summary(s: dict) -> str:
     errs = {lv["concurrency"]: lv["errors"] for lv in s["levels"] if lv["errors"]}
     if errs:
         lines.append(f"errors by level: {errs}")
+    for lv in s["levels"]:
+        if lv["unfinished"]:
+            lines.append(f"note: at {lv['concurrency']} streams {lv['unfinished']} request(s) were still streaming at "
+                         f"the drain deadline ({lv['unfinished_without_token']} without a first token): --drain "
+                         "cut them")
+        if lv["requests"] == 0:
+            lines.append(f"note: at {lv['concurrency']} streams no request started inside the measured window "
+                         f"({lv['warmup_requests']} started in warm-up): the server is far slower than --duration allows")
     return "\n".join(lines)
