@@ -10,7 +10,7 @@ openhood / llama.cpp, and the issue's goals:
 - 1 stream: openhood >= 0.5 x llama.cpp's output tokens/s;
 - 16 streams: openhood >= 2 x llama.cpp's aggregate output tokens/s, with openhood's
   inter-token P99 <= 3 x its P50;
-- SIGTERM under load: openhood gets ``--sigterm-streams`` streams, then SIGTERM while they run,
+- SIGTERM under load: openhood gets ``--sigterm-streams`` streams, SIGTERM once all are generating,
   then a few new requests; every request that had started must end with a finish_reason
   (``stop``, or ``length`` when the grace period cuts it), none may break mid-stream.
 
@@ -102,8 +102,9 @@ class Server:
                 time.sleep(0.5)
         raise TimeoutError(f"{self.url} not ready after {timeout_s:g}s")
 
-    def stop(self, timeout_s: float = 60.0) -> int:
-        if self.proc.poll() is None:
+    def stop(self, timeout_s: float = 60.0, signal_it: bool = True) -> int:
+        """SIGTERM (unless ``signal_it`` is False: it was sent already) and wait; kill past the timeout."""
+        if signal_it and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         try:
             self.proc.wait(timeout=timeout_s)
@@ -178,7 +179,9 @@ def goals(rows: list[dict]) -> list[tuple[str, bool | None, str]]:
 
 
 async def _sigterm_run(url: str, server: Server, args) -> dict:
-    """N streams, SIGTERM while they run, then a few late requests; classify every request."""
+    """N streams; SIGTERM once every one is generating; then a few late requests. Classify all."""
+    from collections import Counter
+
     from openhood.loadtest.chat import ChatConfig, hard_timeout, request_body, stream_one
     from openhood.loadtest.chat_workload import ChatWorkload, LengthDist
     from openhood.loadtest.client import CONNECT_TIMEOUT_S, ClientPlan, make_client
@@ -191,13 +194,16 @@ async def _sigterm_run(url: str, server: Server, args) -> dict:
     client = make_client(plan)
     t0 = time.perf_counter()
 
-    def start(i: int) -> asyncio.Task:
+    def start(i: int, first: asyncio.Event | None = None) -> asyncio.Task:
         item = workload.draw()
         return asyncio.create_task(stream_one(client, cfg.url, request_body(item, cfg, args.seed + i), item, t0,
-                                              hard_timeout(plan)))
+                                              hard_timeout(plan), first_token=first))
 
     try:
-        running = [start(i) for i in range(n)]
+        firsts = [asyncio.Event() for _ in range(n)]
+        running = [start(i, firsts[i]) for i in range(n)]
+        # SIGTERM only once every stream is generating (bounded wait), then after --sigterm-after more.
+        await asyncio.wait([asyncio.create_task(e.wait()) for e in firsts], timeout=args.sigterm_wait)
         await asyncio.sleep(args.sigterm_after)
         server.proc.send_signal(signal.SIGTERM)
         t_term = time.perf_counter() - t0
@@ -206,20 +212,21 @@ async def _sigterm_run(url: str, server: Server, args) -> dict:
         before, after = await asyncio.gather(*running), await asyncio.gather(*late)
     finally:
         await client.aclose()
-    exit_code = await asyncio.to_thread(server.stop, 120.0)
+    # No second SIGTERM: openhood treats a second one as "exit now", which would cut its drain.
+    exit_code = await asyncio.to_thread(server.stop, 120.0, False)
     exit_s = time.perf_counter() - t0 - t_term
 
-    def started(s) -> bool:
-        return s.ok or s.token_times.size > 0
+    def lost(s) -> bool:  # the server began the stream and it ended without a finish_reason
+        return s.accepted and not s.ok
 
-    return {"streams": n, "sigterm_after_s": args.sigterm_after, "grace_period_s": args.grace_period,
-            "started": sum(started(s) for s in before),
-            "running_at_sigterm": sum(started(s) and s.done > t_term for s in before),
-            "finished": {r: sum(s.ok and s.finish_reason == r for s in before) for r in ("stop", "length")},
-            "lost": sum(started(s) and not s.ok for s in before) + sum(started(s) and not s.ok for s in after),
-            "not_started_before_sigterm": sum(not started(s) for s in before),
-            "late_refused": sum(not started(s) for s in after), "late_served": sum(s.ok for s in after),
-            "late_errors": sorted({str(s.status) for s in after if not s.ok}),
+    return {"streams": n, "sigterm_at_s": t_term, "grace_period_s": args.grace_period,
+            "generating_at_sigterm": sum(e.is_set() for e in firsts),
+            "accepted": sum(s.accepted for s in before),
+            "finished": dict(Counter(str(s.finish_reason) for s in before if s.ok)),
+            "lost": sum(map(lost, before)) + sum(map(lost, after)),
+            "outcomes": dict(Counter(str(s.status) for s in before)),
+            "late_refused": sum(not s.accepted for s in after), "late_served": sum(s.ok for s in after),
+            "late_statuses": dict(Counter(str(s.status) for s in after)),
             "server_exit_code": exit_code, "server_exit_s": exit_s}
 
 
@@ -238,7 +245,8 @@ def main() -> None:
     p.add_argument("--grace-period", type=float, default=10.0, help="openhood serve --grace-period")
     p.add_argument("--serve-args", default="", help="extra `openhood serve` flags")
     p.add_argument("--sigterm-streams", type=int, default=16, help="0 skips the SIGTERM check")
-    p.add_argument("--sigterm-after", type=float, default=4.0, help="seconds of load before SIGTERM")
+    p.add_argument("--sigterm-wait", type=float, default=300.0, help="at most this long for every stream's first token")
+    p.add_argument("--sigterm-after", type=float, default=1.0, help="seconds after that before SIGTERM")
     p.add_argument("--sigterm-tokens", type=int, default=96, help="max_tokens of the SIGTERM check's streams")
     p.add_argument("--port", type=int, default=8290)
     p.add_argument("--report-dir", help="write each server's HTML report under DIR/<server>/")
@@ -285,12 +293,12 @@ def main() -> None:
         finally:
             server.stop()
         result["sigterm"] = sig
-        ok = sig["lost"] == 0 and sig["not_started_before_sigterm"] == 0
-        print(f"\nSIGTERM under load: {sig['streams']} streams, SIGTERM after {sig['sigterm_after_s']:g}s "
-              f"(grace {sig['grace_period_s']:g}s): started {sig['started']}, running at SIGTERM "
-              f"{sig['running_at_sigterm']}, finished {sig['finished']}, LOST {sig['lost']}; late requests "
-              f"refused {sig['late_refused']} {sig['late_errors']}, served {sig['late_served']}; server exit "
-              f"{sig['server_exit_code']} after {sig['server_exit_s']:.1f}s -> {'PASS' if ok else 'FAIL'}")
+        ok = sig["lost"] == 0 and sig["accepted"] == sig["streams"]
+        print(f"\nSIGTERM under load: {sig['streams']} streams, SIGTERM at {sig['sigterm_at_s']:.1f}s with "
+              f"{sig['generating_at_sigterm']} generating (grace {sig['grace_period_s']:g}s): accepted "
+              f"{sig['accepted']}, outcomes {sig['outcomes']}, finish reasons {sig['finished']}, LOST {sig['lost']}; "
+              f"late requests {sig['late_statuses']}; server exit {sig['server_exit_code']} "
+              f"{sig['server_exit_s']:.1f}s after SIGTERM -> {'PASS' if ok else 'FAIL'}")
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2))

@@ -98,6 +98,7 @@ class ChatSample:
     prompt_tokens: int         # usage.prompt_tokens, -1 when the server sent none
     output_tokens: int         # usage.completion_tokens, else the number of text chunks
     token_times: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (K,) arrival of each text chunk
+    accepted: bool = False     # the server answered 200 and began the stream
 
     @property
     def ok(self) -> bool:
@@ -156,10 +157,11 @@ def hard_timeout(plan: ClientPlan) -> float:
 
 
 async def stream_one(client, url: str, body: bytes, item: ChatItem, t0: float, hard: float,
-                     deadline: float | None = None) -> ChatSample:
+                     deadline: float | None = None, first_token: asyncio.Event | None = None) -> ChatSample:
     """Send one streaming request and time every text chunk; every failure becomes a status.
 
     ``deadline`` (seconds from ``t0``): the client closes the stream then and marks it unfinished.
+    ``first_token`` is set when the first text chunk arrives (for callers that act mid-stream).
     """
     import orjson
 
@@ -172,12 +174,14 @@ async def stream_one(client, url: str, body: bytes, item: ChatItem, t0: float, h
     finish: str | None = None
     prompt_tokens = completion_tokens = -1
     status: int | str = 0
+    accepted = False
     try:
         async with asyncio.timeout(hard):
             async with client.stream("POST", url, content=body, headers={"content-type": "application/json",
                                                                          "accept": "text/event-stream"}) as resp:
                 status = resp.status_code
                 if status == 200:
+                    accepted = True
                     parser = SseParser()
                     async for chunk in resp.aiter_bytes():
                         now = clock() - t0
@@ -192,6 +196,8 @@ async def stream_one(client, url: str, body: bytes, item: ChatItem, t0: float, h
                                 text = (choice.get("delta") or {}).get("content") or choice.get("text")
                                 if text:
                                     times.append(now)
+                                    if first_token is not None:
+                                        first_token.set()
                                 finish = choice.get("finish_reason") or finish
                             usage = event.get("usage")
                             if usage:
@@ -210,7 +216,7 @@ async def stream_one(client, url: str, body: bytes, item: ChatItem, t0: float, h
     return ChatSample(start=start, done=clock() - t0, status=status, finish_reason=finish,
                       prompt_words=item.prompt_words, max_tokens=item.max_tokens, prompt_tokens=prompt_tokens,
                       output_tokens=completion_tokens if completion_tokens >= 0 else len(times),
-                      token_times=np.asarray(times, dtype=np.float64))
+                      token_times=np.asarray(times, dtype=np.float64), accepted=accepted)
 
 
 async def run_level(client, cfg: ChatConfig, plan: ClientPlan, concurrency: int,
