@@ -119,7 +119,7 @@ def loadtest(url: str, args, report: str | None) -> tuple[str, dict]:
     cmd = [str(BIN / "openhood"), "loadtest", url, "--chat", "--levels", args.levels, "--duration",
            str(args.duration), "--warmup", str(args.warmup), "--prompt-tokens", args.prompt_tokens,
            "--output-tokens", args.output_tokens, "--seed", str(args.seed), "--model", MODEL_NAME,
-           "--timeout", "120", "--wait-ready", "0", "--json", "--quiet"] + (["--report", report] if report else [])
+           "--drain", str(args.drain), "--timeout", "120", "--wait-ready", "0", "--json", "--quiet"] + (["--report", report] if report else [])
     shown = "openhood " + shlex.join(cmd[1:])
     print(f"   {shown}", flush=True)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
@@ -236,6 +236,7 @@ def main() -> None:
     p.add_argument("--levels", default="1,4,16")
     p.add_argument("--duration", type=float, default=20.0, help="measured seconds per level")
     p.add_argument("--warmup", type=float, default=4.0)
+    p.add_argument("--drain", type=float, default=180.0, help="per level: seconds for running streams to end")
     p.add_argument("--prompt-tokens", default="lognormal:32:0.5:128")
     p.add_argument("--output-tokens", default="lognormal:48:0.3:96")
     p.add_argument("--seed", type=int, default=0)
