@@ -48,7 +48,7 @@ def test_classify_matches_the_trainer(digits_server, digits_mlp_dir, digits):
     got = np.array([d["probabilities"] for d in data])
     assert np.max(np.abs(got - want)) < 1e-5
     assert [d["label"] for d in data] == [str(k) for k in want.argmax(1)]
-    assert all([t["label"] for t in d["top_k"]][0] == d["label"] and len(d["top_k"]) == 3 for d in data)
+    assert all(d["top_k"][0]["label"] == d["label"] and len(d["top_k"]) == 3 for d in data)
 
 
 def test_images_as_nested_rows_and_default_model(digits_server, digits):

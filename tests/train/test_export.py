@@ -84,7 +84,7 @@ def test_export_refuses_a_config_that_does_not_match(digits_mlp_dir, tmp_path):
         (broken / f.name).write_bytes(f.read_bytes())
     cfg = json.loads((broken / "config.json").read_text())
     (broken / "config.json").write_text(json.dumps({**cfg, "sizes": [64, 48, 10]}))
-    with pytest.raises(CheckpointError, match="layers.0.weight"):
+    with pytest.raises(CheckpointError, match=r"layers\.0\.weight"):
         load_mlp(broken)
     out = tmp_path / "broken.onnx"
     r = export("--model", str(broken), "--output", str(out))

@@ -50,12 +50,11 @@ def _fail(msg: str) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from openhood.engine.blas import blas
     from openhood.train.checkpoint import model_config, save_model, staged_folder
     from openhood.train.data import DataError, load_dataset
     from openhood.train.metrics import accuracy, confusion_matrix
     from openhood.train.trainer import TrainConfig, train_mlp
-
-    from openhood.engine.blas import blas
 
     if args.epochs < 1 or args.batch_size < 1 or min(args.hidden) < 1 or args.lr <= 0 or args.threads < 1:
         return _fail("--epochs, --batch-size, --hidden, --lr and --threads must be positive")
