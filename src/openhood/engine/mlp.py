@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -54,7 +55,7 @@ class TrainedMLP:
     """A folder from ``openhood train``, ready to serve: scaler folded into the first layer."""
 
     folder: Path
-    config: dict
+    config: dict[str, Any]
     layers: list[tuple[np.ndarray, np.ndarray]]  # (W (in, out), b (out,)) float32, raw-feature input
 
     @property

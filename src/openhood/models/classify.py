@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from openhood.models.loading import EngineOptions
+from openhood.models.options import EngineOptions
 from openhood.models.served import OutputSpec, Prepared, ServedModel
 
 TASK = "classify"

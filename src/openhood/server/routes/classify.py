@@ -27,8 +27,8 @@ from starlette.responses import Response
 
 from openhood.models.classify import BadFeatures, Probabilities
 from openhood.scheduler import BatchFailedError, ItemResult, QueueFullError, SchedulerStoppedError, length_label
-from openhood.server.body import ClientGone, read_body, wait_disconnect
-from openhood.server.errors import APIError, drain_deadline, draining, json_response
+from openhood.server.body import read_body, wait_disconnect
+from openhood.server.errors import APIError, ClientGone, drain_deadline, draining, json_response
 from openhood.server.middleware import RequestRecord
 from openhood.server.state import ModelRuntime, ServerState
 
@@ -37,7 +37,7 @@ TASK = "classify"
 
 def register(app: FastAPI, state: ServerState) -> None:
     @app.post("/v1/classify")
-    async def classify(request: Request):
+    async def classify(request: Request) -> Response:
         return await classify_request(request, state)
 
 
@@ -45,7 +45,7 @@ def _invalid(message: str, param: str | None, status: int = 422) -> APIError:
     return APIError(status, message, code="invalid_request" if status == 400 else "invalid_input", param=param)
 
 
-def parse(body: bytes, max_inputs: int) -> tuple[str | None, list, int | None]:
+def parse(body: bytes, max_inputs: int) -> tuple[str | None, list[Any], int | None]:
     """(model, inputs, top_k) from the JSON body; 400 when it is not JSON, 422 for a bad field."""
     try:
         req = orjson.loads(body)
@@ -67,7 +67,7 @@ def parse(body: bytes, max_inputs: int) -> tuple[str | None, list, int | None]:
     return model, inputs, top_k
 
 
-async def submit_and_wait(request: Request, st: ServerState, rt: ModelRuntime, payloads: list, lengths: list[int]) -> list[ItemResult]:
+async def submit_and_wait(request: Request, st: ServerState, rt: ModelRuntime, payloads: list[Any], lengths: list[int]) -> list[ItemResult]:
     """Queue the items on the model's batcher and wait for them, or for the client to leave / the drain cut."""
     try:
         futures = rt.batcher.submit(payloads, lengths)
