@@ -11,11 +11,12 @@ which is how ``load_models`` loads them.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
 
+from openhood.models.options import EngineOptions
 from openhood.models.registry import (
     DEFAULT_TASK,
     ModelSpec,
@@ -25,17 +26,6 @@ from openhood.models.registry import (
     resolve_model_dir,
 )
 from openhood.models.served import ServedModel
-
-
-@dataclass(frozen=True)
-class EngineOptions:
-    """How to run a model: backend, precision, intra-op threads, one backend per worker."""
-
-    backend: str = "numpy"
-    precision: str = "fp32"
-    threads: int | None = None
-    workers: int = 1
-    fusion: bool = True
 
 
 def _embed_loader(name: str, folder: Path, options: EngineOptions) -> ServedModel:
@@ -50,19 +40,30 @@ def _image_classify_loader(name: str, folder: Path, options: EngineOptions) -> S
     return load_image_classifier(name, folder, options)
 
 
+def _classify_loader(name: str, folder: Path, options: EngineOptions) -> ServedModel:
+    from openhood.models.classify import load_classifier
+
+    return load_classifier(name, folder, options)
+
+
 TASK_LOADERS: dict[str, Callable[[str, Path, EngineOptions], ServedModel]] = {
     "embed": _embed_loader,
     "image-classify": _image_classify_loader,
+    "classify": _classify_loader,
 }
 
 
 def task_for(spec: ModelSpec, folder: Path) -> str:
     """The spec's task; a folder that is an image classifier (``openhood convert``) served with the
-    default task is served as ``image-classify``, so ``--model effnet=DIR`` needs no TOML file."""
+    default task is served as ``image-classify``, one from ``openhood train`` as ``classify``, so
+    ``--model effnet=DIR`` or ``--model digits=DIR`` needs no TOML file."""
     from openhood.engine.efficientnet import is_efficientnet_folder
+    from openhood.train.checkpoint import is_mlp_folder
 
     if spec.task == DEFAULT_TASK and is_efficientnet_folder(folder):
         return "image-classify"
+    if spec.task == DEFAULT_TASK and is_mlp_folder(folder):
+        return "classify"
     return spec.task
 
 

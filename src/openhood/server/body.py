@@ -18,11 +18,7 @@ import asyncio
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import Receive
 
-from openhood.server.errors import APIError
-
-
-class ClientGone(Exception):
-    """The client closed the connection before the response: nothing to answer, nothing broke."""
+from openhood.server.errors import APIError, ClientGone
 
 
 async def read_body(request: Request, limit: int, timeout_s: float) -> bytes:

@@ -17,6 +17,10 @@ if TYPE_CHECKING:
     from fastapi import FastAPI, Request
 
 
+class ClientGone(Exception):
+    """The client closed the connection before the response: nothing to answer, nothing broke."""
+
+
 class APIError(Exception):
     def __init__(
         self,
@@ -86,8 +90,6 @@ def install_error_handlers(app: FastAPI, on_client_gone: Callable[[], None] | No
 
     from starlette.exceptions import HTTPException as StarletteHTTPException
     from starlette.responses import Response
-
-    from openhood.server.body import ClientGone
 
     log = logging.getLogger("openhood.server")
 

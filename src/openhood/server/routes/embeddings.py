@@ -29,8 +29,8 @@ from openhood.models.served import Prepared
 from openhood.models.text import TextPreprocessor
 from openhood.scheduler import BatchFailedError, ItemResult, QueueFullError, SchedulerStoppedError, length_label
 from openhood.server import planted_leak
-from openhood.server.body import ClientGone, read_body, wait_disconnect
-from openhood.server.errors import APIError, drain_deadline, draining, json_response
+from openhood.server.body import read_body, wait_disconnect
+from openhood.server.errors import APIError, ClientGone, drain_deadline, draining, json_response
 from openhood.server.middleware import RequestRecord
 from openhood.server.openapi import EMBEDDINGS_REQUEST, EMBEDDINGS_RESPONSES
 from openhood.server.schemas import parse_embeddings_request
