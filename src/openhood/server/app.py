@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+import openhood
 from openhood.models import ServedModel
 from openhood.server.config import ServerConfig
 from openhood.server.errors import install_error_handlers
@@ -35,7 +36,7 @@ def create_app(config: ServerConfig, models: list[ServedModel], *, tracer=None, 
         # Normally DrainingServer already stopped the workers; this covers in-process use.
         await asyncio.to_thread(state.stop, config.grace_period_s)
 
-    app = FastAPI(title="openhood", version="0.1.0", lifespan=lifespan, docs_url="/docs", redoc_url=None)
+    app = FastAPI(title="openhood", version=openhood.__version__, lifespan=lifespan, docs_url="/docs", redoc_url=None)
     app.state.openhood = state
     app.add_middleware(ObservabilityMiddleware, state=state)
     install_error_handlers(app, on_client_gone=state.metrics.client_disconnects.inc)
