@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 
 from starlette.requests import ClientDisconnect, Request
+from starlette.types import Receive
 
 from openhood.server.errors import APIError
 
@@ -50,7 +51,7 @@ def too_large(size: int, limit: int) -> APIError:
     return APIError(413, f"request body is {size} bytes or more; the limit is {limit} bytes", code="body_too_large", param=None)
 
 
-async def wait_disconnect(receive) -> None:
+async def wait_disconnect(receive: Receive) -> None:
     """Returns when the client closes the connection (the body has been read by then)."""
     while (await receive())["type"] != "http.disconnect":
         pass

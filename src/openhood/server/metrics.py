@@ -24,6 +24,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import psutil
@@ -42,7 +44,7 @@ REJECT_REASONS = ("queue_full", "draining")
 class ServerMetrics:
     """The process-wide registry; per-model series come from ``for_model(name)``."""
 
-    def __init__(self, stats_window: int = 2048, in_flight_fn=None):
+    def __init__(self, stats_window: int = 2048, in_flight_fn: Callable[[], float] | None = None):
         self.registry = CollectorRegistry(auto_describe=True)
         self.stats_window = stats_window
         r = self.registry
@@ -138,20 +140,20 @@ class ServerMetrics:
         if not ok:
             self.request_failures.labels(model, route, error or f"http_{status}").inc()
 
-    def for_model(self, name: str, queue_depth_fn, memory_bytes: int = 0) -> ModelMetrics:
+    def for_model(self, name: str, queue_depth_fn: Callable[[], float], memory_bytes: int = 0) -> ModelMetrics:
         return ModelMetrics(self, name, queue_depth_fn, memory_bytes)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
 
     def rss_bytes(self) -> int:
-        return self._process.memory_info().rss
+        return int(self._process.memory_info().rss)
 
 
 class ModelMetrics:
     """One served model's children of the shared series, its throughput and its /stats window."""
 
-    def __init__(self, server: ServerMetrics, name: str, queue_depth_fn, memory_bytes: int):
+    def __init__(self, server: ServerMetrics, name: str, queue_depth_fn: Callable[[], float], memory_bytes: int):
         self.name = name
         self.server = server
         s = server
@@ -217,9 +219,9 @@ class LatencyWindow:
     def add(self, length_bucket: str, stages: dict[str, float]) -> None:
         self._rows.append((length_bucket, stages))
 
-    def table(self) -> dict:
+    def table(self) -> dict[str, Any]:
         rows = list(self._rows)
-        out: dict[str, dict] = {}
+        out: dict[str, dict[str, Any]] = {}
         for label in (*LENGTH_LABELS, "all"):
             picked = [s for b, s in rows if label in ("all", b)]
             entry: dict[str, object] = {"count": len(picked)}
