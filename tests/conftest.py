@@ -28,7 +28,7 @@ def reference():
     return meta["texts"], emb
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")  # stateless: module-scoped fixtures (a Prometheus process) use it too
 def missing_tool() -> Callable[[str, str], None]:
     """``missing_tool(reason, env)``: skip the test, or fail it when ``env`` is set to 1."""
 

@@ -4,6 +4,9 @@ What is exported, and why each exists:
 Every series about a model's work carries a ``model`` label (its served name: a short, bounded
 set fixed at start-up); process-wide ones (HTTP status per route, RSS, in-flight) do not.
 - ``openhood_http_requests_total{route,status}`` — traffic and errors per route.
+- ``openhood_requests_total{model,route,outcome}`` and ``openhood_request_failures_total{model,
+  route,error}`` — TEI's request count / success / failure per served model and API route
+  (``model=""`` when refused before routing; ``error`` is the bounded error code, never text).
 - ``openhood_request_stage_seconds{stage}`` — total / tokenize / queue / inference / postprocess
   of each embeddings request: which stage a slow request spent its time in.
 - ``openhood_request_seconds_by_length{length_bucket}`` — total latency per input-length bucket
@@ -35,6 +38,7 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.
 TOKEN_BUCKETS = (8, 16, 32, 48, 64, 80, 96, 128, 160, 192, 256, 384, 512)
 STAGES = ("total", "tokenize", "queue", "inference", "postprocess")
 THROUGHPUT_WINDOW_S = 10.0
+REJECT_REASONS = ("queue_full", "draining")
 
 
 class ServerMetrics:
@@ -49,6 +53,14 @@ class ServerMetrics:
             "openhood_http_requests", "HTTP requests by route and status", ["route", "status"], registry=r
         )
         m = ["model"]  # every per-model series carries the served model's name
+        self.requests = Counter(
+            "openhood_requests", "API requests by served model, route and outcome (success: status < 400)",
+            [*m, "route", "outcome"], registry=r,
+        )
+        self.request_failures = Counter(
+            "openhood_request_failures", "Failed API requests by served model, route and error code",
+            [*m, "route", "error"], registry=r,
+        )
         self.stage_seconds = Histogram(
             "openhood_request_stage_seconds",
             "Per-stage time of /v1 requests (queue/inference: the slowest item's batch)",
@@ -121,6 +133,13 @@ class ServerMetrics:
         self.rss.set_function(lambda: self._process.memory_info().rss)
         self.ready = Gauge("openhood_ready", "1 when the model's last readiness probe passed", m, registry=r)
 
+    def observe_api_request(self, model: str, route: str, status: int, error: str | None) -> None:
+        """One finished API request; ``model`` is a served name or "" (refused before routing)."""
+        ok = status < 400
+        self.requests.labels(model, route, "success" if ok else "failure").inc()
+        if not ok:
+            self.request_failures.labels(model, route, error or f"http_{status}").inc()
+
     def for_model(self, name: str, queue_depth_fn: Callable[[], float], memory_bytes: int = 0) -> ModelMetrics:
         return ModelMetrics(self, name, queue_depth_fn, memory_bytes)
 
@@ -147,6 +166,8 @@ class ModelMetrics:
         s.queue_depth.labels(name).set_function(queue_depth_fn)
         s.tokens_per_s.labels(name).set_function(self._tokens_per_s)
         s.model_memory.labels(name).set(memory_bytes)
+        for reason in REJECT_REASONS:  # present at 0 from the start, so rate() has a series before the first refusal
+            s.rejected.labels(name, reason)
         self._throughput: deque[tuple[float, int]] = deque()  # (monotonic s, real tokens) per batch
         self._throughput_lock = threading.Lock()  # written by the worker, read by the scrape
         self.window = LatencyWindow(s.stats_window)

@@ -36,4 +36,4 @@ def register_routes(app: FastAPI, state: ServerState) -> None:
         for register in registers:
             register(app, state)
     paths = {getattr(route, "path", "") for route in app.routes}
-    state.route_labels = paths - {"", "/docs", "/openapi.json", "/docs/oauth2-redirect"}
+    state.route_labels = paths - {"", "/openapi.json"}

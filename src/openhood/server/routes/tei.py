@@ -165,6 +165,7 @@ async def tokenize(request: Request, st: ServerState) -> Response:
     req = validate_body(TokenizeBody, await read_json(request, st), unions=INPUTS)
     texts = texts_from(req.inputs, max_inputs=limits(st), field="inputs")
     rt = st.route(req.model, TASK)
+    request.state.record.fields["model"] = rt.model.name  # the metrics' model label
     tokenizer = text_tokenizer(rt)
     if sum(len(t) for t in texts) <= INLINE_TOKENIZE_CHARS:
         out = tokens_of(tokenizer, texts, rt.model.max_length, req.add_special_tokens)
@@ -212,7 +213,9 @@ async def decode(request: Request, st: ServerState) -> Response:
     if len(rows) > limits(st):
         raise APIError(413, f"'ids' has {len(rows)} sequences; at most {limits(st)} per request",
                        code="too_many_inputs", param="ids")
-    tokenizer = text_tokenizer(st.route(req.model, TASK))
+    rt = st.route(req.model, TASK)
+    request.state.record.fields["model"] = rt.model.name  # the metrics' model label
+    tokenizer = text_tokenizer(rt)
     out = []
     for k, row in enumerate(rows):
         try:
