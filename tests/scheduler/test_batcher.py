@@ -85,8 +85,22 @@ def test_full_batch_fires_without_waiting_for_max_wait():
     done, _ = wait(futures, timeout=10)
     assert len(done) == 4  # a 60 s max_wait was never waited for
     lone = batcher.submit([TOK.encode("lonely")])[0]
-    assert not wait([lone], timeout=0.3).done  # a lone request does wait for batch-mates...
-    assert batcher.stop(10) and lone.result(timeout=1)  # ...and stop() flushes it
+    assert lone.result(timeout=10)  # nothing running anywhere: a lone request goes at once
+    batcher.stop(5)
+
+
+def test_a_request_waits_for_batch_mates_only_while_another_worker_is_busy():
+    backend = FakeBackend(max_length=64)
+    backend.gate.clear()
+    batcher = DynamicBatcher([runner(backend)] * 2, BUCKETS, BatchPolicy(max_wait_ms=60_000))
+    batcher.start()
+    blocker = batcher.submit([TOK.encode("block")])[0]  # an idle server: runs at once, held by the gate
+    while batcher.queue_depth:
+        time.sleep(0.005)
+    lone = batcher.submit([TOK.encode("lonely")])[0]
+    assert not wait([lone], timeout=0.3).done  # the other worker waits for batch-mates...
+    backend.gate.set()
+    assert batcher.stop(10) and lone.result(timeout=1) and blocker.result(timeout=1)  # ...stop() flushes it
 
 
 def test_queue_full_is_all_or_nothing_with_retry_after():

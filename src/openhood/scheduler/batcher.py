@@ -25,6 +25,13 @@ Who calls what, and when:
   between its batches, so an engine is only ever touched by its own thread (backends need not be
   thread-safe) and a wedged worker shows up as a probe that does not come back.
 
+Adaptive parallelism (``wide_run``): per-worker engines with few threads win under load, but a
+lone request on a 1-thread engine leaves the other cores idle. So when every worker is idle
+and the queue holds nothing else, the batch starts at once (no ``max_wait_ms``: with nothing
+running there is nothing to wait for) on ``wide_run``, an extra engine with every core's
+threads; one wide batch at a time. Under load the queue is never empty when a worker takes
+work, so the per-worker layout runs (docs/server.md, "Adaptive parallelism").
+
 The trade-off: on a CPU box every worker's engine shares the same cores, so more workers only
 help when each engine is given fewer intra-op threads (``openhood serve --workers 2 --threads
 1`` on 2 cores): then a short request can start on one core while a long batch holds the other,
@@ -88,6 +95,7 @@ class BatchInfo:
     started_ns: int  # monotonic: the worker took the batch off the queue
     inference_start_ns: int
     inference_end_ns: int
+    wide: bool = False  # ran on the all-cores engine (a lone batch on an idle server)
 
     @property
     def padded_tokens(self) -> int:
@@ -125,6 +133,7 @@ class DynamicBatcher:
         on_batch: Callable[[BatchInfo, bool], None] | None = None,
         on_drop: Callable[[int], None] | None = None,
         name: str = "",
+        wide_run: RunFn | None = None,
     ):
         policy = policy or BatchPolicy()
         if policy.max_batch_tokens < buckets.bounds[-1]:
@@ -140,6 +149,8 @@ class DynamicBatcher:
         lane_buckets = sum(1 for b in buckets.bounds if b <= policy.short_lane_tokens)
         self._lane_limit = lane_buckets if policy.short_lane_tokens and len(runs) > 1 and lane_buckets else None
         self._runs = runs
+        self._wide_run = wide_run
+        self._wide_busy = False  # one wide batch at a time: it already uses every core
         self.buckets = buckets
         self.policy = policy
         self.max_batch_size = policy.max_batch_size
@@ -217,6 +228,13 @@ class DynamicBatcher:
                 thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         return not any(t.is_alive() for t in self._threads)
 
+    def set_token_budget(self, tokens: int) -> None:
+        """Replace ``max_batch_tokens`` (the start-up calibration's result); the next batch uses it."""
+        if tokens < self.buckets.bounds[-1]:
+            raise ValueError(f"a token budget of {tokens} cannot hold one item of the largest bucket ({self.buckets.bounds[-1]})")
+        with self._cond:
+            self.max_batch_tokens = int(tokens)
+
     @property
     def queue_depth(self) -> int:
         return self._depth
@@ -246,6 +264,9 @@ class DynamicBatcher:
         shortest: int | None = None  # index of the shortest ready bucket
         overdue: tuple[int, int] | None = None  # the oldest ready bucket whose head waited max_age
         next_deadline: int | None = None
+        # Nothing running anywhere (the caller's own slot is already clear): no batch-mate can
+        # come from waiting out a running batch, so a queued item goes at once.
+        idle = not any(self._busy_since_ns) and not self._wide_busy
         for b, queue in enumerate(self._queues if limit is None else self._queues[:limit]):
             while queue and queue[0].future.cancelled():  # dropped clients don't hold a slot
                 queue.popleft()
@@ -256,7 +277,7 @@ class DynamicBatcher:
                 continue
             n, _ = self._fit(b, queue)
             deadline = queue[0].enqueued_ns + self.max_wait_ns
-            ready = n < len(queue) or n == self.max_batch_size or now >= deadline or self._stopping
+            ready = n < len(queue) or n == self.max_batch_size or now >= deadline or self._stopping or idle
             if ready:
                 head = (queue[0].enqueued_ns, b)
                 if oldest is None or head < oldest:
@@ -299,6 +320,7 @@ class DynamicBatcher:
         run = self._runs[worker]
         jobs = self._jobs[worker]
         while True:
+            wide = False
             with self._cond:
                 while True:
                     if jobs:
@@ -307,6 +329,10 @@ class DynamicBatcher:
                         break
                     items, wait_s = self._take_locked(time.monotonic_ns(), worker)
                     if items:
+                        # A lone batch on an idle server: every core's threads for it.
+                        wide = (self._wide_run is not None and self._depth == 0 and not self._wide_busy
+                                and not any(self._busy_since_ns))
+                        self._wide_busy = self._wide_busy or wide
                         if self._depth and len(self._threads) > 1:
                             self._cond.notify_all()  # more work queued: an idle worker may take it
                         break
@@ -322,7 +348,7 @@ class DynamicBatcher:
                         except BaseException as exc:  # the probe reports; the worker goes on
                             job_future.set_exception(exc)
                 else:
-                    self._run_batch(items, run, self._busy_since_ns[worker])
+                    self._run_batch(items, self._wide_run if wide else run, self._busy_since_ns[worker], wide)  # type: ignore[arg-type]  # wide only when set
             except Exception:
                 # A bug outside the engine call (e.g. in a metrics callback) must neither kill the
                 # worker nor leave callers waiting forever.
@@ -331,9 +357,14 @@ class DynamicBatcher:
                     if not item.future.done():
                         item.future.set_exception(BatchFailedError("internal error while running the batch"))
             finally:
-                self._busy_since_ns[worker] = None
+                with self._cond:
+                    self._busy_since_ns[worker] = None
+                    if wide:
+                        self._wide_busy = False
+                        if self._depth:
+                            self._cond.notify_all()  # items queued during the wide batch may go now
 
-    def _run_batch(self, items: list[_Item], run: RunFn, started: int | None) -> None:
+    def _run_batch(self, items: list[_Item], run: RunFn, started: int | None, wide: bool = False) -> None:
         started = started or time.monotonic_ns()
         live = [it for it in items if it.future.set_running_or_notify_cancel()]
         if len(live) < len(items) and self._on_drop:
@@ -351,14 +382,14 @@ class DynamicBatcher:
         except Exception as exc:
             t1 = time.monotonic_ns()
             log.exception("batch of %d items (T=%d) failed in the model", len(live), padded_len)
-            info = BatchInfo(next(self._batch_ids), bucket_upper, len(live), padded_len, sum(lengths), started, t0, t1)
+            info = BatchInfo(next(self._batch_ids), bucket_upper, len(live), padded_len, sum(lengths), started, t0, t1, wide)
             self._notify(info, False)
             error = BatchFailedError(f"inference failed for a batch of {len(live)}: {type(exc).__name__}")
             for item in live:
                 item.future.set_exception(error)
             return
         t1 = time.monotonic_ns()
-        info = BatchInfo(next(self._batch_ids), bucket_upper, len(live), padded_len, sum(lengths), started, t0, t1)
+        info = BatchInfo(next(self._batch_ids), bucket_upper, len(live), padded_len, sum(lengths), started, t0, t1, wide)
         rate = len(live) / max((t1 - started) / 1e9, 1e-6)
         self._items_per_s = rate if self._items_per_s == 0 else 0.8 * self._items_per_s + 0.2 * rate
         for row, item in enumerate(live):

@@ -227,6 +227,7 @@ def finish(st: ServerState, rt: ModelRuntime, record: RequestRecord, results: li
     record.fields.update(
         batches=len(batches),
         batch_sizes=sorted(b.size for b in batches),
+        wide=last.wide,
         queue_ms=round(stages["queue"] * 1000, 3),
         inference_ms=round(stages["inference"] * 1000, 3),
         postprocess_ms=round(stages["postprocess"] * 1000, 3),
