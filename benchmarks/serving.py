@@ -87,7 +87,7 @@ class Server:
         self.url = f"http://127.0.0.1:{port}"
         cmd = server_command(name, port, shlex.split(args.serve_args) if name.startswith("openhood") else [])
         # The server's output goes to a file: an unread pipe would fill up and block its logging.
-        self.log_path = Path(tempfile.gettempdir()) / f"openhood-bench-{name}.log"
+        self.log_path = Path(tempfile.gettempdir()) / f"openhood-bench-{name}-{port}.log"
         self.log = self.log_path.open("w")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         print(f"== {name}: {' '.join(cmd)}  (log: {self.log_path})", flush=True)
