@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serving import BIN, Server, wait_ready  # noqa: E402
+from serving import BIN, Server, wait_ready
 
 # Frames whose inclusive share of the samples is printed (substring of py-spy's frame title).
 FRAMES = ("run (openhood/backends/", "embeddings (openhood/server/routes/embeddings.py", "log_access", "finish (",
