@@ -322,3 +322,28 @@ def test_a_long_request_is_not_stranded_when_only_the_lane_is_woken():
         assert batcher.submit([TOK.encode(words(40, salt=f"x{i}"))])[0].result(timeout=5).batch.bucket == 64
     batcher.stop(5)
     assert not lane.calls
+
+
+def test_per_bucket_budgets_apply_until_a_surge_then_batches_fill_max_batch_tokens():
+    backend = FakeBackend(max_length=64)
+    backend.gate.clear()
+    batcher, _ = make(backend, max_batch_size=32, max_batch_tokens=64, surge_items=6, max_wait_ms=0)
+    batcher.set_token_budgets([8, 16, 64])  # bucket 8: one 8-token item per batch below the surge
+    with pytest.raises(ValueError):
+        batcher.set_token_budgets([4, 16, 64])  # cannot hold one item of its bucket
+    blocker = batcher.submit([TOK.encode(words(2))])
+    while batcher.queue_depth:
+        time.sleep(0.005)
+    calm = batcher.submit([TOK.encode(words(5, salt=f"a{i}")) for i in range(3)])  # 3 queued < surge
+    backend.gate.set()
+    sizes = {f.result(timeout=10).batch.size for f in calm}
+    assert sizes == {1}  # the calibrated budget of bucket 8 fits one 7-token item
+    backend.gate.clear()
+    blocker2 = batcher.submit([TOK.encode(words(2))])
+    while batcher.queue_depth:
+        time.sleep(0.005)
+    surge = batcher.submit([TOK.encode(words(5, salt=f"b{i}")) for i in range(8)])  # 8 queued >= surge
+    backend.gate.set()
+    assert max(f.result(timeout=10).batch.size for f in surge) > 1  # batches grow toward max_batch_tokens
+    blocker[0].result(timeout=10), blocker2[0].result(timeout=10)
+    batcher.stop(5)

@@ -13,7 +13,7 @@ Who calls what, and when:
   preprocessed items; it gets one ``concurrent.futures.Future`` per item back at once, or
   ``QueueFullError`` (→ 429) / ``SchedulerStoppedError`` (→ 503). Nothing blocks on inference.
 - each worker thread owns one model instance (``run`` function) and forms a batch from one
-  bucket when it is *full* (``max_batch_size`` rows or ``max_batch_tokens`` padded tokens) or
+  bucket when it is *full* (``max_batch_size`` rows or its token budget: see below) or
   when its oldest item has waited ``max_wait_ms``, calls ``run`` and resolves the futures.
 - ``short_lane_tokens`` > 0 with 2+ workers makes worker 0 a short lane: it only takes buckets
   up to that many tokens, so short requests always have a worker that no long batch can hold.
@@ -31,6 +31,12 @@ and the queue holds nothing else, the batch starts at once (no ``max_wait_ms``: 
 running there is nothing to wait for) on ``wide_run``, an extra engine with every core's
 threads; one wide batch at a time. Under load the queue is never empty when a worker takes
 work, so the per-worker layout runs (docs/server.md, "Adaptive parallelism").
+
+Token budgets: a short request that finds every worker busy waits for one batch, so below
+``surge_items`` queued items each bucket's batches are capped by its own budget (calibrated at
+start-up so one batch costs about (TAIL_RATIO - 1) x a lone short item: ``scheduler.calibrate``);
+at a surge the backlog dominates latency anyway and every bucket may fill ``max_batch_tokens``,
+the budget that maximises throughput.
 
 The trade-off: on a CPU box every worker's engine shares the same cores, so more workers only
 help when each engine is given fewer intra-op threads (``openhood serve --workers 2 --threads
@@ -155,6 +161,10 @@ class DynamicBatcher:
         self.policy = policy
         self.max_batch_size = policy.max_batch_size
         self.max_batch_tokens = policy.max_batch_tokens
+        # Per bucket, used while fewer than surge_items are queued (set_token_budgets); at a surge
+        # every bucket may fill max_batch_tokens.
+        self._budgets = [policy.max_batch_tokens] * len(buckets.bounds)
+        self.surge_items = policy.surge_items
         self.max_wait_ns = int(policy.max_wait_ms * 1e6)
         self.max_queue = policy.max_queue
         self.pad_to = policy.pad_to
@@ -228,12 +238,18 @@ class DynamicBatcher:
                 thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         return not any(t.is_alive() for t in self._threads)
 
-    def set_token_budget(self, tokens: int) -> None:
-        """Replace ``max_batch_tokens`` (the start-up calibration's result); the next batch uses it."""
-        if tokens < self.buckets.bounds[-1]:
-            raise ValueError(f"a token budget of {tokens} cannot hold one item of the largest bucket ({self.buckets.bounds[-1]})")
+    def set_token_budgets(self, per_bucket: Sequence[int]) -> None:
+        """Per-bucket padded-token budgets below ``surge_items`` queued items (the start-up
+        calibration's result); each must hold one item of its bucket, none exceeds ``max_batch_tokens``."""
+        budgets = [min(int(t), self.max_batch_tokens) for t in per_bucket]
+        if len(budgets) != len(self.buckets) or any(t < b for t, b in zip(budgets, self.buckets.bounds, strict=True)):
+            raise ValueError(f"need one budget >= its bound per bucket {self.buckets.bounds}, got {list(per_bucket)}")
         with self._cond:
-            self.max_batch_tokens = int(tokens)
+            self._budgets = budgets
+
+    @property
+    def token_budgets(self) -> list[int]:
+        return list(self._budgets)
 
     @property
     def queue_depth(self) -> int:
@@ -304,13 +320,14 @@ class DynamicBatcher:
 
     def _fit(self, bucket: int, queue: deque[_Item]) -> tuple[int, int]:
         """How many head items fit the batch caps, and the padded length they would have."""
+        budget = self.max_batch_tokens if self._depth >= self.surge_items else self._budgets[bucket]
         longest = 0
         n = 0
         for item in queue:
             if n == self.max_batch_size:
                 break
             length = self.buckets.upper(bucket) if self.pad_to == "bucket" else max(longest, item.length)
-            if (n + 1) * length > self.max_batch_tokens:
+            if (n + 1) * length > budget:
                 break
             longest = length
             n += 1

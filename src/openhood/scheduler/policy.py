@@ -39,9 +39,13 @@ class BatchPolicy:
     # (81% of the dev corpus is <= 80 tokens) always have a worker no long batch holds. Measured
     # with `openhood loadtest --sweep` (docs/benchmarks.md).
     short_lane_tokens: int = 80
+    # From this many queued items on, batches may fill max_batch_tokens in every bucket (a surge:
+    # the backlog, not one batch, decides latency); below it each bucket has its calibrated
+    # budget (scheduler.calibrate). 16 = several full small batches per worker of a 2-4 worker box.
+    surge_items: int = 16
 
     def __post_init__(self) -> None:
-        for name in ("max_batch_size", "max_batch_tokens", "max_queue"):
+        for name in ("max_batch_size", "max_batch_tokens", "max_queue", "surge_items"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.max_wait_ms < 0 or self.max_age_ms < 0:

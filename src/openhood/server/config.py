@@ -37,7 +37,9 @@ class ServerConfig:
     port: int = 8000
 
     max_batch_size: int = _P.max_batch_size
-    max_batch_tokens: int | None = None  # None: calibrated per model at start-up (scheduler/calibrate.py)
+    # None: per-bucket budgets calibrated per model at start-up (scheduler/calibrate.py), BatchPolicy's
+    # max_batch_tokens at a surge; a number: that budget always, no calibration.
+    max_batch_tokens: int | None = None
     max_wait_ms: float = _P.max_wait_ms
     buckets: tuple[int, ...] = DEFAULT_BUCKETS
     pad_to: str = _P.pad_to

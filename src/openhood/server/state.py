@@ -42,7 +42,7 @@ class ModelRuntime:
         self.buckets = LengthBuckets.for_model(model.buckets or config.buckets, model.max_length)
         self.metrics = metrics.for_model(model.name, lambda: self.batcher.queue_depth, model.memory_bytes)
         policy = config.batch_policy()
-        if config.max_batch_tokens is None:  # a placeholder until warm-up calibrates it; must hold one longest item
+        if config.max_batch_tokens is None:  # the surge budget; below it, calibrated ones. Must hold one longest item
             policy = replace(policy, max_batch_tokens=max(policy.max_batch_tokens, self.buckets.bounds[-1]))
         self.batcher = DynamicBatcher(
             [model.runner(w) for w in range(model.workers)],
@@ -87,13 +87,14 @@ class ModelRuntime:
         # Fixed-shape tasks (one bucket of length 1) count rows, not tokens: their budget is a row cap.
         if config.max_batch_tokens is None and self.buckets.bounds[-1] > 1:
             cal = cast(Calibration, (await self._on_workers(
-                lambda w: calibrate(self.model.runner(w), self.model.preprocessor.dummy, self.buckets.bounds), [0]))[0])
-            self.batcher.set_token_budget(cal.budget)
-            log.info("model %s: token budget %d calibrated in %.2f s (lone %d-token item %.1f ms; s/token per bucket %s)",
-                     self.model.name, cal.budget, cal.seconds, self.buckets.bounds[0], cal.lone_s * 1e3,
-                     {t: f"{c * 1e6:.0f}us" for t, c in cal.cost_per_token.items()},
-                     extra={"fields": {"event": "token_budget", "message": "token budget calibrated",
-                                       "model": self.model.name, "max_batch_tokens": cal.budget,
+                lambda w: calibrate(self.model.runner(w), self.model.preprocessor.dummy, self.buckets.bounds,
+                                    max_tokens=self.batcher.max_batch_tokens), [0]))[0])
+            self.batcher.set_token_budgets(cal.budgets)
+            log.info("model %s: token budgets %s calibrated in %.2f s", self.model.name, cal.budgets, cal.seconds,
+                     extra={"fields": {"event": "token_budget", "message": "token budgets calibrated",
+                                       "model": self.model.name, "budgets": dict(zip(map(str, self.buckets.bounds),
+                                                                                     cal.budgets, strict=True)),
+                                       "surge_budget": self.batcher.max_batch_tokens,
                                        "calibration_s": round(cal.seconds, 3), "lone_ms": round(cal.lone_s * 1e3, 3),
                                        "us_per_token": {str(t): round(c * 1e6, 2) for t, c in cal.cost_per_token.items()}}})
         rows = self.drain_batch_rows(config)
