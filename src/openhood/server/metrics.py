@@ -149,6 +149,9 @@ class ModelMetrics:
         self.truncated, self.dropped = s.truncated.labels(name), s.dropped.labels(name)
         self.ready = s.ready.labels(name)
         self.wide_batches = s.wide_batches.labels(name)
+        # Children resolved once: ``labels()`` takes a lock and builds a key on every call.
+        self._stage = {stage: s.stage_seconds.labels(name, stage) for stage in STAGES}
+        self._by_length = {label: s.by_length.labels(name, label) for label in LENGTH_LABELS}
         s.queue_depth.labels(name).set_function(queue_depth_fn)
         s.tokens_per_s.labels(name).set_function(self._tokens_per_s)
         s.model_memory.labels(name).set(memory_bytes)
@@ -183,10 +186,10 @@ class ModelMetrics:
         return total / THROUGHPUT_WINDOW_S
 
     def observe_request(self, stages: dict[str, float], length_bucket: str, token_counts: list[int], truncated: int) -> None:
-        for stage in STAGES:
+        for stage, child in self._stage.items():
             if stage in stages:
-                self.server.stage_seconds.labels(self.name, stage).observe(stages[stage])
-        self.server.by_length.labels(self.name, length_bucket).observe(stages["total"])
+                child.observe(stages[stage])
+        self._by_length[length_bucket].observe(stages["total"])
         for n in token_counts:
             self.input_tokens.observe(n)
         self.inputs_per_request.observe(len(token_counts))
