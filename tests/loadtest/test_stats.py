@@ -13,7 +13,6 @@ from openhood.loadtest.stats import (
     tokens_per_text,
 )
 
-
 SLO50 = Slo(min_samples=50)  # the tests' samples are small; the default (500) is checked below
 
 

@@ -17,7 +17,6 @@ from pathlib import Path
 import psutil
 
 from openhood.backends import Backend
-
 from openhood.models.registry import (
     DEFAULT_TASK,
     ModelSpec,

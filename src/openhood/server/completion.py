@@ -12,6 +12,7 @@ all a handler needs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
@@ -32,7 +33,7 @@ def gather_items(futures: Sequence[Future[T]]) -> asyncio.Future[list[T]]:
             return
         try:
             out.set_result([f.result() for f in futures])
-        except BaseException as exc:  # noqa: BLE001 -- the handler decides (BatchFailedError → 500)
+        except BaseException as exc:  # the handler decides (BatchFailedError → 500)
             out.set_exception(exc)
 
     def item_done(_: Future[T]) -> None:  # on a worker thread (or the loop, if already done)
@@ -40,10 +41,8 @@ def gather_items(futures: Sequence[Future[T]]) -> asyncio.Future[list[T]]:
             remaining[0] -= 1
             last = remaining[0] == 0
         if last:
-            try:
+            with contextlib.suppress(RuntimeError):  # the loop closed (shutdown): nobody is waiting any more
                 loop.call_soon_threadsafe(settle)
-            except RuntimeError:  # the loop closed (shutdown): nobody is waiting any more
-                pass
 
     def on_out_done(o: asyncio.Future[list[T]]) -> None:
         if o.cancelled():
