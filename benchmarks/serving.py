@@ -71,7 +71,7 @@ def server_command(name: str, port: int, serve_args: list[str], int8_model: str 
                      "optionally @t<threads>)")
 
 
-def wait_ready(url: str, proc: subprocess.Popen, timeout_s: float = 300.0) -> None:
+def wait_ready(url: str, proc: subprocess.Popen, timeout_s: float = 600.0) -> None:
     deadline = time.monotonic() + timeout_s
     with httpx.Client(timeout=httpx.Timeout(3.05, read=10.0), trust_env=False) as client:
         while time.monotonic() < deadline:
@@ -317,6 +317,8 @@ def main() -> None:
     # All servers run at once (idle ones cost next to nothing) and the client counts are
     # interleaved across them, so a change in the machine's background load hits every server
     # alike instead of whichever happened to be measured at that moment.
+    # A timeout's SIGTERM must still stop the servers (the finally below), not orphan them.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     servers = [Server(name, args.port + i, args) for i, name in enumerate(names)]
     try:
         for server in servers:
@@ -328,18 +330,23 @@ def main() -> None:
         for server in servers:
             if server.name in noisy_names:
                 noisy_runs(server, args)
+        report(servers, args, ceiling)  # before the sweeps, the longest part
         for server in servers:
             if server.name in sweep_names:
                 sweep_run(server, args)
+                report(servers, args, ceiling)
     finally:
         for server in servers:
             server.stop()
+
+
+def report(servers: list[Server], args, ceiling: dict[str, float]) -> None:
     results = [server.out for server in servers]
-    print(f"\nload average at end: {os.getloadavg()}")
+    print(f"\nload average now: {os.getloadavg()}")
     print("\n" + markdown(results, args.clients))
-    print("\nRatios (median (min-max, n=runs) over the repeats):")
+    print("\nRatios (median (min-max, n=runs) over the repeats):", flush=True)
     for line in ratios(results, ceiling):
-        print("- " + line)
+        print("- " + line, flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps({"ceiling": ceiling, "servers": results}, indent=2))
 
