@@ -11,12 +11,12 @@ which is how ``load_models`` loads them.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
 
-from openhood.backends import Backend
+from openhood.models.options import EngineOptions
 from openhood.models.registry import (
     DEFAULT_TASK,
     ModelSpec,
@@ -26,27 +26,6 @@ from openhood.models.registry import (
     resolve_model_dir,
 )
 from openhood.models.served import ServedModel
-
-
-@dataclass(frozen=True)
-class EngineOptions:
-    """How to run a model: backend, precision, intra-op threads, one backend per worker, and
-    optionally one more with ``wide_threads`` threads for a lone request on an idle server."""
-
-    backend: str = "numpy"
-    precision: str = "fp32"
-    threads: int | None = None
-    workers: int = 1
-    fusion: bool = True
-    wide_threads: int | None = None  # None: no wide engine (the workers' engines already use every core)
-
-
-def worker_backends(first: Backend, options: EngineOptions) -> tuple[list[Backend], Backend | None]:
-    """``first`` and its replicas, one per worker (no backend is ever called from two threads at
-    once), and the wide engine (``wide_threads`` threads) when asked for."""
-    backends = [first] + [first.replicate() for _ in range(options.workers - 1)]
-    wide = first.replicate(options.wide_threads) if options.wide_threads else None
-    return backends, wide
 
 
 def _embed_loader(name: str, folder: Path, options: EngineOptions) -> ServedModel:

@@ -14,6 +14,7 @@ import asyncio
 import functools
 import logging
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import cast
 
@@ -74,7 +75,7 @@ class ModelRuntime:
         self.model.run(worker, [self.model.preprocessor.dummy(longest)] * rows, longest)
         return time.perf_counter() - t0
 
-    async def _on_workers(self, job, workers) -> list:
+    async def _on_workers(self, job: Callable[[int], object], workers: Iterable[int]) -> list[object]:
         futures = [self.batcher.run_exclusive(functools.partial(job, w), worker=w) for w in workers]
         return list(await asyncio.gather(*(asyncio.wrap_future(f) for f in futures)))
 
@@ -104,7 +105,7 @@ class ModelRuntime:
 
 
 class ServerState:
-    def __init__(self, config: ServerConfig, models: list[ServedModel], tracer=None, lifecycle: Lifecycle | None = None):
+    def __init__(self, config: ServerConfig, models: list[ServedModel], tracer: trace.Tracer | None = None, lifecycle: Lifecycle | None = None):
         if not models:
             raise ValueError("a server needs at least one model")
         self.config = config
