@@ -36,7 +36,7 @@ def bisect_rate(passes: Callable[[float], bool], *, start: float, max_rate: floa
     is the verdict at one rate (all its repeats). None where no rate passed / none failed.
 
     >>> bisect_rate(lambda r: r <= 37, start=10, max_rate=1000, bisect_steps=3)
-    (35.0, 40.0)
+    (35.0, 37.5)
     """
     if not (0 < start <= max_rate):
         raise ValueError(f"need 0 < --sweep-start <= --sweep-max, got {start} and {max_rate}")
