@@ -20,7 +20,7 @@ import numpy as np
 
 from openhood.backends.base import check_feeds
 from openhood.backends.ort_session import make_session, run_options
-from openhood.engine.parallel import available_cores
+from openhood.engine.cores import available_cores
 
 if TYPE_CHECKING:
     from openhood.engine.graph import Graph
@@ -63,9 +63,9 @@ class OnnxRuntimeBackend:
                   for n in self.input_names}
         return dict(zip(self.output_names, self.session.run(list(self.output_names), arrays, run_options()), strict=True))
 
-    def replicate(self) -> OnnxRuntimeBackend:
+    def replicate(self, threads: int | None = None) -> OnnxRuntimeBackend:
         """A new session built from the same source: a session owns its weights."""
-        return OnnxRuntimeBackend(self._source, self.precision, self.threads)
+        return OnnxRuntimeBackend(self._source, self.precision, threads or self.threads)
 
     def close(self) -> None:
         self.session = None

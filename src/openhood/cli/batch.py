@@ -46,7 +46,7 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from openhood.batch import BatchJob, InputError, JobMismatchError, run_job
-    from openhood.engine.parallel import available_cores
+    from openhood.engine.cores import available_cores
 
     for name in ("concurrency", "ray_cpus", "workers", "threads"):
         if getattr(args, name) is not None and getattr(args, name) < 1:

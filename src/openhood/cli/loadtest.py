@@ -36,14 +36,20 @@ def register(subparsers) -> None:
     p.add_argument("--pool", type=v.positive_int, help="max connections (default: concurrency, or 2 x rate x P99 budget)")
     p.add_argument("--max-requests", type=v.positive_int, default=200_000, help="hard cap on requests per run")
     p.add_argument("--p99-budget", type=v.positive_float, default=500.0, help="SLO: overall P99 budget in ms (default 500)")
-    p.add_argument("--bucket-ratio", type=v.positive_float, default=3.0, help="SLO: max P99/P50 per length bucket (default 3)")
-    p.add_argument("--min-bucket-samples", type=v.non_negative_int, default=50, help="SLO: buckets with fewer samples are not checked")
+    p.add_argument("--bucket-ratio", type=v.positive_float, default=None,
+                   help="SLO: max P99/P50 per length bucket (default: scheduler.policy.TAIL_RATIO, 3)")
+    p.add_argument("--min-bucket-samples", type=v.non_negative_int, default=None,
+                   help="SLO: buckets with fewer samples are not checked (default: loadtest.stats.Slo's, 500)")
     p.add_argument("--sweep", action="store_true", help="step/bisect the open-loop rate to the highest passing the SLO")
     p.add_argument("--sweep-start", type=v.positive_float, default=10.0, help="first sweep rate (default 10 req/s)")
     p.add_argument("--sweep-max", type=v.positive_float, default=2000.0, help="highest sweep rate (default 2000 req/s)")
     p.add_argument("--sweep-factor", type=v.positive_float, default=2.0, help="step multiplier (default 2)")
     p.add_argument("--sweep-bisect", type=v.non_negative_int, default=3, help="bisection steps near the boundary (default 3)")
-    p.add_argument("--sweep-repeats", type=v.non_negative_int, default=2, help="extra runs at the best rate, other seeds (default 2)")
+    p.add_argument("--sweep-repeats", type=v.positive_int, default=3,
+                   help="runs per probed rate (seeds seed, seed+1, ...); the rate passes when a majority pass (default 3)")
+    p.add_argument("--sweep-requests", type=v.non_negative_int, default=0,
+                   help="each sweep run lasts at least N / rate seconds, so the checked buckets get their samples "
+                   "(default 0: --duration)")
     p.add_argument("--wait-ready", type=v.non_negative_float, default=30.0, help="wait up to N s for GET /health/ready (0: don't)")
     p.add_argument("--allow-remote", action="store_true", help="allow a non-loopback target (you must own it)")
     p.add_argument("--json", action="store_true", help="print the JSON summary on stdout instead of text")
@@ -118,16 +124,17 @@ class _RunOnce:
         from openhood.loadtest.stats import Slo
 
         self.args, self.target, self.corpus = args, target, corpus
-        self.slo = Slo(p99_budget_ms=args.p99_budget, bucket_ratio=args.bucket_ratio, min_samples=args.min_bucket_samples)
+        self.slo = Slo(p99_budget_ms=args.p99_budget, bucket_ratio=args.bucket_ratio or Slo.bucket_ratio,
+                       min_samples=Slo.min_samples if args.min_bucket_samples is None else args.min_bucket_samples)
         self.ready_wait = args.wait_ready
 
-    def __call__(self, rate, concurrency, seed):
+    def __call__(self, rate, concurrency, seed, duration=None):
         from openhood.loadtest.client import plan_client
         from openhood.loadtest.runner import RunConfig, default_progress, run
         from openhood.loadtest.stats import summarize
 
         a = self.args
-        cfg = RunConfig(url=self.target.url, rate=rate, concurrency=concurrency, duration=a.duration,
+        cfg = RunConfig(url=self.target.url, rate=rate, concurrency=concurrency, duration=duration or a.duration,
                         warmup=a.warmup, batch=a.batch, seed=seed, max_requests=a.max_requests, model=a.model)
         plan = plan_client(rate=rate, concurrency=concurrency, p99_budget_s=a.p99_budget / 1e3,
                            timeout_s=a.timeout, max_connections=a.pool)
@@ -142,7 +149,10 @@ def _sweep(args, run_once: _RunOnce) -> int:
     from openhood.loadtest.sweep import format_sweep, rate_sweep
 
     log = _log(args)
-    sweep = rate_sweep(lambda r, s: run_once(r, None, s), start=args.sweep_start, max_rate=args.sweep_max,
+    def run_at(rate, seed):
+        return run_once(rate, None, seed, max(args.duration, args.sweep_requests / rate))
+
+    sweep = rate_sweep(run_at, start=args.sweep_start, max_rate=args.sweep_max,
                        seed=args.seed, factor=args.sweep_factor, bisect_steps=args.sweep_bisect,
                        repeats=args.sweep_repeats, p99_budget_ms=args.p99_budget, log=log)
     best = sweep.pop("best")

@@ -40,10 +40,15 @@ def register(subparsers, environ=os.environ) -> None:
                    "with more than one, a short request can start while a long batch runs (docs/benchmarks.md)")
     p.add_argument("--threads", type=v.positive_int, default=d.threads,
                    help="intra-op threads per engine (default: the cores divided by --workers)")
+    p.add_argument("--wide", action=argparse.BooleanOptionalAction, default=d.wide,
+                   help="run a lone request on an idle server on an extra engine with every core's threads "
+                   "(when the workers' engines have fewer); --no-wide: always the workers' engines")
     p.add_argument("--host", default=d.host)
     p.add_argument("--port", type=v.port, default=d.port)
     p.add_argument("--max-batch-size", type=v.positive_int, default=d.max_batch_size, help="rows per engine call")
-    p.add_argument("--max-batch-tokens", type=v.positive_int, default=d.max_batch_tokens, help="padded tokens (B x T) per engine call")
+    p.add_argument("--max-batch-tokens", type=v.positive_int, default=d.max_batch_tokens,
+                   help="padded tokens (B x T) per engine call (default: calibrated at start-up so one batch costs "
+                   "at most 2x a lone short request on this machine; docs/server.md)")
     p.add_argument("--max-wait-ms", type=v.non_negative_float, default=d.max_wait_ms, help="how long the oldest request may wait for batch-mates")
     p.add_argument(
         "--buckets",
@@ -210,6 +215,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         precision=args.precision,
         workers=args.workers,
         threads=args.threads,
+        wide=args.wide,
         host=args.host,
         port=args.port,
         max_batch_size=args.max_batch_size,
@@ -270,15 +276,22 @@ def load_served_models(config: ServerConfig, specs: list) -> list:
     """Every model (one backend per worker), memory reported per model; fault injection if asked."""
     import logging
 
-    from openhood.engine.parallel import available_cores
+    from openhood.engine.cores import core_budget
     from openhood.models import EngineOptions, load_models
     from openhood.server import planted_leak
     from openhood.server.faults import ENV_VAR, inject_faults, parse_faults
 
     log = logging.getLogger("openhood.server")
-    cores = available_cores()
+    budget = core_budget()
+    cores = budget.cores
     options = EngineOptions(backend=config.backend, precision=config.precision, threads=config.engine_threads(cores),
-                            workers=config.worker_count(cores))
+                            workers=config.worker_count(cores), wide_threads=config.wide_threads(cores))
+    log.info("cpu: %s; %d workers x %d engine threads, wide engine for lone requests: %s", budget.describe(),
+             options.workers, options.threads, f"{options.wide_threads} threads" if options.wide_threads else "off",
+             extra={"fields": {"event": "cpu_layout", "message": "cores detected and threads sized",
+                               "cpu": budget.describe(), "cores": cores, "affinity": budget.affinity, "cgroup_quota": budget.quota,
+                               "workers": options.workers, "engine_threads": options.threads,
+                               "wide_threads": options.wide_threads}})
     models = load_models(specs, options)
     for m in models:
         log.info("model %s loaded (task %s, %s, %s, max length %d, %d workers): %.1f MB resident memory added",
@@ -338,8 +351,8 @@ def serve(config: ServerConfig, models: list) -> int:
     for rt in state.runtimes.values():
         log.info("serving %s (%s) on http://%s:%d: buckets=%s, workers=%d", rt.model.name, rt.model.task,
                  config.host, config.port, rt.buckets, rt.model.workers)
-    log.info("batching: max_batch_size=%d, max_batch_tokens=%d, max_wait_ms=%g, priority=%s",
-             config.max_batch_size, config.max_batch_tokens, config.max_wait_ms, config.priority)
+    log.info("batching: max_batch_size=%d, max_batch_tokens=%s, max_wait_ms=%g, priority=%s",
+             config.max_batch_size, config.max_batch_tokens or "calibrated at start-up", config.max_wait_ms, config.priority)
     uv_config = uvicorn.Config(
         app,
         host=config.host,

@@ -12,13 +12,13 @@ microseconds, so small arrays (batch 1, short text) stay on the calling thread.
 from __future__ import annotations
 
 import itertools
-import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from openhood.engine.blas import blas
+from openhood.engine.cores import available_cores
 
 if TYPE_CHECKING:
     import numpy as np
@@ -35,13 +35,6 @@ MAX_KEPT_SCRATCH_ELEMENTS = 1 << 24
 # elements; attention (two GEMMs + softmax per score, ~5 ns) splits much earlier.
 MIN_PARALLEL_ELEMENTS = 65536
 MIN_PARALLEL_ELEMENTWISE = 1 << 19
-
-
-def available_cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 class RowSplitter:

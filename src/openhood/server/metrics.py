@@ -13,6 +13,8 @@ set fixed at start-up); process-wide ones (HTTP status per route, RSS, in-flight
   (fixed labels 0-32 … 257+, so cardinality is bounded): a slow bucket shows at once.
 - ``openhood_input_tokens`` / ``openhood_batch_size`` / ``openhood_batch_tokens`` /
   ``openhood_batch_padding_waste_ratio`` histograms and padding/real token counters.
+- ``openhood_wide_batches_total`` — batches that ran on the all-cores engine (scheduler's wide
+  path): how often a lone request got every core.
 - ``openhood_queue_depth``, ``openhood_in_flight_requests``, ``openhood_tokens_per_second``
   (last 10 s), ``openhood_process_rss_bytes`` gauges; batch outcomes, drops, rejections.
 The trade-off: histograms cost a few µs per observation; percentiles for humans come from the
@@ -105,6 +107,10 @@ class ServerMetrics:
             "openhood_batch_inference_seconds", "Engine time per batch", m, buckets=LATENCY_BUCKETS, registry=r
         )
         self.batches = Counter("openhood_batches", "Engine calls by outcome", [*m, "outcome"], registry=r)
+        self.wide_batches = Counter(
+            "openhood_wide_batches", "Engine calls run on the all-cores engine (a lone batch on an idle server)", m,
+            registry=r,
+        )
         self.dropped = Counter(
             "openhood_dropped_sequences", "Queued items dropped before inference (client went away)", m, registry=r
         )
@@ -163,6 +169,10 @@ class ModelMetrics:
         self.input_tokens, self.inputs_per_request = s.input_tokens.labels(name), s.inputs_per_request.labels(name)
         self.truncated, self.dropped = s.truncated.labels(name), s.dropped.labels(name)
         self.ready = s.ready.labels(name)
+        self.wide_batches = s.wide_batches.labels(name)
+        # Children resolved once: ``labels()`` takes a lock and builds a key on every call.
+        self._stage = {stage: s.stage_seconds.labels(name, stage) for stage in STAGES}
+        self._by_length = {label: s.by_length.labels(name, label) for label in LENGTH_LABELS}
         s.queue_depth.labels(name).set_function(queue_depth_fn)
         s.tokens_per_s.labels(name).set_function(self._tokens_per_s)
         s.model_memory.labels(name).set(memory_bytes)
@@ -182,6 +192,8 @@ class ModelMetrics:
         self.batch_tokens.observe(info.padded_tokens)
         self.padding_waste.observe(info.padding_waste)
         self.inference_seconds.observe((info.inference_end_ns - info.inference_start_ns) / 1e9)
+        if info.wide:
+            self.wide_batches.inc()
         if ok:
             self.padded_tokens.inc(info.padded_tokens)
             self.real_tokens.inc(info.real_tokens)
@@ -197,10 +209,10 @@ class ModelMetrics:
         return total / THROUGHPUT_WINDOW_S
 
     def observe_request(self, stages: dict[str, float], length_bucket: str, token_counts: list[int], truncated: int) -> None:
-        for stage in STAGES:
+        for stage, child in self._stage.items():
             if stage in stages:
-                self.server.stage_seconds.labels(self.name, stage).observe(stages[stage])
-        self.server.by_length.labels(self.name, length_bucket).observe(stages["total"])
+                child.observe(stages[stage])
+        self._by_length[length_bucket].observe(stages["total"])
         for n in token_counts:
             self.input_tokens.observe(n)
         self.inputs_per_request.observe(len(token_counts))

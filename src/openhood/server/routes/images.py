@@ -34,6 +34,7 @@ from openhood.data.image import CorruptImage, ImageTooLarge, NotAnImage
 from openhood.models.image_classify import ClassifyAndEmbed
 from openhood.scheduler import BatchFailedError, QueueFullError, SchedulerStoppedError, length_label
 from openhood.server.body import read_body, wait_disconnect
+from openhood.server.completion import gather_items
 from openhood.server.errors import APIError, draining, json_response
 from openhood.server.middleware import RequestRecord
 from openhood.server.state import ServerState
@@ -143,7 +144,7 @@ async def images(request: Request, st: ServerState, kind: str) -> Response:
     except SchedulerStoppedError:
         rt.metrics.rejected("draining")
         raise draining() from None
-    results_task = asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
+    results_task = gather_items(futures)
     disconnect_task = asyncio.ensure_future(wait_disconnect(request.receive))
     try:
         pending: set[asyncio.Future[Any]] = {results_task, disconnect_task}

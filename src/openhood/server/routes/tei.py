@@ -255,7 +255,7 @@ async def info(request: Request, st: ServerState) -> Response:
         "model_type": {"embedding": {"pooling": "mean"}},
         "max_concurrent_requests": config.max_queue,
         "max_input_length": rt.model.max_length,
-        "max_batch_tokens": config.max_batch_tokens,
+        "max_batch_tokens": rt.batcher.max_batch_tokens,
         "max_batch_requests": config.max_batch_size,
         "max_client_batch_size": config.max_inputs_per_request,
         "auto_truncate": config.truncate,
