@@ -126,10 +126,26 @@ def _check(x: np.ndarray) -> np.ndarray:
     return x
 
 
+def output_shape(x_shape: tuple[int, ...], kernel: int, stride: int, cout: int) -> tuple[int, int, int, int]:
+    """(N, H, W, Cin) → the SAME conv's (N, OH, OW, Cout): OH = ceil(H / stride) whatever the kernel."""
+    n, h, w, _ = x_shape
+    return n, -(-h // stride), -(-w // stride), cout
+
+
+def _output(x: np.ndarray, stride: int, cout: int, out: np.ndarray | None) -> np.ndarray:
+    shape = output_shape(x.shape, 1, stride, cout)
+    if out is None:
+        return np.empty(shape, dtype=np.float32)
+    if out.shape != shape or out.dtype != np.float32 or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a C-contiguous float32 array of shape {shape}, got {out.dtype} {out.shape}")
+    return out
+
+
 def conv2d(x: np.ndarray, linear: Linear, kernel: int, stride: int, splitter: RowSplitter,
-           activation: str | None = None, residual: np.ndarray | None = None) -> np.ndarray:
+           activation: str | None = None, residual: np.ndarray | None = None, out: np.ndarray | None = None) -> np.ndarray:
     """x (N, H, W, Cin) → (N, OH, OW, Cout): SAME conv as GEMMs with ``linear`` (KH*KW*Cin, Cout),
-    bias + residual + activation applied to each block of output rows right after its GEMM.
+    bias + residual + activation applied to each block of output rows right after its GEMM;
+    written into ``out`` when given (e.g. a ``BufferPool`` buffer), else into a new array.
 
     The threads take blocks of about ``block_rows(...)`` output pixels in turn (dynamic
     chunks, so a thread the OS parks stalls one block, not half the conv): (im2col of the block →) one single-threaded sgemm into
@@ -147,7 +163,8 @@ def conv2d(x: np.ndarray, linear: Linear, kernel: int, stride: int, splitter: Ro
         (pt, _), (pl, _) = same_padding(h, kernel, stride), same_padding(w, kernel, stride)
         oh, ow = -(-h // stride), -(-w // stride)
     depth = linear.in_features  # Cin, or KH*KW*Cin for the patches
-    y = np.empty((n * oh * ow, cout), dtype=np.float32)  # (M, Cout)
+    result = _output(x, stride, cout, out)
+    y = result.reshape(n * oh * ow, cout)  # (M, Cout): a view
     res = None if residual is None else residual.reshape(-1, cout)
     b = linear.bias if linear.bias is not None else np.zeros(cout, dtype=np.float32)
     lo, hi = _bounds(activation)
@@ -168,7 +185,7 @@ def conv2d(x: np.ndarray, linear: Linear, kernel: int, stride: int, splitter: Ro
             conv_kernels.bias_act_rows(out, b, _NO_RESIDUAL if res is None else res[p0:p1], lo, hi)
 
     splitter.run_chunks(work, n * oh, step, ow * cout * depth, MIN_PARALLEL_CONV)
-    return y.reshape(n, oh, ow, cout)
+    return result
 
 
 def block_rows(depth: int, cout: int) -> int:
@@ -178,17 +195,21 @@ def block_rows(depth: int, cout: int) -> int:
 
 
 def depthwise_conv(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, stride: int, splitter: RowSplitter,
-                   activation: str | None = None) -> np.ndarray:
-    """x (N, H, W, C), weight (KH, KW, C) → (N, OH, OW, C), SAME padding, bias + activation fused."""
+                   activation: str | None = None, out: np.ndarray | None = None) -> np.ndarray:
+    """x (N, H, W, C), weight (KH, KW, C) → (N, OH, OW, C), SAME padding, bias + activation fused
+    (into ``out`` when given)."""
     n, h, w, c = _check(x).shape
     kh, kw = weight.shape[:2]
+    if kh != kw:
+        raise ValueError(f"depthwise filters must be square, got {kh}x{kw}")
     (pt, _), (pl, _) = same_padding(h, kh, stride), same_padding(w, kw, stride)
     oh, ow = -(-h // stride), -(-w // stride)
-    out = np.empty((n, oh, ow, c), dtype=np.float32)
+    out = _output(x, stride, c, out)
     b = bias if bias is not None else np.zeros(c, dtype=np.float32)
     lo, hi = _bounds(activation)
     chunk = max(1, 32768 // (ow * c))  # output image rows per chunk: ~128 KB of output
-    splitter.run_chunks(lambda s, e: conv_kernels.depthwise(x, weight, b, out, stride, pt, pl, lo, hi, s, e),
+    kern = conv_kernels.depthwise(kh)
+    splitter.run_chunks(lambda s, e: kern(x, weight, b, out, stride, pt, pl, lo, hi, s, e),
                         n * oh, chunk, ow * c * kh * kw, MIN_PARALLEL_CONV)
     return out
 
