@@ -42,6 +42,10 @@ MIN_PARALLEL_CONV = 1 << 26
 # activation name → (lo, hi) of the clip that implements it in the fused epilogue.
 ACTIVATION_BOUNDS = {None: (-math.inf, math.inf), "relu": (0.0, math.inf), "relu6": (0.0, 6.0)}
 _NO_RESIDUAL = np.empty((0, 0), dtype=np.float32)
+_NO_CLIP_LO, _NO_CLIP_HI = np.float32(-math.inf), np.float32(math.inf)
+# Scratch of one fused inverted-residual tile (expanded input band + depthwise output), float32
+# bytes: most of the 2 MB L2 of a core, the rest for the weights and the output rows.
+MBCONV_TILE_BYTES = 1536 * 1024
 
 
 def same_padding(size: int, kernel: int, stride: int) -> tuple[int, int]:
@@ -90,6 +94,17 @@ def depthwise_conv_naive(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | N
         for b in range(kw):
             out += xp[:, a : a + stride * oh : stride, b : b + stride * ow : stride, :] * weight[a, b]
     return out if bias is None else out + bias
+
+
+def mbconv_naive(x: np.ndarray, expand: np.ndarray | None, expand_bias: np.ndarray | None, dw: np.ndarray,
+                 dw_bias: np.ndarray, stride: int, project: np.ndarray, project_bias: np.ndarray,
+                 residual: np.ndarray | None) -> np.ndarray:
+    """An inverted-residual block as its three convs: ReLU6(expand 1×1) → ReLU6(depthwise) →
+    project 1×1 (+ residual). expand (Cin, hidden) or None, dw (KH, KW, hidden), project (hidden, Cout)."""
+    h = x if expand is None else relu6_naive(conv2d_naive(x, expand[None, None], expand_bias, 1))
+    h = relu6_naive(depthwise_conv_naive(h, dw, dw_bias, stride))
+    y = conv2d_naive(h, project[None, None], project_bias, 1)
+    return y if residual is None else y + residual
 
 
 def batchnorm_naive(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, mean: np.ndarray, var: np.ndarray,
@@ -209,9 +224,76 @@ def depthwise_conv(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, s
     lo, hi = _bounds(activation)
     chunk = max(1, 32768 // (ow * c))  # output image rows per chunk: ~128 KB of output
     kern = conv_kernels.depthwise(kh)
-    splitter.run_chunks(lambda s, e: kern(x, weight, b, out, stride, pt, pl, lo, hi, s, e),
+    splitter.run_chunks(lambda s, e: kern(x, weight, b, out, stride, pt, pl, lo, hi, 0, h, 0, s, e),
                         n * oh, chunk, ow * c * kh * kw, MIN_PARALLEL_CONV)
     return out
+
+
+def mbconv(x: np.ndarray, expand: Linear | None, dw: np.ndarray, dw_bias: np.ndarray, stride: int, project: Linear,
+           splitter: RowSplitter, residual: np.ndarray | None = None, out: np.ndarray | None = None) -> np.ndarray:
+    """One inverted-residual block in one pass: x (N, H, W, Cin) → (N, OH, OW, Cout).
+
+    ReLU6(x @ expand + b) → ReLU6(depthwise k×k, stride) → @ project + b (+ residual), computed
+    tile by tile so the expanded (hidden-wide, 6x Cin) activations never leave L2: a tile is a
+    group of whole images when one image's hidden maps fit ``MBCONV_TILE_BYTES``, else a band
+    of output rows of one image (the band's input rows, halo included, are expanded again by
+    the next band: ≤ 12% extra expand work at Lite0's sizes). Per tile: expand GEMM into a
+    per-thread scratch + bias/ReLU6 → depthwise (bias, ReLU6 fused) into a second scratch →
+    project GEMM straight into the output rows + bias/residual. Threads take tiles in turn.
+    ``expand`` None: the block has no expansion (Lite0's first), the depthwise reads x.
+    """
+    n, h, w, cin = _check(x).shape
+    k, hidden, cout = dw.shape[0], dw.shape[2], project.out_features
+    (pt, _), (pl, _) = same_padding(h, k, stride), same_padding(w, k, stride)
+    oh, ow = -(-h // stride), -(-w // stride)
+    result = _output(x, stride, cout, out)
+    y = result.reshape(n * oh * ow, cout)  # (M, Cout)
+    res = None if residual is None else residual.reshape(-1, cout)
+    dw_kernel = conv_kernels.depthwise(k)
+    lo, hi = _bounds("relu6")
+    no_bias = np.zeros(cout, dtype=np.float32)
+    e_bias = None if expand is None else (expand.bias if expand.bias is not None else np.zeros(hidden, dtype=np.float32))
+    p_bias = project.bias if project.bias is not None else no_bias
+    image_bytes = 4 * hidden * (h * w + oh * ow)
+    if image_bytes <= MBCONV_TILE_BYTES:
+        per_tile, rows = max(1, MBCONV_TILE_BYTES // image_bytes), oh  # images per tile, whole
+    else:
+        per_tile = 1
+        # output rows whose input band ((rows-1)*stride + k rows) and output fit the budget
+        rows = max(1, (MBCONV_TILE_BYTES // (4 * hidden) - (k - stride) * w) // (stride * w + ow))
+        rows = -(-oh // -(-oh // rows))  # same count of bands, evenly sized
+    bands = -(-oh // rows)
+    tiles = -(-n // per_tile) * bands
+
+    def tile(t: int) -> None:
+        n0, band = (t // bands) * per_tile, t % bands
+        n1 = min(n0 + per_tile, n)
+        i0, i1 = band * rows, min(band * rows + rows, oh)  # output rows of the band
+        a0, a1 = max(0, i0 * stride - pt), min(h, (i1 - 1) * stride - pt + k)  # input rows they read
+        if expand is None:
+            hid = x[n0:n1, a0:a1]
+        else:
+            hid = splitter.scratch("mbconv.hidden", (n1 - n0, a1 - a0, w, hidden))
+            hid2 = hid.reshape(-1, hidden)
+            expand.matmul(x[n0:n1, a0:a1].reshape(-1, cin), out=hid2)
+            conv_kernels.bias_act_rows(hid2, e_bias, _NO_RESIDUAL, lo, hi)
+        d = splitter.scratch("mbconv.depthwise", (n1 - n0, i1 - i0, ow, hidden))
+        dw_kernel(hid, dw, dw_bias, d, stride, pt, pl, lo, hi, a0, h, i0, 0, (n1 - n0) * (i1 - i0))
+        if per_tile > 1 or bands == 1:
+            p0, p1 = n0 * oh * ow, n1 * oh * ow
+        else:
+            p0, p1 = (n0 * oh + i0) * ow, (n0 * oh + i1) * ow
+        o = y[p0:p1]
+        project.matmul(d.reshape(-1, hidden), out=o)
+        conv_kernels.bias_act_rows(o, p_bias, _NO_RESIDUAL if res is None else res[p0:p1], _NO_CLIP_LO, _NO_CLIP_HI)
+
+    def work(t0: int, t1: int) -> None:
+        for t in range(t0, t1):
+            tile(t)
+
+    macs = h * w * cin * hidden * (expand is not None) + oh * ow * hidden * (k * k + cout)  # per image
+    splitter.run_chunks(work, tiles, 1, n * macs // tiles, MIN_PARALLEL_CONV)
+    return result
 
 
 def batchnorm(x: np.ndarray, scale: np.ndarray, shift: np.ndarray) -> np.ndarray:

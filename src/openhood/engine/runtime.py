@@ -154,6 +154,21 @@ def k_depthwise_conv(node: Node, ctx: RunContext, x: np.ndarray) -> KernelResult
     return y, 2 * y.size * w.shape[0] * w.shape[1] + y.size
 
 
+def k_mbconv(node: Node, ctx: RunContext, x: np.ndarray, *residual: np.ndarray) -> KernelResult:
+    """A whole inverted-residual block (fusion.fuse_mbconv), tile by tile through L2."""
+    *expand, dw, project = node.attrs["parts"]
+    w, s = dw.params["weight"], node.attrs["stride"]  # (KH, KW, hidden)
+    out = ctx.buffers.take(conv.output_shape(x.shape, w.shape[0], s, project.linear.out_features))
+    y = conv.mbconv(x, expand[0].linear if expand else None, w, dw.params["bias"], s, project.linear, ctx.splitter,
+                    residual[0] if residual else None, out)
+    hidden = y.size // project.linear.out_features * w.shape[2]  # depthwise outputs
+    flops = project.linear.flops(y.size // project.linear.out_features) + y.size * (2 if residual else 1)
+    flops += 2 * hidden * w.shape[0] * w.shape[1] + hidden
+    if expand:
+        flops += expand[0].linear.flops(x.size // x.shape[3]) + (x.size // x.shape[3]) * w.shape[2]
+    return y, flops
+
+
 def k_batchnorm(node: Node, ctx: RunContext, x: np.ndarray) -> KernelResult:
     return conv.batchnorm(x, node.params["scale"], node.params["shift"]), 2 * x.size
 
@@ -181,6 +196,7 @@ KERNELS: dict[str, Kernel] = {
     "L2Normalize": k_l2_normalize,
     "Conv": k_conv,
     "DepthwiseConv": k_depthwise_conv,
+    "MBConv": k_mbconv,
     "BatchNorm": k_batchnorm,
     "Relu6": k_relu6,
     "GlobalAvgPool": k_global_avg_pool,
