@@ -15,6 +15,9 @@ Convolution strategy (``conv2d``):
   register-blocked FMAs beat a loop nest whose reduction is only 27 long.
 - depthwise: ``depthwise_conv`` (a compiled kernel; im2col would copy every value KH*KW
   times to feed a GEMM with a reduction of length KH*KW only).
+- a whole inverted-residual block (expand 1×1 → depthwise → project 1×1, ``mbconv``): the three
+  run tile by tile through two per-thread L2-sized scratch buffers, so the 6x-wide hidden
+  activations are never written to memory (see ``mbconv``).
 
 Padding is TensorFlow's SAME (``same_padding``): output = ceil(input / stride) and the odd
 pixel of padding goes at the bottom/right, which is what EfficientNet's TF-trained weights
@@ -224,7 +227,7 @@ def depthwise_conv(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, s
     lo, hi = _bounds(activation)
     chunk = max(1, 32768 // (ow * c))  # output image rows per chunk: ~128 KB of output
     kern = conv_kernels.depthwise(kh)
-    splitter.run_chunks(lambda s, e: kern(x, weight, b, out, stride, pt, pl, lo, hi, 0, h, 0, s, e),
+    splitter.run_chunks(lambda s, e: kern(x, weight, b, out, stride, pt, pl, lo, hi, 0, h, 0, 0, s, e),
                         n * oh, chunk, ow * c * kh * kw, MIN_PARALLEL_CONV)
     return out
 
@@ -240,7 +243,12 @@ def mbconv(x: np.ndarray, expand: Linear | None, dw: np.ndarray, dw_bias: np.nda
     the next band: ≤ 12% extra expand work at Lite0's sizes). Per tile: expand GEMM into a
     per-thread scratch + bias/ReLU6 → depthwise (bias, ReLU6 fused) into a second scratch →
     project GEMM straight into the output rows + bias/residual. Threads take tiles in turn.
-    ``expand`` None: the block has no expansion (Lite0's first), the depthwise reads x.
+
+    When all the images make one tile (batch 1 from 28×28 on) the threads split the hidden
+    channels instead: each expands, filters and projects its own channels (the depthwise is
+    per channel, so nothing crosses), and the partial projections are summed before the
+    epilogue. ``expand`` None: the block has no expansion (Lite0's first), the depthwise reads x.
+    ``expand`` and ``project`` are float ``Linear`` layers (their weights are sliced by channel).
     """
     n, h, w, cin = _check(x).shape
     k, hidden, cout = dw.shape[0], dw.shape[2], project.out_features
@@ -248,12 +256,11 @@ def mbconv(x: np.ndarray, expand: Linear | None, dw: np.ndarray, dw_bias: np.nda
     oh, ow = -(-h // stride), -(-w // stride)
     result = _output(x, stride, cout, out)
     y = result.reshape(n * oh * ow, cout)  # (M, Cout)
-    res = None if residual is None else residual.reshape(-1, cout)
+    res = _NO_RESIDUAL if residual is None else residual.reshape(-1, cout)
     dw_kernel = conv_kernels.depthwise(k)
     lo, hi = _bounds("relu6")
-    no_bias = np.zeros(cout, dtype=np.float32)
-    e_bias = None if expand is None else (expand.bias if expand.bias is not None else np.zeros(hidden, dtype=np.float32))
-    p_bias = project.bias if project.bias is not None else no_bias
+    e_bias = expand.bias if expand is not None and expand.bias is not None else np.zeros(hidden, dtype=np.float32)
+    p_bias = project.bias if project.bias is not None else np.zeros(cout, dtype=np.float32)
     image_bytes = 4 * hidden * (h * w + oh * ow)
     if image_bytes <= MBCONV_TILE_BYTES:
         per_tile, rows = max(1, MBCONV_TILE_BYTES // image_bytes), oh  # images per tile, whole
@@ -264,35 +271,47 @@ def mbconv(x: np.ndarray, expand: Linear | None, dw: np.ndarray, dw_bias: np.nda
         rows = -(-oh // -(-oh // rows))  # same count of bands, evenly sized
     bands = -(-oh // rows)
     tiles = -(-n // per_tile) * bands
+    macs = n * (h * w * cin * hidden * (expand is not None) + oh * ow * hidden * (k * k + cout))
 
-    def tile(t: int) -> None:
+    def tile(t: int, c0: int, c1: int, dst: np.ndarray | None) -> None:
+        """Tile t, hidden channels [c0, c1): its project GEMM into ``dst`` (a partial sum),
+        or, when None, into the output rows followed by the epilogue."""
         n0, band = (t // bands) * per_tile, t % bands
         n1 = min(n0 + per_tile, n)
         i0, i1 = band * rows, min(band * rows + rows, oh)  # output rows of the band
         a0, a1 = max(0, i0 * stride - pt), min(h, (i1 - 1) * stride - pt + k)  # input rows they read
         if expand is None:
-            hid = x[n0:n1, a0:a1]
+            hid = x[n0:n1, a0:a1]  # (all channels: the no-expansion block never splits them)
         else:
-            hid = splitter.scratch("mbconv.hidden", (n1 - n0, a1 - a0, w, hidden))
-            hid2 = hid.reshape(-1, hidden)
-            expand.matmul(x[n0:n1, a0:a1].reshape(-1, cin), out=hid2)
-            conv_kernels.bias_act_rows(hid2, e_bias, _NO_RESIDUAL, lo, hi)
-        d = splitter.scratch("mbconv.depthwise", (n1 - n0, i1 - i0, ow, hidden))
-        dw_kernel(hid, dw, dw_bias, d, stride, pt, pl, lo, hi, a0, h, i0, 0, (n1 - n0) * (i1 - i0))
-        if per_tile > 1 or bands == 1:
-            p0, p1 = n0 * oh * ow, n1 * oh * ow
-        else:
-            p0, p1 = (n0 * oh + i0) * ow, (n0 * oh + i1) * ow
+            hid = splitter.scratch("mbconv.hidden", (n1 - n0, a1 - a0, w, c1 - c0))
+            hid2 = hid.reshape(-1, c1 - c0)
+            np.matmul(x[n0:n1, a0:a1].reshape(-1, cin), expand.weight[:, c0:c1], out=hid2)  # (pixels, C1-C0)
+            conv_kernels.bias_act_rows(hid2, e_bias[c0:c1], _NO_RESIDUAL, lo, hi)
+        d = splitter.scratch("mbconv.depthwise", (n1 - n0, i1 - i0, ow, c1 - c0))
+        dw_kernel(hid, dw, dw_bias, d, stride, pt, pl, lo, hi, a0, h, i0, c0, 0, (n1 - n0) * (i1 - i0))
+        if dst is not None:
+            np.matmul(d.reshape(-1, c1 - c0), project.weight[c0:c1], out=dst)  # (pixels, Cout), partial
+            return
+        p0, p1 = (n0 * oh + i0) * ow, ((n1 - 1) * oh + i1) * ow
         o = y[p0:p1]
-        project.matmul(d.reshape(-1, hidden), out=o)
-        conv_kernels.bias_act_rows(o, p_bias, _NO_RESIDUAL if res is None else res[p0:p1], _NO_CLIP_LO, _NO_CLIP_HI)
+        np.matmul(d.reshape(-1, hidden), project.weight, out=o)
+        conv_kernels.bias_act_rows(o, p_bias, res[p0:p1] if res.size else res, _NO_CLIP_LO, _NO_CLIP_HI)
+
+    threads = splitter.threads
+    if tiles == 1 and threads > 1 and expand is not None and macs >= MIN_PARALLEL_CONV:
+        step = -(-hidden // (threads * 16)) * 16  # channels per thread, whole vectors
+        parts = -(-hidden // step)
+        partial = splitter.scratch("mbconv.partial", (parts, n * oh * ow, cout))
+        splitter.run_chunks(lambda s, e: tile(0, s * step, min(e * step, hidden), partial[s]), parts, 1, macs, 0)
+        np.sum(partial, axis=0, out=y)
+        conv_kernels.bias_act_rows(y, p_bias, res, _NO_CLIP_LO, _NO_CLIP_HI)
+        return result
 
     def work(t0: int, t1: int) -> None:
         for t in range(t0, t1):
-            tile(t)
+            tile(t, 0, hidden, None)
 
-    macs = h * w * cin * hidden * (expand is not None) + oh * ow * hidden * (k * k + cout)  # per image
-    splitter.run_chunks(work, tiles, 1, n * macs // tiles, MIN_PARALLEL_CONV)
+    splitter.run_chunks(work, tiles, 1, macs // tiles, MIN_PARALLEL_CONV)
     return result
 
 

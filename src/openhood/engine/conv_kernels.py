@@ -62,12 +62,15 @@ def _depthwise_kernel(k: int) -> Callable[..., None]:
     """The depthwise kernel for a k×k filter: ``k`` is a compile-time constant of each variant."""
 
     def depthwise(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, out: np.ndarray, stride: int, pad_top: int,
-                  pad_left: int, lo: float, hi: float, x_row0: int, h: int, out_row0: int, r0: int, r1: int) -> None:
-        """x (N, HX, W, C), weight (k, k, C), bias (C,) → out (N, OHX, OW, C), clipped to [lo, hi].
+                  pad_left: int, lo: float, hi: float, x_row0: int, h: int, out_row0: int, c0: int, r0: int,
+                  r1: int) -> None:
+        """x (N, HX, W, C), weight (k, k, CW), bias (CW,) → out (N, OHX, OW, C), clipped to [lo, hi].
 
         x and out may be horizontal bands of the images: x's row 0 is image row ``x_row0`` and
         out's row 0 output row ``out_row0``; ``h`` is the full image height (the padding is
-        decided against it). Whole images: 0, H, 0. Rows [r0, r1) index N*OHX.
+        decided against it). They may also hold a slice of the channels: channel ``ch`` of x and
+        out is channel ``c0 + ch`` of weight and bias. Whole images, all channels: 0, H, 0, 0.
+        Rows [r0, r1) index N*OHX.
         """
         w, c = x.shape[2], x.shape[3]
         out_h, out_w = out.shape[1], out.shape[2]
@@ -84,15 +87,15 @@ def _depthwise_kernel(k: int) -> Callable[..., None]:
                     # Interior pixel: the k*k taps unroll (k is a constant), so the channel loop
                     # vectorizes with the sum in registers: 2 loads per tap, one store per pixel.
                     for ch in range(c):
-                        acc = bias[ch]
+                        acc = bias[c0 + ch]
                         for a in range(k):
                             for b in range(k):
-                                acc += x[n, ih0 - x_row0 + a, iw0 + b, ch] * weight[a, b, ch]
+                                acc += x[n, ih0 - x_row0 + a, iw0 + b, ch] * weight[a, b, c0 + ch]
                         oj[ch] = min(max(acc, lo), hi)
                     continue
                 # Border pixel: taps over the padding contribute zeros and are skipped.
                 for ch in range(c):
-                    oj[ch] = bias[ch]
+                    oj[ch] = bias[c0 + ch]
                 for a in range(k):
                     ih = ih0 + a
                     if ih < 0 or ih >= h:
@@ -102,7 +105,7 @@ def _depthwise_kernel(k: int) -> Callable[..., None]:
                         if iw < 0 or iw >= w:
                             continue
                         for ch in range(c):
-                            oj[ch] += x[n, ih - x_row0, iw, ch] * weight[a, b, ch]
+                            oj[ch] += x[n, ih - x_row0, iw, ch] * weight[a, b, c0 + ch]
                 for ch in range(c):
                     oj[ch] = min(max(oj[ch], lo), hi)
 
@@ -131,7 +134,7 @@ _I = types.int64
 _F = types.float32
 
 im2col_rows = LazyKernel(_im2col_rows, types.void(_IN4, types.float32[:, ::1], _I, _I, _I, _I, _I, _I, _I, _I, _I))
-_DEPTHWISE_SIGNATURE = types.void(_IN4, _IN3, _IN1, types.float32[:, :, :, ::1], _I, _I, _I, _F, _F, _I, _I, _I, _I, _I)
+_DEPTHWISE_SIGNATURE = types.void(_IN4, _IN3, _IN1, types.float32[:, :, :, ::1], _I, _I, _I, _F, _F, _I, _I, _I, _I, _I, _I)
 bias_act_rows = LazyKernel(_bias_act_rows, types.void(types.float32[:, ::1], _IN1, _IN2, _F, _F))
 _depthwise_variants: dict[int, LazyKernel] = {}
 _variants_lock = threading.Lock()
