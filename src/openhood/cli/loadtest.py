@@ -49,6 +49,7 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print the JSON summary on stdout instead of text")
     p.add_argument("--report", metavar="DIR", help="write DIR/index.html with plots, summary.json, requests.csv")
     p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
+    _register_chat(p)
     p.set_defaults(func=cmd_loadtest)
 
     q = subparsers.add_parser("profile", help="record a py-spy flame graph of a running server",
@@ -66,6 +67,8 @@ def register(subparsers) -> None:
 def cmd_loadtest(args) -> int:
     from openhood.loadtest.stats import format_summary
 
+    if args.chat:
+        return _chat(args)
     try:
         target, corpus = _target_and_corpus(args)
     except (OSError, ValueError) as exc:  # RemoteTargetError is a PermissionError, CorpusError a ValueError
@@ -156,6 +159,64 @@ def _write_report(args, result, summary: dict, sweep: dict | None = None) -> Non
     from openhood.loadtest.report import write_report
 
     _log(args)(f"report: {write_report(args.report, result, summary, sweep)}")
+
+
+def _register_chat(p) -> None:
+    c = p.add_argument_group("chat mode", "streaming /v1/chat/completions, closed loop (docs/loadtest.md § Chat mode)")
+    c.add_argument("--chat", action="store_true",
+                   help="load-test a streaming chat endpoint (URL: base or /v1/chat/completions or /v1/completions)")
+    c.add_argument("--levels", type=v.int_list, metavar="N,N,...",
+                   help="concurrency levels run one after another, e.g. 1,4,16 (default: --concurrency)")
+    c.add_argument("--prompt-tokens", default="lognormal:64:0.8:512", metavar="DIST",
+                   help="prompt length: N, LO-HI or lognormal:MEDIAN:SIGMA[:MAX] (default lognormal:64:0.8:512)")
+    c.add_argument("--output-tokens", default="lognormal:64:0.5:256", metavar="DIST",
+                   help="max_tokens per request, same forms (default lognormal:64:0.5:256)")
+    c.add_argument("--temperature", type=v.non_negative_float, default=0.0, help="sampling temperature (default 0)")
+    c.add_argument("--drain", type=v.non_negative_float, default=120.0,
+                   help="seconds after each level's window for running streams to end; then cut (default 120)")
+
+
+def _chat(args) -> int:
+    """Chat mode: every level's TTFT, inter-token and tokens/s table, the report, exit status."""
+    from openhood.loadtest.chat import ChatConfig, chat_url, run_chat
+    from openhood.loadtest.chat_stats import format_chat_summary, summarize_chat
+    from openhood.loadtest.chat_workload import ChatWorkload, LengthDist
+    from openhood.loadtest.client import CONNECT_TIMEOUT_S, ClientPlan
+    from openhood.loadtest.corpus import TextCorpus
+    from openhood.loadtest.target import check_target, parse_target
+
+    try:
+        if args.rate is not None or args.sweep:
+            raise ValueError("chat mode is closed loop: give --levels or --concurrency, not --rate/--sweep")
+        levels = args.levels or ((args.concurrency,) if args.concurrency else None)
+        if levels is None:
+            raise ValueError("chat mode needs --levels N,N,... or --concurrency N")
+        target = parse_target(chat_url(args.url))
+        check_target(target, allow_remote=args.allow_remote)
+        prompt_dist, output_dist = LengthDist.parse(args.prompt_tokens), LengthDist.parse(args.output_tokens)
+        texts = TextCorpus.from_jsonl(args.corpus, limit=args.corpus_limit).texts if args.corpus else None
+        cfg = ChatConfig(url=target.url, levels=levels, duration=args.duration, warmup=args.warmup, seed=args.seed,
+                         max_requests=args.max_requests, model=args.model, temperature=args.temperature,
+                         drain=args.drain)
+    except (OSError, ValueError) as exc:
+        return _fail(str(exc))
+    # A stream may pause for a long prefill under load, so the per-read timeout is generous; a
+    # hard total per request still bounds every stream (chat.hard_timeout).
+    read = args.timeout or 60.0
+    plan = ClientPlan(max_connections=args.pool or max(levels), connect_timeout=CONNECT_TIMEOUT_S,
+                      read_timeout=read, pool_timeout=read)
+    try:
+        result = run_chat(cfg, plan, lambda: ChatWorkload(prompt_dist, output_dist, args.seed, texts),
+                          wait_ready_s=args.wait_ready, ready_url=target.ready_url, log=_log(args))
+    except (ValueError, ConnectionError) as exc:
+        return _fail(str(exc))
+    summary = summarize_chat(result)
+    print(json.dumps(summary, indent=2) if args.json else format_chat_summary(summary))
+    if args.report:
+        from openhood.loadtest.chat_report import write_chat_report
+
+        _log(args)(f"report: {write_chat_report(args.report, result, summary)}")
+    return 0 if all(lv["ok"] > 0 for lv in summary["levels"]) else 1
 
 
 def cmd_profile(args) -> int:

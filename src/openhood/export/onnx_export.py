@@ -239,9 +239,10 @@ def graph_to_onnx(graph: Graph, producer: str = "openhood") -> onnx.ModelProto:
         else helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", "features"])
         for n in graph.inputs
     ]
-    # A pooled graph (or an image classifier) returns (batch, dim), an encoder-only one its token
-    # states (batch, sequence, dim).
-    pooled = images or graph.nodes[-1].op in ("MeanPool", "L2Normalize")
+    # A pooled graph, an image classifier or a feature-vector model (an MLP) returns (batch, dim);
+    # an encoder-only one its token states (batch, sequence, dim).
+    rows_in = not any(n in INT_INPUTS for n in graph.inputs)
+    pooled = images or rows_in or graph.nodes[-1].op in ("MeanPool", "L2Normalize")
     dims = ["batch", "dim"] if pooled else ["batch", "sequence", "dim"]
     outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, dims) for n in graph.outputs]
     g = helper.make_graph(b.nodes, "openhood", inputs, outputs, b.initializers)

@@ -4,8 +4,8 @@
 ``/v1/models`` (``openai_models``), ``/debug/memory`` (``debug``) when the config asks for it,
 then, for each task the served models have, that task's route modules from ``TASK_ROUTES``
 (``embed``: OpenAI's ``/v1/embeddings`` and the TEI routes). A new task adds its modules here
-(e.g. ``"classify": (classify.register,)`` for ``/v1/classify``) and touches nothing else in
-the server.
+(``"classify": (classify.register,)`` for ``/v1/classify``) and touches nothing else in the
+server.
 """
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ from collections.abc import Callable
 
 from fastapi import FastAPI
 
-from openhood.server.routes import debug, embeddings, images, openai_models, ops, tei
+from openhood.server.routes import classify, debug, embeddings, images, openai_models, ops, tei
 from openhood.server.state import ServerState
 
 TASK_ROUTES: dict[str, tuple[Callable[[FastAPI, ServerState], None], ...]] = {
     "embed": (embeddings.register, tei.register),
     "image-classify": (images.register,),
+    "classify": (classify.register,),
 }
 
 
