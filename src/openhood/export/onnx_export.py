@@ -200,6 +200,14 @@ def _emit(b: OnnxGraphBuilder, node: Node, args: list[str]) -> None:
         b.node("Div", [summed, count], name=name, output=out)
     elif op in ("Conv", "DepthwiseConv"):
         _conv(b, node, args, out)
+    elif op == "MBConv":  # the fused block's convs, one after the other (ORT fuses on its own)
+        *first, project = node.attrs["parts"]
+        x = args[0]
+        for part in first:
+            y = b.fresh(part.name)
+            _conv(b, part, [x], y)
+            x = y
+        _conv(b, project, [x, *args[1:]], out)
     elif op == "BatchNorm":
         b.node("BatchNormalization", [args[0]] + [b.initializer(f"{name}.{k}", p[k]) for k in ("gamma", "beta", "mean", "var")],
                name=name, output=out, epsilon=float(node.attrs["eps"]))
