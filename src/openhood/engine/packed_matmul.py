@@ -101,7 +101,9 @@ def _panel_q8_0(d: np.ndarray, q: np.ndarray, c: int, panel: np.ndarray) -> None
 
 
 @njit(fastmath=True, cache=True, nogil=True)
-def _panel_times_rows(x: np.ndarray, panel: np.ndarray, row0: int, n_rows: int, acc: np.ndarray, out: np.ndarray) -> None:
+def _panel_times_rows(
+    x: np.ndarray, panel: np.ndarray, row0: int, n_rows: int, acc: np.ndarray, out: np.ndarray
+) -> None:
     """out[:, row0:row0+n_rows] = x @ panel[:, :n_rows] for x (M, K), panel (K, CH); acc (4, CH) scratch."""
     M, K = x.shape
     ch = panel.shape[1]
@@ -135,7 +137,9 @@ def _panel_times_rows(x: np.ndarray, panel: np.ndarray, row0: int, n_rows: int, 
 
 
 @njit(parallel=True, fastmath=True, cache=True, nogil=True)
-def _gemm_q4_1(x: np.ndarray, d: np.ndarray, m: np.ndarray, q: np.ndarray, out: np.ndarray) -> None:  # x (M, K), out (M, N)
+def _gemm_q4_1(
+    x: np.ndarray, d: np.ndarray, m: np.ndarray, q: np.ndarray, out: np.ndarray
+) -> None:  # x (M, K), out (M, N)
     nc, _nb, _half, ch = q.shape
     N = out.shape[1]
     for c in prange(nc):
