@@ -13,10 +13,11 @@ reason and the job goes on. See docs/batch.md and, for Ray clusters, docs/scale-
 from __future__ import annotations
 
 import argparse
-import sys
+import functools
 
 from openhood.batch.job import DEFAULT_BATCH_SIZE, DEFAULT_SHARD_ROWS, ENGINES
 from openhood.batch.sources import FORMATS
+from openhood.cli.validate import usage_error
 
 
 def register(subparsers) -> None:
@@ -66,6 +67,4 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _usage(message: str) -> int:
-    print(f"openhood batch: {message}", file=sys.stderr)
-    return 2
+_usage = functools.partial(usage_error, "batch")

@@ -13,7 +13,9 @@ on stderr with exit code 2.
 from __future__ import annotations
 
 import argparse
-import sys
+import functools
+
+from openhood.cli.validate import usage_error
 
 
 def register(subparsers) -> None:
@@ -23,9 +25,7 @@ def register(subparsers) -> None:
     p.set_defaults(func=cmd_convert)
 
 
-def _fail(message: str) -> int:
-    print(f"openhood convert: {message}", file=sys.stderr)
-    return 2
+_fail = functools.partial(usage_error, "convert")
 
 
 def cmd_convert(args: argparse.Namespace) -> int:

@@ -13,8 +13,11 @@ piece as characters complete. A usage mistake is one line on stderr and exit cod
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
+
+from openhood.cli.validate import usage_error
 
 
 def register(subparsers) -> None:
@@ -32,9 +35,7 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def _usage(msg: str) -> int:
-    print(f"openhood generate: {msg}", file=sys.stderr)
-    return 2
+_usage = functools.partial(usage_error, "generate")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,10 +6,12 @@ profiler, which import their heavy dependencies (httpx, numpy) when a command ru
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 
 from openhood.cli import validate as v
+from openhood.cli.validate import usage_error
 
 
 def register(subparsers) -> None:
@@ -81,9 +83,7 @@ def cmd_loadtest(args) -> int:
     return 0 if summary["ok"] > 0 else 1
 
 
-def _fail(msg: str) -> int:
-    print(f"openhood loadtest: error: {msg}", file=sys.stderr)
-    return 2
+_fail = functools.partial(usage_error, "loadtest")
 
 
 def _log(args):

@@ -6,9 +6,12 @@ Argument parsing and printing only; the work is in ``openhood.soak`` (docs/soak.
 
 from __future__ import annotations
 
+import functools
 import json
 import shlex
 import sys
+
+from openhood.cli.validate import usage_error
 
 
 def register(subparsers) -> None:
@@ -38,9 +41,7 @@ def register(subparsers) -> None:
     p.set_defaults(func=cmd_soak)
 
 
-def _fail(msg: str) -> int:
-    print(f"openhood soak: error: {msg}", file=sys.stderr)
-    return 2
+_fail = functools.partial(usage_error, "soak")
 
 
 def cmd_soak(args) -> int:

@@ -13,8 +13,11 @@ name and renamed when complete; bad input is one line on stderr and exit code 2.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
+
+from openhood.cli.validate import usage_error
 
 
 def register(subparsers) -> None:
@@ -41,9 +44,7 @@ def register(subparsers) -> None:
     p.set_defaults(func=cmd_train)
 
 
-def _fail(msg: str) -> int:
-    print(f"openhood train: {msg}", file=sys.stderr)
-    return 2
+_fail = functools.partial(usage_error, "train")
 
 
 def cmd_train(args: argparse.Namespace) -> int:

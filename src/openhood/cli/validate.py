@@ -14,6 +14,15 @@ import sys
 from pathlib import Path
 
 
+def usage_error(command: str, message: str) -> int:
+    """Print ``openhood COMMAND: error: MESSAGE`` (argparse's own shape) and return exit code 2.
+
+    For mistakes found after parsing (a missing file, an empty prompt); commands bind it once:
+    ``_fail = functools.partial(usage_error, "convert")``."""
+    sys.stderr.write(f"openhood {command}: error: {message}\n")
+    return 2
+
+
 class Parser(argparse.ArgumentParser):
     """argparse with a one-line error: ``prog: error: message`` (no usage block), exit 2."""
 

@@ -5,7 +5,8 @@ A served model is ``preprocessor → backend → postprocessor`` with a task (``
 scheduler use only this package's plain types — never an architecture.
 """
 
-from openhood.models.loading import TASK_LOADERS, EngineOptions, load_model, load_models
+from openhood.models.loading import TASK_LOADERS, load_model, load_models
+from openhood.models.options import EngineOptions
 from openhood.models.registry import (
     DEFAULT_MODEL_NAME,
     DEFAULT_TASK,

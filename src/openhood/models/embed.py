@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from openhood.models.loading import EngineOptions
+from openhood.models.options import EngineOptions
 from openhood.models.pooling import MeanPooling
 from openhood.models.served import OutputSpec, ServedModel
 from openhood.models.text import TextPreprocessor

@@ -29,7 +29,7 @@ import numpy as np
 
 from openhood.data import image
 from openhood.data.image import ImageError, ImageSpec
-from openhood.models.loading import EngineOptions
+from openhood.models.options import EngineOptions
 from openhood.models.served import OutputSpec, Prepared, ServedModel
 
 TASK = "image-classify"

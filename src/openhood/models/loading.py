@@ -11,11 +11,12 @@ which is how ``load_models`` loads them.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
 
+from openhood.models.options import EngineOptions
 from openhood.models.registry import (
     DEFAULT_TASK,
     ModelSpec,
@@ -25,17 +26,6 @@ from openhood.models.registry import (
     resolve_model_dir,
 )
 from openhood.models.served import ServedModel
-
-
-@dataclass(frozen=True)
-class EngineOptions:
-    """How to run a model: backend, precision, intra-op threads, one backend per worker."""
-
-    backend: str = "numpy"
-    precision: str = "fp32"
-    threads: int | None = None
-    workers: int = 1
-    fusion: bool = True
 
 
 def _embed_loader(name: str, folder: Path, options: EngineOptions) -> ServedModel:

@@ -11,9 +11,11 @@ no architecture; a new task registers its routes in ``routes/__init__.py`` inste
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from opentelemetry import trace
 
 from openhood.models import ServedModel
 from openhood.server.config import ServerConfig
@@ -24,11 +26,11 @@ from openhood.server.routes import register_routes
 from openhood.server.state import ServerState
 
 
-def create_app(config: ServerConfig, models: list[ServedModel], *, tracer=None, lifecycle: Lifecycle | None = None) -> FastAPI:
+def create_app(config: ServerConfig, models: list[ServedModel], *, tracer: trace.Tracer | None = None, lifecycle: Lifecycle | None = None) -> FastAPI:
     state = ServerState(config, models, tracer, lifecycle)
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI):
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         state.start()
         await state.warm_up()  # every bucket length on every worker, before the port opens; checks the grace period
         yield

@@ -16,12 +16,9 @@ from __future__ import annotations
 import asyncio
 
 from starlette.requests import ClientDisconnect, Request
+from starlette.types import Receive
 
-from openhood.server.errors import APIError
-
-
-class ClientGone(Exception):
-    """The client closed the connection before the response: nothing to answer, nothing broke."""
+from openhood.server.errors import APIError, ClientGone
 
 
 async def read_body(request: Request, limit: int, timeout_s: float) -> bytes:
@@ -50,7 +47,7 @@ def too_large(size: int, limit: int) -> APIError:
     return APIError(413, f"request body is {size} bytes or more; the limit is {limit} bytes", code="body_too_large", param=None)
 
 
-async def wait_disconnect(receive) -> None:
+async def wait_disconnect(receive: Receive) -> None:
     """Returns when the client closes the connection (the body has been read by then)."""
     while (await receive())["type"] != "http.disconnect":
         pass

@@ -7,8 +7,18 @@ never quote request text (it would leak into client logs and ours).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
 import orjson
 from starlette.responses import Response
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI, Request
+
+
+class ClientGone(Exception):
+    """The client closed the connection before the response: nothing to answer, nothing broke."""
 
 
 class APIError(Exception):
@@ -30,7 +40,7 @@ class APIError(Exception):
         self.param = param
         self.headers = headers or {}
 
-    def body(self) -> dict:
+    def body(self) -> dict[str, Any]:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
 
@@ -58,47 +68,40 @@ def unauthorized() -> APIError:
     )
 
 
+def _shutting_down(message: str, code: str) -> APIError:
+    """503 that tells the client (and its load balancer) to go elsewhere: retry soon, close."""
+    return APIError(503, message, type="service_unavailable", code=code,
+                    headers={"Retry-After": "1", "Connection": "close"})
+
+
 def draining() -> APIError:
-    return APIError(
-        503,
-        "the server is shutting down and takes no new requests; retry on another instance",
-        type="service_unavailable",
-        code="draining",
-        headers={"Retry-After": "1", "Connection": "close"},
-    )
+    return _shutting_down("the server is shutting down and takes no new requests; retry on another instance", "draining")
 
 
 def drain_deadline() -> APIError:
     """A request still waiting when the grace period ran out: retryable elsewhere, never a bare 500."""
-    return APIError(
-        503,
-        "the server's shutdown grace period ran out before this request was served; retry on another instance",
-        type="service_unavailable",
-        code="drain_deadline",
-        headers={"Retry-After": "1", "Connection": "close"},
-    )
+    return _shutting_down("the server's shutdown grace period ran out before this request was served; "
+                          "retry on another instance", "drain_deadline")
 
 
-def install_error_handlers(app, on_client_gone=None) -> None:
+def install_error_handlers(app: FastAPI, on_client_gone: Callable[[], None] | None = None) -> None:
     """Every error leaves the app in OpenAI's shape: APIError, unknown routes/methods, and bugs."""
     import logging
 
     from starlette.exceptions import HTTPException as StarletteHTTPException
     from starlette.responses import Response
 
-    from openhood.server.body import ClientGone
-
     log = logging.getLogger("openhood.server")
 
     @app.exception_handler(APIError)
-    async def api_error_handler(request, exc: APIError):
+    async def api_error_handler(request: Request, exc: APIError) -> Response:
         record = getattr(request.state, "record", None)
         if record is not None:
             record.fields["error"] = exc.code  # the code only: messages may name limits, never text
         return error_response(exc)
 
     @app.exception_handler(ClientGone)
-    async def client_gone_handler(request, exc: ClientGone):
+    async def client_gone_handler(request: Request, exc: ClientGone) -> Response:
         # The client closed the connection: its choice, not our failure — no 500, no traceback.
         record = getattr(request.state, "record", None)
         if record is not None:
@@ -108,11 +111,11 @@ def install_error_handlers(app, on_client_gone=None) -> None:
         return Response(status_code=499)  # nginx's "client closed request"; nobody reads it
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error_handler(request, exc: StarletteHTTPException):
+    async def http_error_handler(request: Request, exc: StarletteHTTPException) -> Response:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
         return error_response(APIError(exc.status_code, str(exc.detail), code=code, param=None))
 
     @app.exception_handler(Exception)
-    async def unexpected_error_handler(request, exc: Exception):
+    async def unexpected_error_handler(request: Request, exc: Exception) -> Response:
         log.exception("unhandled error in %s", request.url.path)
         return error_response(APIError(500, "internal server error", type="server_error", code="internal_error", param=None))

@@ -13,8 +13,13 @@ It wraps the real backend rather than replacing it, so everything else stays rea
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
+
+from openhood.backends.base import Backend
+from openhood.models import ServedModel
 
 ENV_VAR = "OPENHOOD_FAULT_INJECT"
 
@@ -47,13 +52,13 @@ def parse_faults(spec: str | None) -> dict[str, float | bool]:
 class FaultInjectingBackend:
     """Delegates to ``inner`` (a Backend) except where a configured fault fires."""
 
-    def __init__(self, inner, faults: dict[str, float | bool]):
+    def __init__(self, inner: Backend, faults: dict[str, float | bool]):
         self.inner = inner
         self.faults = faults
         self.name, self.precision = inner.name, inner.precision
         self.input_names, self.output_names = inner.input_names, inner.output_names
 
-    def run(self, feeds):
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         if "embed_sleep" in self.faults:
             time.sleep(float(self.faults["embed_sleep"]))
         mask = feeds.get("attention_mask")
@@ -61,20 +66,20 @@ class FaultInjectingBackend:
             raise InjectedFault("injected engine failure (embed_len)")
         return self.inner.run(feeds)
 
-    def replicate(self):
+    def replicate(self) -> FaultInjectingBackend:
         return FaultInjectingBackend(self.inner.replicate(), self.faults)
 
     def close(self) -> None:
         self.inner.close()
 
 
-def _failing_probe(worker: int) -> dict:
+def _failing_probe(worker: int) -> dict[str, Any]:
     raise InjectedFault("injected health failure")
 
 
-def inject_faults(models: list, faults: dict[str, float | bool]) -> None:
+def inject_faults(models: list[ServedModel], faults: dict[str, float | bool]) -> None:
     """Wrap every model's backends (and, for ``health``, replace its readiness probe) in place."""
     for model in models:
         model.backends = [FaultInjectingBackend(b, faults) for b in model.backends]
         if faults.get("health"):
-            model.probe = _failing_probe
+            model.probe = _failing_probe  # type: ignore[method-assign]  # the fault replaces the method on purpose

@@ -18,6 +18,7 @@ import asyncio
 import functools
 import time
 from concurrent.futures import Future
+from typing import Any
 
 from openhood.models import ServedModel
 from openhood.scheduler import DynamicBatcher
@@ -33,10 +34,10 @@ class ReadinessProbe:
         self._next_worker = 0
         self.timeout_s = timeout_s
         self.stall_timeout_s = stall_timeout_s
-        self._pending: Future | None = None
-        self._last_ok: tuple[float, dict] | None = None  # (monotonic time, details) of the last passing probe
+        self._pending: Future[Any] | None = None
+        self._last_ok: tuple[float, dict[str, Any]] | None = None  # (monotonic time, details) of the last passing probe
 
-    async def check(self) -> tuple[bool, dict]:
+    async def check(self) -> tuple[bool, dict[str, Any]]:
         """(ready, details). Never waits longer than ``timeout_s``."""
         if not self.batcher.worker_alive:
             return False, {"reason": "the inference worker thread is not running"}

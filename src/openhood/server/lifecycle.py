@@ -22,7 +22,10 @@ import logging
 import math
 import os
 import signal
+import socket
 import time
+from collections.abc import Callable, Iterator
+from types import FrameType
 
 import uvicorn
 
@@ -46,21 +49,21 @@ class Lifecycle:
 
 
 class DrainingServer(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, lifecycle: Lifecycle, grace_period_s: float, stop_worker):
+    def __init__(self, config: uvicorn.Config, lifecycle: Lifecycle, grace_period_s: float, stop_worker: Callable[[float], bool]):
         super().__init__(config)
         self.lifecycle = lifecycle
         self.grace_period_s = grace_period_s
         self._stop_worker = stop_worker  # (timeout_s) -> bool, called once nothing is in flight
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._drain_task: asyncio.Task | None = None
+        self._drain_task: asyncio.Task[None] | None = None
 
-    async def serve(self, sockets=None) -> None:
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
         with self._capture_signals():
             await self._serve(sockets)
 
     @contextlib.contextmanager
-    def _capture_signals(self):
+    def _capture_signals(self) -> Iterator[None]:
         previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             yield
@@ -69,7 +72,7 @@ class DrainingServer(uvicorn.Server):
                 signal.signal(sig, handler)
         # Unlike uvicorn, no re-raise: a drained server has done what the signal asked; exit 0.
 
-    def handle_exit(self, sig, frame) -> None:
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self.lifecycle.draining:
             log.warning("second %s: exiting now without waiting for %d in-flight request(s)",
                         signal.Signals(sig).name, self.lifecycle.in_flight)

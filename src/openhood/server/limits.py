@@ -23,9 +23,13 @@ for bytes, answers what arrives (the app says 503 draining) and closes after tha
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Callable
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from openhood.server.config import ServerConfig
 
 log = logging.getLogger("openhood.server")
 
@@ -45,7 +49,7 @@ def raw_error(status: int, message: str) -> bytes:
     ))
 
 
-def limited_protocol(limits, on_refused=None) -> type:
+def limited_protocol(limits: ServerConfig, on_refused: Callable[[str], None] | None = None) -> type:
     """An ``HttpToolsProtocol`` subclass enforcing ``limits`` (a ``ServerConfig``: its max_connections,
     max_header_bytes, max_headers, max_request_line, header_timeout_s); ``on_refused(reason)`` counts."""
 
@@ -56,14 +60,14 @@ def limited_protocol(limits, on_refused=None) -> type:
         _linger = None
         _closing_after_response = False
 
-        def connection_made(self, transport) -> None:
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             if len(self.connections) > limits.max_connections:
                 self._refuse(503, "too many open connections; retry later", "connections")
                 return
             self._arm_head_timer()
 
-        def connection_lost(self, exc) -> None:
+        def connection_lost(self, exc: Exception | None) -> None:
             self._cancel(self._head_timer)
             self._cancel(self._linger)
             super().connection_lost(exc)
@@ -142,7 +146,7 @@ def limited_protocol(limits, on_refused=None) -> type:
                 on_refused(reason)
 
         @staticmethod
-        def _cancel(handle) -> None:
+        def _cancel(handle: asyncio.TimerHandle | None) -> None:
             if handle is not None:
                 handle.cancel()
 

@@ -13,6 +13,7 @@ import logging
 import sys
 import threading
 import time
+from typing import Any
 
 import orjson
 
@@ -64,5 +65,5 @@ def configure_logging(level: str = "info") -> None:
     logging.getLogger(ACCESS_LOGGER).setLevel(logging.INFO)
 
 
-def log_access(fields: dict) -> None:
+def log_access(fields: dict[str, Any]) -> None:
     logging.getLogger(ACCESS_LOGGER).info("request", extra={"fields": {"event": "request", **fields}})

@@ -17,6 +17,7 @@ import os
 import threading
 import tracemalloc
 from collections import Counter
+from typing import Any
 
 import psutil
 
@@ -38,12 +39,12 @@ class MemoryProbe:
         if not tracemalloc.is_tracing():
             tracemalloc.start(TRACE_FRAMES)
 
-    def sample(self, top: int = DEFAULT_TOP) -> dict:
+    def sample(self, top: int = DEFAULT_TOP) -> dict[str, Any]:
         with self._lock:
             return self._sample(max(1, min(top, 500)))
 
-    def _sample(self, top: int) -> dict:
-        out: dict = {"process": self.process_stats()}
+    def _sample(self, top: int) -> dict[str, Any]:
+        out: dict[str, Any] = {"process": self.process_stats()}
         if tracemalloc.is_tracing():
             snap = tracemalloc.take_snapshot().filter_traces((tracemalloc.Filter(False, tracemalloc.__file__),))
             current, peak = tracemalloc.get_traced_memory()
@@ -73,7 +74,7 @@ class MemoryProbe:
         }
         return out
 
-    def process_stats(self) -> dict:
+    def process_stats(self) -> dict[str, Any]:
         mem = self._process.memory_full_info()  # USS needs /proc/self/smaps: a few ms
         return {"rss_bytes": mem.rss, "uss_bytes": getattr(mem, "uss", None), "fds": _open_fds(),
                 "threads": self._process.num_threads()}

@@ -21,6 +21,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import psutil
@@ -38,7 +40,7 @@ THROUGHPUT_WINDOW_S = 10.0
 class ServerMetrics:
     """The process-wide registry; per-model series come from ``for_model(name)``."""
 
-    def __init__(self, stats_window: int = 2048, in_flight_fn=None):
+    def __init__(self, stats_window: int = 2048, in_flight_fn: Callable[[], float] | None = None):
         self.registry = CollectorRegistry(auto_describe=True)
         self.stats_window = stats_window
         r = self.registry
@@ -119,20 +121,20 @@ class ServerMetrics:
         self.rss.set_function(lambda: self._process.memory_info().rss)
         self.ready = Gauge("openhood_ready", "1 when the model's last readiness probe passed", m, registry=r)
 
-    def for_model(self, name: str, queue_depth_fn, memory_bytes: int = 0) -> ModelMetrics:
+    def for_model(self, name: str, queue_depth_fn: Callable[[], float], memory_bytes: int = 0) -> ModelMetrics:
         return ModelMetrics(self, name, queue_depth_fn, memory_bytes)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
 
     def rss_bytes(self) -> int:
-        return self._process.memory_info().rss
+        return int(self._process.memory_info().rss)
 
 
 class ModelMetrics:
     """One served model's children of the shared series, its throughput and its /stats window."""
 
-    def __init__(self, server: ServerMetrics, name: str, queue_depth_fn, memory_bytes: int):
+    def __init__(self, server: ServerMetrics, name: str, queue_depth_fn: Callable[[], float], memory_bytes: int):
         self.name = name
         self.server = server
         s = server
@@ -196,9 +198,9 @@ class LatencyWindow:
     def add(self, length_bucket: str, stages: dict[str, float]) -> None:
         self._rows.append((length_bucket, stages))
 
-    def table(self) -> dict:
+    def table(self) -> dict[str, Any]:
         rows = list(self._rows)
-        out: dict[str, dict] = {}
+        out: dict[str, dict[str, Any]] = {}
         for label in (*LENGTH_LABELS, "all"):
             picked = [s for b, s in rows if label in ("all", b)]
             entry: dict[str, object] = {"count": len(picked)}

@@ -12,7 +12,9 @@ import re
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from openhood.server.auth import authorized
 from openhood.server.errors import draining, error_response, unauthorized
@@ -33,17 +35,17 @@ class RequestRecord:
     method: str
     start_ns: int = field(default_factory=time.monotonic_ns)
     status: int = 0
-    fields: dict = field(default_factory=dict)
+    fields: dict[str, Any] = field(default_factory=dict)
 
 
 class ObservabilityMiddleware:
     """Request id, drain/auth gates for /v1, in-flight count, status metrics, the JSON log line."""
 
-    def __init__(self, app, *, state: ServerState):
+    def __init__(self, app: ASGIApp, *, state: ServerState):
         self.app = app
         self.state = state
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         st = self.state
@@ -57,7 +59,7 @@ class ObservabilityMiddleware:
         request_id_var.set(request_id)  # this task's log lines (asyncio copies the context per task)
         is_api = path.startswith("/v1/") or path in st.api_paths  # e.g. the TEI routes
 
-        async def send_wrapper(message):
+        async def send_wrapper(message: Message) -> None:
             if message["type"] == "http.response.start":
                 record.status = message["status"]
                 extra = [(b"x-request-id", request_id.encode())]

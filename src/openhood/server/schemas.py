@@ -58,7 +58,7 @@ Body = TypeVar("Body", bound=BaseModel)
 TEXT_UNION = "a string or an array of strings"
 
 
-def validate_body(cls: type[Body], raw: dict, unions: dict[str, str] | None = None) -> Body:
+def validate_body(cls: type[Body], raw: dict[str, Any], unions: dict[str, str] | None = None) -> Body:
     """A JSON object → ``cls``, or 422 naming the first bad field (never echoing its value).
     ``unions``: field → what it must be, for union fields (pydantic's per-member messages would
     only confuse)."""
@@ -75,7 +75,7 @@ def validate_body(cls: type[Body], raw: dict, unions: dict[str, str] | None = No
         raise APIError(422, message, code="invalid_schema", param=field) from exc
 
 
-def load_json_object(body: bytes) -> dict:
+def load_json_object(body: bytes) -> dict[str, Any]:
     """Bytes → a JSON object, or 400 (not JSON) / 422 (JSON, but not an object)."""
     try:
         raw = orjson.loads(body)

@@ -75,7 +75,7 @@ class ModelRuntime:
 
 
 class ServerState:
-    def __init__(self, config: ServerConfig, models: list[ServedModel], tracer=None, lifecycle: Lifecycle | None = None):
+    def __init__(self, config: ServerConfig, models: list[ServedModel], tracer: trace.Tracer | None = None, lifecycle: Lifecycle | None = None):
         if not models:
             raise ValueError("a server needs at least one model")
         self.config = config

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from fastapi import FastAPI
+from starlette.responses import Response
 
 from openhood.server.errors import json_response
 from openhood.server.memory_probe import DEFAULT_TOP, MemoryProbe
@@ -23,6 +24,6 @@ def register(app: FastAPI, state: ServerState) -> None:
     probe.start()
 
     @app.get("/debug/memory")
-    async def memory(top: int = DEFAULT_TOP):
+    async def memory(top: int = DEFAULT_TOP) -> Response:
         # Off the event loop: a snapshot plus gc.get_objects() takes tens of ms with a model loaded.
         return json_response(await asyncio.to_thread(probe.sample, top))

@@ -24,11 +24,13 @@ from fastapi import FastAPI, Request
 from opentelemetry import trace
 from starlette.responses import Response
 
+from openhood.models import ServedModel
+from openhood.models.served import Prepared
 from openhood.models.text import TextPreprocessor
 from openhood.scheduler import BatchFailedError, ItemResult, QueueFullError, SchedulerStoppedError, length_label
 from openhood.server import planted_leak
-from openhood.server.body import ClientGone, read_body, wait_disconnect
-from openhood.server.errors import APIError, drain_deadline, draining, json_response
+from openhood.server.body import read_body, wait_disconnect
+from openhood.server.errors import APIError, ClientGone, drain_deadline, draining, json_response
 from openhood.server.middleware import RequestRecord
 from openhood.server.openapi import EMBEDDINGS_REQUEST, EMBEDDINGS_RESPONSES
 from openhood.server.schemas import parse_embeddings_request
@@ -46,7 +48,7 @@ INLINE_TOKENIZE_CHARS = 16384
 
 def register(app: FastAPI, state: ServerState) -> None:
     @app.post("/v1/embeddings", openapi_extra=EMBEDDINGS_REQUEST, responses=EMBEDDINGS_RESPONSES)
-    async def create_embeddings(request: Request):
+    async def create_embeddings(request: Request) -> Response:
         return await embeddings(request, state)
 
 
@@ -108,10 +110,11 @@ def shorten(vectors: np.ndarray, dimensions: int, *, renormalize: bool) -> np.nd
     if not renormalize:
         return cut
     norms = np.linalg.norm(cut, axis=1, keepdims=True)
-    return cut / np.maximum(norms, 1e-12)
+    out: np.ndarray = cut / np.maximum(norms, 1e-12)
+    return out
 
 
-def prepare_texts(model, texts: list[str], direction: str):
+def prepare_texts(model: ServedModel, texts: list[str], direction: str) -> Prepared:
     """Tokenize (truncating at ``direction``); ValueError → 400 naming the problem."""
     preprocessor = model.preprocessor
     try:
@@ -123,7 +126,7 @@ def prepare_texts(model, texts: list[str], direction: str):
 
 
 async def tokenize_checked(request: Request, rt: ModelRuntime, texts: list[str], *, truncate: bool,
-                           direction: str = "right"):
+                           direction: str = "right") -> tuple[Prepared, int, int]:
     """Tokenize a request's texts (inline when small, else in a thread) and refuse (413) inputs
     that were cut when the caller asked not to truncate. Returns (prepared, t_tok0, t_tok1)."""
     record: RequestRecord = request.state.record
@@ -209,8 +212,8 @@ async def embed_texts(request: Request, st: ServerState, rt: ModelRuntime, texts
     return Embedded(vectors, lengths, truncated, done)
 
 
-def finish(st: ServerState, rt: ModelRuntime, record: RequestRecord, results: list[ItemResult], lengths, truncated: int,
-           bucket, times) -> None:
+def finish(st: ServerState, rt: ModelRuntime, record: RequestRecord, results: list[ItemResult], lengths: list[int], truncated: int,
+           bucket: str, times: tuple[int, int, int, int]) -> None:
     """Stage times → log fields, metrics and spans (all from the same timestamps)."""
     t_tok0, t_tok1, t_post0, t_end = times
     batches = {r.batch.batch_id: r.batch for r in results}.values()
@@ -250,7 +253,7 @@ def finish(st: ServerState, rt: ModelRuntime, record: RequestRecord, results: li
     )
     ctx = trace.set_span_in_context(root)
 
-    def child(name: str, start: int, end: int, **attributes) -> None:
+    def child(name: str, start: int, end: int, **attributes: Any) -> None:
         span = tracer.start_span(name, context=ctx, start_time=to_epoch_ns(start), attributes=attributes)
         span.end(end_time=to_epoch_ns(end))
 

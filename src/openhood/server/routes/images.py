@@ -46,11 +46,11 @@ IMAGE_ERRORS: dict[type, tuple[int, str]] = {NotAnImage: (415, "unsupported_imag
 
 def register(app: FastAPI, state: ServerState) -> None:
     @app.post("/v1/images/classify")
-    async def classify(request: Request):
+    async def classify(request: Request) -> Response:
         return await images(request, state, "classify")
 
     @app.post("/v1/images/embeddings")
-    async def embeddings(request: Request):
+    async def embeddings(request: Request) -> Response:
         return await images(request, state, "embeddings")
 
 
@@ -58,7 +58,7 @@ def _bad(message: str, param: str | None = "images", status: int = 400, code: st
     return APIError(status, message, code=code, param=param)
 
 
-def _b64(index: int, value) -> bytes:
+def _b64(index: int, value: object) -> bytes:
     if not isinstance(value, str) or not value:
         raise _bad(f"images[{index}] must be a non-empty base64 string or data: URL")
     if value.startswith("data:"):  # data:image/jpeg;base64,<payload>

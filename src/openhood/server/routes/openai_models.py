@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import FastAPI
+from starlette.responses import Response
 
 from openhood.server.errors import json_response
 from openhood.server.state import ServerState
@@ -10,5 +11,5 @@ from openhood.server.state import ServerState
 
 def register(app: FastAPI, state: ServerState) -> None:
     @app.get("/v1/models")
-    async def list_models():
+    async def list_models() -> Response:
         return json_response({"object": "list", "data": [rt.model.describe() for rt in state.runtimes.values()]})

@@ -8,7 +8,7 @@ send traffic to a node where one of the routed models is broken. The body says w
 from __future__ import annotations
 
 from fastapi import FastAPI
-from starlette.responses import PlainTextResponse
+from starlette.responses import PlainTextResponse, Response
 
 from openhood.server.errors import json_response
 from openhood.server.state import ServerState
@@ -16,11 +16,11 @@ from openhood.server.state import ServerState
 
 def register(app: FastAPI, state: ServerState) -> None:
     @app.get("/health/live")
-    async def live():
+    async def live() -> Response:
         return json_response({"status": "alive"})
 
     @app.get("/health/ready")
-    async def ready():
+    async def ready() -> Response:
         runtimes = list(state.runtimes.values())
         first = runtimes[0]
         body = {
@@ -50,11 +50,11 @@ def register(app: FastAPI, state: ServerState) -> None:
         return json_response({"status": "ready", **details, **body, "models": models})
 
     @app.get("/metrics", response_class=PlainTextResponse)  # documented as text/plain in /openapi.json
-    async def metrics():
+    async def metrics() -> Response:
         return PlainTextResponse(state.metrics.exposition(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     @app.get("/stats")
-    async def stats():
+    async def stats() -> Response:
         per_model = {
             name: {**rt.metrics.window.table(), "queue_depth": rt.batcher.queue_depth, "buckets": list(rt.buckets.bounds)}
             for name, rt in state.runtimes.items()

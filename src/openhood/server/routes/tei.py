@@ -19,6 +19,7 @@ import asyncio
 import functools
 import itertools
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import numpy as np
 from fastapi import FastAPI, Request
@@ -83,7 +84,7 @@ def register(app: FastAPI, state: ServerState) -> None:
     state.api_paths.update(path for _, path in routes)
 
 
-async def read_json(request: Request, st: ServerState, *, flatten: bool = True) -> dict:
+async def read_json(request: Request, st: ServerState, *, flatten: bool = True) -> dict[str, Any]:
     raw = load_json_object(await read_body(request, st.config.max_body_bytes, st.config.body_timeout_s))
     if flatten and isinstance(raw.get("parameters"), dict):
         # Hugging Face's generic task shape nests the options: {"inputs": …, "parameters": {…}}.
@@ -144,14 +145,14 @@ async def token_states(rt: ModelRuntime, prepared: Prepared, chunk: int) -> list
         raise APIError(424, f"model '{model.name}' does not expose token states", type="server_error",
                        code="unsupported_operation", param=None)
 
-    def run(worker: int, payloads: list, lengths: list[int]) -> list[np.ndarray]:
+    def run(worker: int, payloads: list[Any], lengths: list[int]) -> list[np.ndarray]:
         feeds = model.preprocessor.collate(payloads, max(lengths))
         mask = feeds["attention_mask"]  # (B, T)
         hidden = np.asarray(model.backends[worker].run(feeds)[states_name], dtype=np.float32)
         hidden = hidden.reshape(*mask.shape, -1)  # (B, T, C): the NumPy engine returns (B*T, C)
         return [hidden[i, :n] for i, n in enumerate(lengths)]
 
-    jobs: list[asyncio.Future] = []
+    jobs: list[asyncio.Future[Any]] = []  # run_exclusive is typed Future[object]
     for start in range(0, len(prepared.lengths), chunk):
         worker = next(_next_worker) % model.workers
         part = functools.partial(run, worker, prepared.payloads[start : start + chunk], prepared.lengths[start : start + chunk])
@@ -172,7 +173,7 @@ async def tokenize(request: Request, st: ServerState) -> Response:
     return json_response(out)
 
 
-def tokens_of(tokenizer, texts: list[str], max_length: int, add_special_tokens: bool) -> list[list[dict]]:
+def tokens_of(tokenizer: Any, texts: list[str], max_length: int, add_special_tokens: bool) -> list[list[dict[str, Any]]]:
     """TEI's ``SimpleToken`` lists: id, token text, special, character offsets into the input."""
     from openhood.tokenizer.offsets import token_offsets
 
@@ -197,7 +198,7 @@ def tokens_of(tokenizer, texts: list[str], max_length: int, add_special_tokens: 
     return out
 
 
-def text_tokenizer(rt: ModelRuntime):
+def text_tokenizer(rt: ModelRuntime) -> Any:
     tokenizer = getattr(rt.model.preprocessor, "tokenizer", None)
     if tokenizer is None:
         raise APIError(424, f"model '{rt.model.name}' has no text tokenizer", type="server_error",
