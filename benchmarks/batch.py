@@ -3,11 +3,13 @@
 Measured on the same dev-corpus texts, in one run:
 
 1. **Engine anchor**: ``Embedder.embed`` on all texts at once (one global length sort, padded
-   per batch), in this process, every core, at batch sizes 16/32/64/128 (two interleaved
+   per batch), in this process, in two layouts (one engine with every core's thread, and one
+   one-thread engine per core side by side), at batch sizes 16/32/64/128 (two interleaved
    rounds): the engine's own best batch throughput. Measured again after the CLI runs; the
    best of all counts.
-2. **openhood batch, local engine** (a subprocess, the anchor's best batch size, default shard
-   size): end to end, and without its start-up (model load) as the CLI reports it.
+2. **openhood batch, local engine** (a subprocess, the anchor's best layout and batch size,
+   default shard size): end to end, and without its start-up (model load and warm-up) as the
+   CLI reports it.
 3. **The same job through the server**: ``openhood serve`` (its defaults) on 127.0.0.1, the
    texts sent as ``/v1/embeddings`` requests of 32 inputs by 4 concurrent clients.
 4. **--engine ray**, one actor per core (``--threads 1``), on a private local Ray: end to end
@@ -43,17 +45,31 @@ def write_jsonl(path: Path, texts: list[str]) -> Path:
     return path
 
 
-def anchor(texts: list[str], batch_sizes: list[int], rounds: int = 2) -> dict[int, float]:
+def layouts(cores: int) -> dict[str, tuple[int, int]]:
+    """Engine layouts the anchor tries: name → (workers, threads per worker)."""
+    out = {f"1 engine x {cores} threads": (1, cores)}
+    if cores > 1:
+        out[f"{cores} engines x 1 thread"] = (cores, 1)
+    return out
+
+
+def anchor(texts: list[str], batch_sizes: list[int], cores: int, rounds: int = 2) -> dict[tuple[str, int], float]:
+    """(layout, batch size) → best sentences/s of ``Embedder.embed`` over ``rounds``."""
     from openhood import Embedder
 
-    emb = Embedder.from_pretrained(None)
-    emb.embed(texts[:64], batch_size=32)  # compile / warm the kernels
-    out = {b: 0.0 for b in batch_sizes}
-    for _ in range(rounds):  # sizes interleaved, best round counts: the machine is shared
+    engines = {}
+    for name, (workers, threads) in layouts(cores).items():
+        engines[name] = Embedder.from_pretrained(None, threads=threads, workers=workers)
+        engines[name].embed(texts[:64], batch_size=32)  # compile / warm the kernels
+    out = {(name, b): 0.0 for name in engines for b in batch_sizes}
+    for _ in range(rounds):  # layouts and sizes interleaved, best round counts: the machine is shared
         for b in batch_sizes:
-            t0 = time.perf_counter()
-            emb.embed(texts, batch_size=b)
-            out[b] = max(out[b], len(texts) / (time.perf_counter() - t0))
+            for name, emb in engines.items():
+                t0 = time.perf_counter()
+                emb.embed(texts, batch_size=b)
+                out[name, b] = max(out[name, b], len(texts) / (time.perf_counter() - t0))
+    for emb in engines.values():
+        emb.close()
     return out
 
 
@@ -122,7 +138,7 @@ def main() -> None:
     skip = set(filter(None, args.skip.split(",")))
 
     from openhood.corpus import read_texts
-    from openhood.engine.parallel import available_cores
+    from openhood.engine.cores import available_cores
 
     cores = available_cores()
     texts = read_texts(args.corpus, limit=max(args.texts, args.rss_texts * 10))
@@ -132,13 +148,17 @@ def main() -> None:
     sizes = [int(b) for b in args.batch_sizes.split(",")]
     print(f"{len(run)} dev-corpus texts, {cores} cores", flush=True)
 
-    first = anchor(run, sizes)
-    best_b = max(first, key=first.get)
-    print("engine anchor (sentences/s by batch size):", {b: round(r, 1) for b, r in first.items()}, flush=True)
+    first = anchor(run, sizes, cores)
+    best_layout, best_b = max(first, key=first.get)
+    workers, threads = layouts(cores)[best_layout]
+    print("engine anchor (sentences/s by layout and batch size):",
+          {f"{name}, batch {b}": round(r, 1) for (name, b), r in first.items()}, flush=True)
 
-    wall, setup, _ = run_cli(["--input", str(src), "--output", str(tmp / "local.parquet"), "--batch-size", str(best_b)])
+    layout_args = ["--workers", str(workers), "--threads", str(threads)]
+    wall, setup, _ = run_cli(["--input", str(src), "--output", str(tmp / "local.parquet"), "--batch-size", str(best_b), *layout_args])
     local_e2e, local_steady = len(run) / wall, len(run) / (wall - setup)
-    print(f"openhood batch local: {local_e2e:.1f}/s end to end, {local_steady:.1f}/s without {setup:.1f} s start-up", flush=True)
+    print(f"openhood batch local ({best_layout}): {local_e2e:.1f}/s end to end, {local_steady:.1f}/s without {setup:.1f} s start-up",
+          flush=True)
 
     server = None
     if "server" not in skip:
@@ -155,9 +175,10 @@ def main() -> None:
         print(f"--engine ray x{cores}: {ray_e2e:.1f}/s end to end, {ray_steady:.1f}/s without {setup:.1f} s Ray start-up; "
               f"output identical to local: {same}", flush=True)
 
-    second = anchor(run, [best_b], rounds=1)
-    engine_best = max(max(first.values()), second[best_b])
-    print(f"engine anchor again at batch {best_b}: {second[best_b]:.1f}/s; best {engine_best:.1f}/s", flush=True)
+    second = anchor(run, [best_b], cores, rounds=1)
+    engine_best = max(max(first.values()), second[best_layout, best_b])
+    print(f"engine anchor again ({best_layout}, batch {best_b}): {second[best_layout, best_b]:.1f}/s; best {engine_best:.1f}/s",
+          flush=True)
 
     rss = None
     if "rss" not in skip:
@@ -171,7 +192,7 @@ def main() -> None:
     print()
     print("| run | sentences/s | ratio |")
     print("|---|---|---|")
-    print(f"| engine's best (`Embedder.embed`, batch {best_b}, in memory) | {engine_best:.1f} | 1.00x |")
+    print(f"| engine's best (`Embedder.embed`, {best_layout}, batch {best_b}, in memory) | {engine_best:.1f} | 1.00x |")
     print(f"| `openhood batch` local, end to end | {local_e2e:.1f} | {local_e2e / engine_best:.2f}x |")
     print(f"| `openhood batch` local, without start-up | {local_steady:.1f} | {local_steady / engine_best:.2f}x |")
     if server is not None:

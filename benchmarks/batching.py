@@ -61,7 +61,7 @@ def run_side_by_side(backends, batches) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     from openhood.corpus import read_texts
-    from openhood.engine.parallel import available_cores
+    from openhood.engine.cores import available_cores
     from openhood.models import EngineOptions, ModelSpec, load_model, resolve_model_dir
     from openhood.tokenizer import Tokenizer
 

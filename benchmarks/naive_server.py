@@ -11,6 +11,11 @@ It answers in the OpenAI shape with ``usage.prompt_tokens`` (counted by the same
 the load generator buckets its requests exactly as it buckets openhood's.
 
     python benchmarks/naive_server.py --backend onnxruntime --port 8101
+
+``--debug-memory`` adds what ``openhood soak --url`` reads (``/v1/models`` and openhood's own
+``/debug/memory`` probe, which starts tracemalloc), so the soak measures this peer with the same
+method as openhood (benchmarks/soak.py's ``naive`` run). Nothing else changes: no body limit,
+no input checks beyond what FastAPI and the tokenizer do.
 """
 
 import argparse
@@ -19,7 +24,7 @@ import orjson
 from fastapi import Depends, FastAPI, Request, Response
 
 
-def build_app(backend: str, precision: str, serial: bool, threads: int | None = None):
+def build_app(backend: str, precision: str, serial: bool, threads: int | None = None, debug_memory: bool = False):
     from openhood import Embedder
 
     options = {"threads": threads} if threads else {}
@@ -51,7 +56,25 @@ def build_app(backend: str, precision: str, serial: bool, threads: int | None = 
     def ready():
         return {"status": "ready"}
 
+    if debug_memory:
+        add_soak_routes(app, emb)
     return app
+
+
+def add_soak_routes(app: FastAPI, emb) -> None:
+    from openhood.server.memory_probe import DEFAULT_TOP, MemoryProbe
+
+    probe = MemoryProbe()
+    probe.start()
+
+    @app.get("/v1/models")
+    def models():
+        return {"object": "list", "data": [{"id": emb.model_name, "object": "model", "task": "embed",
+                                            "max_length": emb.max_length}]}
+
+    @app.get("/debug/memory")
+    def memory(top: int = DEFAULT_TOP):  # a plain def: FastAPI runs it in its thread pool
+        return Response(orjson.dumps(probe.sample(top)), media_type="application/json")
 
 
 async def read_body(request: Request) -> bytes:
@@ -67,10 +90,11 @@ def main() -> None:
     p.add_argument("--port", type=int, default=8100)
     p.add_argument("--serial", action="store_true", help="async handler: one request at a time")
     p.add_argument("--threads", type=int, help="engine intra-op threads (default: all cores)")
+    p.add_argument("--debug-memory", action="store_true", help="/v1/models and /debug/memory for openhood soak")
     args = p.parse_args()
     import uvicorn
 
-    uvicorn.run(build_app(args.backend, args.precision, args.serial, args.threads), host=args.host, port=args.port,
+    uvicorn.run(build_app(args.backend, args.precision, args.serial, args.threads, args.debug_memory), host=args.host, port=args.port,
                 log_level="warning", access_log=False)
 
 

@@ -7,7 +7,10 @@
 the PyTorch column is skipped). Inputs are the committed test photos, preprocessed once (not
 timed) and tiled to the batch size. Contenders, all with ``--threads`` intra-op threads:
 
-- ``numpy fused``: openhood's graph with BatchNorm folded and ReLU6/residual in the conv epilogue;
+- ``numpy fused``: openhood's graph with BatchNorm folded, ReLU6/residual in the conv epilogue
+  and each inverted-residual block run as one L2-tiled ``MBConv`` node;
+- ``numpy per-conv``: the same without the ``mbconv`` pass (every conv a node of its own, its
+  epilogue fused), to show what the block fusion adds;
 - ``numpy unfused``: the textbook graph (Conv → BatchNorm → ReLU6 → Add);
 - ``onnxruntime``: ORT running the ONNX export of openhood's fused graph (the SAME graph; ORT
   applies its own graph optimizations on top), intra-op threads = ``--threads``, inter-op 1,
@@ -77,6 +80,9 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 32])
     parser.add_argument("--rounds", type=int, default=0, help="rounds per batch size (default: 40 at batch 1, 6 at 32)")
+    parser.add_argument("--split-small", action="store_true",
+                        help="add a contender 'numpy fused split' that splits convs over the threads from 2^22 "
+                             "multiply-adds (the engine's default waits for 2^26: batch 1 stays on one thread)")
     parser.add_argument("--ort-spinning", action="store_true",
                         help="leave ORT's intra-op threads spinning after each call (its default; they then compete "
                              "with the next contender for the cores)")
@@ -86,6 +92,7 @@ def main() -> int:
 
     from openhood.engine.blas import blas
     from openhood.engine.efficientnet import INPUT_NAME, load_efficientnet
+    from openhood.engine.fusion import PASSES, fuse
     from openhood.engine.runtime import Executor
     from openhood.export.onnx_export import export_onnx
 
@@ -102,16 +109,29 @@ def main() -> int:
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     session = ort.InferenceSession(str(onnx_path), so, providers=["CPUExecutionProvider"])
     fused = Executor(fused_graph, args.threads)
+    per_conv = Executor(fuse(model.graph(fused=False), [p for p in PASSES if p != "mbconv"]), args.threads)
     unfused = Executor(model.graph(fused=False), args.threads)
     torch_run = torch_model(args.threads)
 
     runners = {
         "numpy fused": lambda x: fused.run({INPUT_NAME: x})["logits"],
+        "numpy per-conv": lambda x: per_conv.run({INPUT_NAME: x})["logits"],
         "numpy unfused": lambda x: unfused.run({INPUT_NAME: x})["logits"],
         "onnxruntime": lambda x: session.run(["logits"], {INPUT_NAME: x})[0],
     }
     if torch_run is not None:
         runners["pytorch"] = torch_run
+    if args.split_small:
+        from openhood.engine import conv
+
+        def split_small(x: np.ndarray) -> np.ndarray:
+            default, conv.MIN_PARALLEL_CONV = conv.MIN_PARALLEL_CONV, 1 << 22
+            try:
+                return fused.run({INPUT_NAME: x})["logits"]
+            finally:
+                conv.MIN_PARALLEL_CONV = default
+
+        runners["numpy fused split"] = split_small
 
     print(f"EfficientNet-Lite0, {args.threads} threads; BLAS {blas().describe()}; onnxruntime {ort.__version__} "
           f"(spinning {'on' if args.ort_spinning else 'off'})")
@@ -146,6 +166,7 @@ def main() -> int:
             print(f"{batch:>5} {name:<15}{median[name]:>13.1f}{batch / min(t):>11.1f}{median[name] / median['onnxruntime']:>15.2f}x")
         print(f"{batch:>5} fused / unfused speed-up (median): {median['numpy fused'] / median['numpy unfused']:.2f}x")
     fused.close()
+    per_conv.close()
     unfused.close()
     tmp.cleanup()
     return 0

@@ -28,7 +28,7 @@ def reference():
     return meta["texts"], emb
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")  # stateless: module-scoped fixtures (a Prometheus process) use it too
 def missing_tool() -> Callable[[str, str], None]:
     """``missing_tool(reason, env)``: skip the test, or fail it when ``env`` is set to 1."""
 
@@ -108,3 +108,17 @@ def smollm2(smollm2_gen):
 @pytest.fixture(scope="session")
 def smollm2_tok(smollm2_gen):
     return smollm2_gen.tokenizer
+
+
+@pytest.fixture(scope="session")
+def digits_mlp_dir(tmp_path_factory):
+    """A small MLP (64 → 32 → 10) trained for a few epochs on the digits, saved as `openhood train` saves it."""
+    from openhood.train.checkpoint import model_config, save_model
+    from openhood.train.data import load_digits_dataset
+    from openhood.train.trainer import TrainConfig, train_mlp
+
+    ds = load_digits_dataset()
+    model, _ = train_mlp(ds.x_train, ds.y_train, 10, TrainConfig(hidden=(32,), epochs=8, augment=False, seed=0), image_shape=ds.image_shape)
+    folder = tmp_path_factory.mktemp("digits-mlp")
+    save_model(model, model_config(model, labels=[str(i) for i in range(10)], image_shape=ds.image_shape), folder)
+    return folder

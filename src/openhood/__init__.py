@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 import sys
 
-__version__ = "0.1.0"
-
 # numba caches openhood's compiled kernels (tokenizer and engine, ``cache=True``) on disk so only
 # the first process on a machine pays their compilation (seconds); later ones load them in
 # milliseconds. Per user, under the XDG cache directory, unless the user chose NUMBA_CACHE_DIR.
@@ -23,6 +21,11 @@ __all__ = ["Embedder", "Generator", "Tokenizer", "__version__"]
 
 def __getattr__(name: str):
     # Lazy: `import openhood` stays cheap; the engine and tokenizer load only when asked for.
+    if name == "__version__":
+        # The one place the version lives is pyproject.toml; the installed metadata carries it.
+        from importlib.metadata import version
+
+        return version("openhood")
     if name == "Embedder":
         from openhood.embedder import Embedder
 

@@ -6,11 +6,27 @@ own longest text, run the model (backend + pooling, exactly the server's path), 
 rows back in input order. Sorting makes padding waste nearly zero; the trade-off is that
 results come back only when the whole call is done (the server's scheduler, not this class,
 handles streaming requests).
+
+``workers`` > 1 runs the sorted batches on that many engines at once (each its own backend
+instance, weights shared, ``threads`` intra-op threads each), every worker taking the next
+batch when it is free. On a CPU whose cores are shared, N one-thread engines beat one N-thread
+engine: a one-thread engine never waits at a barrier for a descheduled sibling thread
+(measured in docs/benchmarks.md, "Batch"). Results do not depend on ``workers``.
+
+``encode`` is the same computation behind sentence-transformers' signature and meanings (one
+string → a 1-D vector, ``normalize_embeddings``, a progress bar over batches, a list of rows
+when ``convert_to_numpy=False``), so code written for ``SentenceTransformer`` runs unchanged.
 """
 
 from __future__ import annotations
 
+import itertools
+import sys
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 
@@ -26,12 +42,17 @@ class Embedder:
         self.model_name = model.name
         self.max_length = model.max_length
         self.dim = model.output.shape[0]
+        # worker 0 is the calling thread; the others run on this pool (made on first use)
+        self._pool: ThreadPoolExecutor | None = None
 
     @classmethod
     def from_pretrained(cls, path: str | Path | None = None, backend: str = "numpy", precision: str = "fp32",
-                        threads: int | None = None, fusion: bool = True) -> Embedder:
-        """``path=None`` → the bundled all-MiniLM-L6-v2; ``backend`` "numpy" | "onnxruntime"."""
-        options = EngineOptions(backend=backend, precision=precision, threads=threads, fusion=fusion)
+                        threads: int | None = None, fusion: bool = True, workers: int = 1) -> Embedder:
+        """``path=None`` → the bundled all-MiniLM-L6-v2; ``backend`` "numpy" | "onnxruntime";
+        ``workers`` engines run batches side by side, ``threads`` intra-op threads each."""
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        options = EngineOptions(backend=backend, precision=precision, threads=threads, fusion=fusion, workers=workers)
         return cls(load_model(ModelSpec(path=None if path is None else str(path)), options))
 
     @property
@@ -46,7 +67,41 @@ class Embedder:
         """One text or a list → (n, dim) float32, rows in input order."""
         if isinstance(texts, str):
             texts = [texts]
-        texts = list(texts)
+        return self._run(list(texts), batch_size)
+
+    def encode(
+        self,
+        sentences: str | list[str],
+        batch_size: int = 32,
+        show_progress_bar: bool | None = None,
+        convert_to_numpy: bool = True,
+        convert_to_tensor: bool = False,
+        normalize_embeddings: bool = False,
+        device: str | None = None,
+    ) -> np.ndarray | list[np.ndarray]:
+        """sentence-transformers' ``encode``: a string → (dim,), a list → (n, dim) float32
+        (``convert_to_numpy=False``: a list of n (dim,) arrays); ``normalize_embeddings`` makes
+        each row unit length; ``show_progress_bar`` draws a bar over the batches on stderr
+        (``None``: only when stderr is a terminal and there is more than one batch). There is no
+        torch here: ``convert_to_tensor=True`` and a device other than the CPU are refused."""
+        if convert_to_tensor:
+            raise ValueError("convert_to_tensor=True needs torch, which openhood does not use; "
+                             "use convert_to_numpy=True")
+        if device not in (None, "cpu"):
+            raise ValueError(f"openhood runs on the CPU; device={device!r} is not available")
+        single = isinstance(sentences, str)
+        texts = [sentences] if isinstance(sentences, str) else list(sentences)
+        bar = ProgressBar(sys.stderr, show_progress_bar)
+        out = self._run(texts, batch_size, on_batch=bar.update)
+        bar.close()
+        if normalize_embeddings:
+            out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+        if single:
+            return out[0]
+        return out if convert_to_numpy else list(out)
+
+    def _run(self, texts: list[str], batch_size: int, on_batch: Callable[[int, int], None] | None = None) -> np.ndarray:
+        """(n, dim) float32 in input order; ``on_batch(done, total)`` after each engine call."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         out = np.empty((len(texts), self.dim), dtype=np.float32)
@@ -57,14 +112,61 @@ class Embedder:
             raise TypeError(f"Embedder embeds texts; this model's input is {type(pre).__name__}")
         rb = pre.encode(texts)
         order = np.argsort(rb.lengths, kind="stable")  # shortest first: minimal padding per batch
-        for start in range(0, len(texts), batch_size):
-            idx = order[start : start + batch_size]
-            rows = [rb[int(i)] for i in idx]
-            out[idx] = self.model.run(0, rows, max(len(r) for r in rows))
+        batches = -(-len(texts) // batch_size)
+        starts = itertools.count(0, batch_size)  # next() is atomic under the GIL: workers share it
+        done = itertools.count(1)
+        progress = threading.Lock()  # one bar, redrawn by whichever worker finishes a batch
+
+        def work(worker: int) -> None:
+            while (start := next(starts)) < len(texts):
+                idx = order[start : start + batch_size]
+                rows = [rb[int(i)] for i in idx]
+                out[idx] = self.model.run(worker, rows, max(len(r) for r in rows))  # disjoint rows per batch
+                if on_batch is not None:
+                    with progress:
+                        on_batch(next(done), batches)
+
+        workers = min(self.model.workers, batches)
+        if workers > 1 and self._pool is None:
+            self._pool = ThreadPoolExecutor(self.model.workers - 1, thread_name_prefix="openhood-embed")
+        futures = [self._pool.submit(work, w) for w in range(1, workers)] if self._pool is not None else []
+        try:
+            work(0)
+        finally:  # never return (or raise) while another worker still writes into ``out``
+            for f in futures:
+                f.result()
         return out
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
         self.model.close()
 
     def __repr__(self) -> str:
         return f"Embedder({self.model_name}, backend={self.backend.name}, dim={self.dim}, max_length={self.max_length})"
+
+
+class ProgressBar:
+    """``Batches: 3/10 [=========                     ]`` redrawn in place on one line of ``stream``.
+    ``show=None`` (sentence-transformers' default) draws only for a long input — more than one
+    batch — and only on a terminal, so logs and pipes stay clean."""
+
+    WIDTH = 30
+
+    def __init__(self, stream: TextIO, show: bool | None):
+        self.stream, self.show, self.drawn = stream, show, False
+
+    def update(self, done: int, total: int) -> None:
+        if self.show is None:
+            self.show = total > 1 and self.stream.isatty()
+        if not self.show:
+            return
+        filled = self.WIDTH * done // total
+        self.stream.write(f"\rBatches: {done}/{total} [{'=' * filled}{' ' * (self.WIDTH - filled)}]")
+        self.stream.flush()
+        self.drawn = True
+
+    def close(self) -> None:
+        if self.drawn:
+            self.stream.write("\n")
+            self.stream.flush()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -130,3 +132,31 @@ def test_replica_is_a_separate_engine_with_the_same_output(embedders, reference,
         assert replica.session is not emb.backend.session
     replica.close()
     assert pooled(emb, emb.backend, batch).shape == (6, emb.dim)  # the original still works
+
+
+def test_embedder_workers_run_batches_side_by_side_with_the_same_bits(reference):
+    from openhood import Embedder
+
+    texts = list(reference[0][:30])
+    one = Embedder.from_pretrained(threads=1)
+    three = Embedder.from_pretrained(threads=1, workers=3)
+    assert three.model.workers == 3 and three.model.backends[1].graph is three.model.backends[0].graph
+    seen: set[str] = set()
+    run = three.model.run
+    other_ran = threading.Event()
+
+    def spy(worker, rows, padded_len):
+        seen.add(threading.current_thread().name)
+        if threading.current_thread() is threading.main_thread():
+            other_ran.wait(30)  # the calling thread waits until a pool worker has taken a batch
+        else:
+            other_ran.set()
+        return run(worker, rows, padded_len)
+
+    three.model.run = spy
+    assert three.embed(texts, batch_size=4).tobytes() == one.embed(texts, batch_size=4).tobytes()
+    assert len(seen) >= 2  # more than the calling thread ran batches
+    assert three.embed(texts[:1]).tobytes() == one.embed(texts[:1]).tobytes()  # fewer batches than workers
+    three.close()
+    with pytest.raises(ValueError, match="workers"):
+        Embedder.from_pretrained(workers=0)

@@ -41,6 +41,13 @@ def test_output_matches_the_embedder_shard_by_shard(jsonl, tmp_path, texts, embe
     assert "100.0% 40/40 rows" in captured.err and "rows/s ETA" in captured.err
 
 
+def test_workers_side_by_side_write_the_same_bytes(jsonl, tmp_path):
+    one, three = tmp_path / "one.parquet", tmp_path / "three.parquet"
+    assert main(["batch", "--input", str(jsonl), "--output", str(one), *ARGS, "--workers", "1"]) == 0
+    assert main(["batch", "--input", str(jsonl), "--output", str(three), *ARGS, "--workers", "3"]) == 0
+    assert one.read_bytes() == three.read_bytes()
+
+
 def test_bad_rows_go_to_the_errors_file_and_the_job_goes_on(tmp_path, embedder):
     src = tmp_path / "in.jsonl"
     src.write_text('{"id": "a", "text": "fine"}\n{"id": "b", "txt": "secret"}\nsecret not json\n'
@@ -113,6 +120,8 @@ def test_resume_after_sigkill_gives_identical_output(tmp_path):
     (["--input", "{d}/in.txt", "--output", "{d}/o.parquet"], "--format"),
     (["--input", "{d}/in.jsonl", "--output", "{d}/o.parquet", "--shard-rows", "0"], ">= 1"),
     (["--input", "{d}/in.jsonl", "--output", "{d}/o.parquet", "--engine", "ray", "--concurrency", "0"], ">= 1"),
+    (["--input", "{d}/in.jsonl", "--output", "{d}/o.parquet", "--workers", "0"], "--workers must be >= 1"),
+    (["--input", "{d}/in.jsonl", "--output", "{d}/o.parquet", "--engine", "ray", "--workers", "2"], "--concurrency"),
     (["--input", "{d}/empty.jsonl", "--output", "{d}/o.parquet"], "has no rows"),
     (["--input", "{d}/in.jsonl", "--output", "{d}/exists.parquet"], "--overwrite"),
     (["--input", "{d}/in.jsonl", "--output", "{d}/other.parquet"], "different job (shard_rows changed)"),

@@ -3,20 +3,98 @@ Dockerfile and the manifests set is an option the server really has."""
 
 from __future__ import annotations
 
+import argparse
 import re
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
+
 from openhood.cli import build_parser, main
-from openhood.cli.serve import ENV_PREFIX, config_from_args
+from openhood.cli import validate as v
+from openhood.cli.serve import ENV_PREFIX, NOT_ENV, apply_file_settings, config_from_args, env_table, model_specs
 
 from .kustomize_lite import render
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def serve_parser() -> argparse.ArgumentParser:
+    return next(a for a in build_parser()._actions if a.dest == "command").choices["serve"]
+
+
 def serve_env_names() -> set[str]:
-    sub = next(a for a in build_parser()._actions if a.dest == "command").choices["serve"]
-    return {ENV_PREFIX + a.dest.upper() for a in sub._actions if a.dest not in ("help", "func", "env_problems")}
+    return {ENV_PREFIX + a.dest.upper() for a in serve_parser()._actions if a.dest not in NOT_ENV}
+
+
+def env_and_flag_values(action: argparse.Action) -> tuple[str, list[str], object]:
+    """(the variable's value, the command-line words, what the flag must leave in args) for one option."""
+    flag = action.option_strings[0]
+    if isinstance(action, argparse.BooleanOptionalAction | argparse._StoreTrueAction):
+        return "false", [flag], True
+    if action.choices is not None:
+        env, wins = list(action.choices)[:2]
+        return str(env), [flag, str(wins)], wins
+    if isinstance(action, argparse._AppendAction):
+        return "env=/nowhere", [flag, "flag=/somewhere"], ["flag=/somewhere"]
+    if action.type is v.int_list:
+        return "16,32", [flag, "64"], (64,)
+    if action.type in (v.port, v.positive_int, v.non_negative_int):
+        return "7", [flag, "9"], 9
+    if action.type in (v.positive_float, v.non_negative_float):
+        return "7.5", [flag, "9.5"], 9.5
+    assert action.type is None, (flag, action.type)  # a new kind of option: teach this test its values
+    return "from-env", [flag, "from-flag"], "from-flag"
+
+
+def test_every_flag_wins_over_its_variable(monkeypatch):
+    actions = [a for a in serve_parser()._actions if a.dest not in NOT_ENV]
+    assert len(actions) >= 30
+    for action in actions:
+        env, words, want = env_and_flag_values(action)
+        monkeypatch.setenv(ENV_PREFIX + action.dest.upper(), env)
+        args = build_parser().parse_args(["serve", *words])
+        got = config_from_args(args).api_key if action.dest == "api_key" else getattr(args, action.dest)
+        assert got == want, (action.dest, got, want)
+        monkeypatch.delenv(ENV_PREFIX + action.dest.upper())
+
+
+def test_store_true_options_read_false_from_the_environment(monkeypatch):
+    for value, want in (("false", False), ("0", False), ("true", True), ("YES", True)):
+        monkeypatch.setenv("OPENHOOD_DEBUG_ENDPOINTS", value)
+        assert build_parser().parse_args(["serve"]).debug_endpoints is want
+
+
+def test_model_file_server_table_sets_what_no_flag_set_over_a_variable(monkeypatch, tmp_path):
+    toml = tmp_path / "models.toml"
+    toml.write_text('[server]\nport = 9003\nmax-wait-ms = 5.0\n\n[[models]]\nname = "m"\n')
+    monkeypatch.setenv("OPENHOOD_PORT", "9001")
+    monkeypatch.setenv("OPENHOOD_MAX_WAIT_MS", "4")
+    monkeypatch.setenv("OPENHOOD_MAX_QUEUE", "77")
+    args = build_parser().parse_args(["serve", "--config", str(toml), "--max-wait-ms", "6"])
+    settings, _ = model_specs(args)
+    apply_file_settings(args, settings)
+    cfg = config_from_args(args)
+    assert (cfg.port, cfg.max_wait_ms, cfg.max_queue) == (9003, 6.0, 77)  # file over variable, flag over file
+
+
+def test_docs_env_table_is_the_parsers(capsys):
+    """docs/server.md's table is generated (scripts/sync_env_table.py); stale → this fails."""
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "sync_env_table.py"), "--check"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    table = env_table()
+    assert {f"`{name}`" for name in serve_env_names()} <= set(re.findall(r"`OPENHOOD_[A-Z_]+`", table))
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(["serve", "--help-env"])
+    assert exc.value.code == 0 and capsys.readouterr().out == table
+
+
+def test_env_table_shows_builtin_defaults_whatever_the_environment(monkeypatch):
+    before = env_table()
+    monkeypatch.setenv("OPENHOOD_MAX_BATCH_SIZE", "64")
+    assert env_table() == before and "| `OPENHOOD_MAX_BATCH_SIZE` | `--max-batch-size` | `32` |" in before
 
 
 def test_environment_sets_defaults_and_flags_still_win(monkeypatch):

@@ -95,3 +95,24 @@ def test_layout_mistakes_are_type_errors(splitter):
         conv.depthwise_conv(x, np.zeros((3, 3, 3), np.float32), None, 1, splitter)
     with pytest.raises(TypeError, match="C-contiguous"):
         conv.conv2d(np.zeros((1, 3, 4, 4), np.float32).transpose(0, 2, 3, 1), Linear(np.zeros((3, 2), np.float32)), 1, 1, splitter)
+
+
+@pytest.mark.parametrize("h,cin,hidden,cout,k,s,expand,residual", [
+    (12, 8, 48, 8, 3, 1, True, True),  # stride 1, skip connection
+    (13, 8, 48, 12, 5, 2, True, False),  # odd size, stride 2, 5x5
+    (9, 16, 16, 8, 3, 1, False, False),  # no expansion (Lite0's first block)
+])
+@pytest.mark.parametrize("tile_bytes", [1 << 30, 1 << 17, 32768, 4096])  # all images, 2 images, bands of rows, 1 row
+def test_mbconv_matches_its_three_convs(splitter, monkeypatch, h, cin, hidden, cout, k, s, expand, residual, tile_bytes):
+    monkeypatch.setattr(conv, "MBCONV_TILE_BYTES", tile_bytes)
+    monkeypatch.setattr(conv, "MIN_PARALLEL_CONV", 0)  # tiles split over both threads
+    rng = np.random.default_rng(h + k)
+    x = np.abs(rand(rng, 3, h, h + 2, cin))
+    we, be = (rand(rng, cin, hidden) * 0.5, rand(rng, hidden)) if expand else (None, None)
+    dw, bd, wp, bp = rand(rng, k, k, hidden), rand(rng, hidden), rand(rng, hidden, cout) * 0.3, rand(rng, cout)
+    oh, ow = -(-h // s), -(-(h + 2) // s)
+    res = rand(rng, 3, oh, ow, cout) if residual else None
+    ref = conv.mbconv_naive(x, we, be, dw, bd, s, wp, bp, res)
+    got = conv.mbconv(x, Linear(we, be) if expand else None, dw, bd, s, Linear(wp, bp), splitter, res)
+    assert got.shape == ref.shape == (3, oh, ow, cout)
+    assert np.max(np.abs(got - ref)) < 1e-4

@@ -40,13 +40,23 @@ def test_config_written_by_convert(effnet):
 
 
 def test_fusion_removes_every_batchnorm_activation_and_add(effnet):
-    unfused, fused = effnet.graph(fused=False), effnet.graph(fused=True)
+    from openhood.engine.fusion import CNN_PASSES, fuse
+
+    unfused = effnet.graph(fused=False)
+    convs = fuse(unfused, [p for p in CNN_PASSES if p != "mbconv"])  # every conv with its epilogue
     count = lambda g, label: sum(n.label == label for n in g.nodes)  # noqa: E731
     assert count(unfused, "BatchNorm") == 49 and count(unfused, "Relu6") == 33 and count(unfused, "Add") == 9
-    assert {n.op for n in fused.nodes} == {"Conv", "DepthwiseConv", "GlobalAvgPool", "Linear"}
-    assert count(fused, "Conv+Relu6") == 17 and count(fused, "DepthwiseConv+Relu6") == 16
-    assert sum(len(n.inputs) == 2 for n in fused.nodes if n.op == "Conv") == 9  # residual in the epilogue
-    assert len(fused.nodes) == 1 + 16 * 2 + 15 + 3
+    assert {n.op for n in convs.nodes} == {"Conv", "DepthwiseConv", "GlobalAvgPool", "Linear"}
+    assert count(convs, "Conv+Relu6") == 17 and count(convs, "DepthwiseConv+Relu6") == 16
+    assert sum(len(n.inputs) == 2 for n in convs.nodes if n.op == "Conv") == 9  # residual in the epilogue
+    assert len(convs.nodes) == 1 + 16 * 2 + 15 + 3
+    # ... then each inverted-residual block becomes one node: stem, 16 blocks, head, pool, classifier
+    fused = effnet.graph(fused=True)
+    assert [n.op for n in fused.nodes] == ["Conv"] + ["MBConv"] * 16 + ["Conv", "GlobalAvgPool", "Linear"]
+    blocks = fused.nodes[1:17]
+    assert [len(b.attrs["parts"]) for b in blocks] == [2] + [3] * 15  # block 0 has no expansion
+    assert sum(len(b.inputs) == 2 for b in blocks) == 9  # the skip connections
+    assert [(b.attrs["kernel"], b.attrs["stride"]) for b in blocks] == [(s.kernel, s.stride) for s in efficientnet.blocks()]
 
 
 def test_logits_match_pytorch(fused_out, vision_reference):
@@ -181,7 +191,7 @@ def test_profile_ops_shows_unfused_vs_fused_per_block(effnet_dir, capsys):
 
     assert main(["profile-ops", "--model", str(effnet_dir), "--batch", "1", "--runs", "1", "--threads", "1"]) == 0
     out = capsys.readouterr().out
-    assert "BatchNorm" in out and "DepthwiseConv+Relu6" in out  # both op tables
+    assert "BatchNorm" in out and "MBConv" in out  # both op tables
     rows = {line.split()[0]: line.split() for line in out.split("per block")[1].splitlines()[2:] if line.strip()}
     assert list(rows)[:3] == ["stem", "blocks.0", "blocks.1"] and "blocks.15" in rows and "head" in rows
     unfused, fused = float(rows["total"][1]), float(rows["total"][2])

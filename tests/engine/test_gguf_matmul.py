@@ -1,4 +1,4 @@
-"""Quantized-in-place matmuls (Q4_1, Q8_0) vs the naive dequantize-then-multiply reference, and the
+"""Packed quantized matmuls (Q4_1, Q8_0) vs the naive dequantize-then-multiply reference, and the
 whole decoder on quantized weights vs float32 weights (the error figure docs/decoder.md states)."""
 
 from __future__ import annotations
@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from openhood.engine.gguf_matmul import QuantMatrix, quant_linear, quant_linear_naive
+from openhood.engine.gguf_matmul import QuantMatrix, quant_linear_naive
+from openhood.engine.packed_matmul import CH, PackedMatrix, packed_linear
 from openhood.formats.gguf import GGUFFile, dequantize
 
 
@@ -16,14 +17,31 @@ def gguf_file(smollm2_path):
 
 
 @pytest.mark.parametrize("name", ["blk.0.ffn_gate.weight", "blk.5.ffn_down.weight", "token_embd.weight"])
-@pytest.mark.parametrize("rows", [1, 3, 16])
-def test_quantized_matmul_equals_dequantized_reference(gguf_file, name, rows):
+@pytest.mark.parametrize("rows", [1, 3, 16, 70])  # gemv (1); gemm: remainder rows only (3), full passes (16), both (70)
+def test_packed_matmul_equals_dequantized_reference(gguf_file, name, rows):
     t = gguf_file.tensors[name]
     x = np.random.default_rng(rows).standard_normal((rows, t.shape[1]), dtype=np.float32)
-    got = quant_linear(x, QuantMatrix.from_tensor(t))
+    got = packed_linear(x, PackedMatrix.from_quant(QuantMatrix.from_tensor(t)))
     ref = quant_linear_naive(x, t)
     assert got.shape == (rows, t.shape[0])
     assert np.abs(got - ref).max() <= 1e-5 * max(1.0, np.abs(ref).max())
+
+
+@pytest.mark.parametrize("kind", ["Q4_1", "Q8_0"])
+@pytest.mark.parametrize("rows", [1, 5])
+def test_packed_matmul_pads_a_ragged_last_chunk(gguf_file, kind, rows):
+    name = "blk.0.ffn_gate.weight" if kind == "Q4_1" else "token_embd.weight"
+    full = QuantMatrix.from_tensor(gguf_file.tensors[name])
+    n = CH + 7  # one full chunk and a chunk of 7 real rows + 57 zero rows
+    qm = QuantMatrix(kind, (n, full.shape[1]), full.d[:n], None if full.m is None else full.m[:n], full.q[:n])
+    pm = PackedMatrix.from_quant(qm)
+    assert pm.d.shape[0] == 2
+    x = np.random.default_rng(0).standard_normal((rows, qm.shape[1]), dtype=np.float32)
+    ref = x.astype(np.float64) @ qm.dequantize().astype(np.float64).T
+    got = packed_linear(x, pm)
+    assert got.shape == (rows, n)
+    assert np.abs(got - ref).max() <= 1e-5 * max(1.0, np.abs(ref).max())
+    np.testing.assert_array_equal(pm.rows(np.array([0, n - 1, CH])), qm.rows(np.array([0, n - 1, CH])))
 
 
 def test_quantized_rows_and_permutation(gguf_file):
@@ -31,6 +49,7 @@ def test_quantized_rows_and_permutation(gguf_file):
     w = QuantMatrix.from_tensor(t)
     idx = np.array([0, 5, 49151])
     np.testing.assert_array_equal(w.rows(idx), dequantize(t)[idx])
+    np.testing.assert_array_equal(PackedMatrix.from_quant(w).rows(idx), dequantize(t)[idx])
     q = QuantMatrix.from_tensor(gguf_file.tensors["blk.0.attn_k.weight"])
     order = np.arange(q.shape[0])[::-1]
     np.testing.assert_array_equal(q.permute_rows(order).rows(np.arange(3)), q.rows(order[:3]))

@@ -5,6 +5,12 @@ OpenAI shape (4-dim zero vectors, usage.prompt_tokens = words + 2 per text) afte
 delay; ``serial`` makes requests wait for one another (a one-worker server, capacity
 1 / service_s); ``stall_at`` makes the N-th request hold the worker for ``stall_s``;
 ``fail_every`` answers every N-th request with ``fail_status``.
+
+POST /v1/chat/completions (and /v1/completions) streams OpenAI chunks when ``stream`` is true:
+a role chunk, then ``max_tokens`` one-token chunks (the first after ``ttft_s``, the rest every
+``itl_s``), a finish chunk (``length``), a usage chunk when ``stream_options.include_usage``,
+and ``[DONE]``; ``serial`` makes whole generations wait for one another; ``cut_every`` ends every
+N-th stream half-way without a finish_reason (a server dying mid-stream).
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ class StubState:
     fail_every: int = 0
     fail_status: int = 500
     usage: bool = True
+    ttft_s: float = 0.01
+    itl_s: float = 0.005
+    cut_every: int = 0
     count: int = 0
     lock: asyncio.Lock | None = field(default=None, repr=False)
 
@@ -39,6 +48,58 @@ def make_app(state: StubState):
         await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
+
+    async def read_body(receive) -> dict:
+        chunks = []
+        while True:
+            msg = await receive()
+            chunks.append(msg.get("body", b""))
+            if not msg.get("more_body"):
+                return json.loads(b"".join(chunks))
+
+    async def generate(send, body: dict, idx: int, completions: bool) -> None:
+        await asyncio.sleep(state.ttft_s)
+        n = int(body.get("max_tokens", 16))
+        prompt = body["prompt"] if completions else " ".join(m["content"] for m in body["messages"])
+
+        def event(payload: dict) -> dict:
+            data = b"data: " + json.dumps({"object": "chunk", **payload}).encode() + b"\n\n"
+            return {"type": "http.response.body", "body": data, "more_body": True}
+
+        if not completions:
+            await send(event({"choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]}))
+        for i in range(n):
+            if i:
+                await asyncio.sleep(state.itl_s)
+            if state.cut_every and idx % state.cut_every == 0 and i == n // 2:
+                await send({"type": "http.response.body", "body": b""})  # stream closed, no finish_reason
+                return
+            text = {"text": " tok"} if completions else {"delta": {"content": " tok"}}
+            await send(event({"choices": [{"index": 0, **text, "finish_reason": None}]}))
+        end = {"text": ""} if completions else {"delta": {}}
+        await send(event({"choices": [{"index": 0, **end, "finish_reason": "length"}]}))
+        if (body.get("stream_options") or {}).get("include_usage"):
+            p = len(prompt.split()) + 5
+            await send(event({"choices": [], "usage": {"prompt_tokens": p, "completion_tokens": n,
+                                                       "total_tokens": p + n}}))
+        await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
+
+    async def chat(scope, receive, send):
+        body = await read_body(receive)
+        state.count += 1
+        idx = state.count
+        if state.fail_every and idx % state.fail_every == 0:
+            return await respond(send, state.fail_status, {"error": {"message": "injected failure"}})
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
+        completions = scope["path"] == "/v1/completions"
+        if state.serial:
+            if state.lock is None:
+                state.lock = asyncio.Lock()
+            async with state.lock:
+                await generate(send, body, idx, completions)
+        else:
+            await generate(send, body, idx, completions)
 
     async def app(scope, receive, send):
         if scope["type"] == "lifespan":
@@ -51,15 +112,11 @@ def make_app(state: StubState):
                     return
         if scope["path"] == "/health/ready":
             return await respond(send, 200, {"status": "ready"})
+        if scope["path"] in ("/v1/chat/completions", "/v1/completions") and scope["method"] == "POST":
+            return await chat(scope, receive, send)
         if scope["path"] != "/v1/embeddings" or scope["method"] != "POST":
             return await respond(send, 404, {"error": {"message": "not found"}})
-        chunks = []
-        while True:
-            msg = await receive()
-            chunks.append(msg.get("body", b""))
-            if not msg.get("more_body"):
-                break
-        texts = json.loads(b"".join(chunks))["input"]
+        texts = (await read_body(receive))["input"]
         texts = [texts] if isinstance(texts, str) else texts
         tokens = sum(len(t.split()) + 2 for t in texts)
         state.count += 1

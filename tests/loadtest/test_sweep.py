@@ -3,7 +3,7 @@ import json
 import pytest
 
 from openhood.cli import main
-from openhood.loadtest.sweep import format_sweep, rate_sweep
+from openhood.loadtest.sweep import bisect_rate, format_sweep, rate_sweep
 
 
 def fake_runner(capacity, calls):
@@ -21,18 +21,49 @@ def fake_runner(capacity, calls):
     return run_at
 
 
-def test_sweep_steps_bisects_and_repeats():
+def test_sweep_steps_then_bisects_and_judges_every_rate_on_its_repeats():
     calls = []
-    sweep = rate_sweep(fake_runner(37.0, calls), start=10, max_rate=1000, seed=3, bisect_steps=3, repeats=2,
+    sweep = rate_sweep(fake_runner(37.0, calls), start=10, max_rate=1000, seed=3, bisect_steps=3, repeats=3,
                        p99_budget_ms=500)
-    phases = [r["phase"] for r in sweep["runs"]]
-    assert phases == ["step"] * 3 + ["bisect"] * 3 + ["repeat"] * 2
-    assert [c[0] for c in calls[:3]] == [10, 20, 40]
-    assert 30 <= sweep["best_rate"] <= 37 and sweep["first_failing_rate"] <= 40
-    assert sweep["repeat_passes"] == 2
-    assert [c[1] for c in calls] == [3] * 6 + [4, 5]  # repeats use other seeds
+    probed = [r["rate"] for r in sweep["rates"]]
+    assert probed == [10, 20, 40, 30, 35, 37.5]  # steps x2 to the first failure, then bisection
+    assert [r["phase"] for r in sweep["rates"]] == ["step"] * 3 + ["bisect"] * 3
+    assert sweep["best_rate"] == 35 and sweep["first_failing_rate"] == 37.5
+    assert [c[1] for c in calls] == [3, 4, 5] * 6  # the same three seeds at every rate
+    assert sweep["repeat_passes"] == 3 and sweep["repeats_run"] == 3 and sweep["need"] == 2
+    assert sweep["p99_spread_at_best_ms"] == [20.0, 20.0]
     assert sweep["best"] is not None
-    assert "highest rate meeting the SLO" in format_sweep(sweep)
+    assert "highest rate meeting the SLO: 35.0" in format_sweep(sweep)
+
+
+def test_a_rate_passes_on_a_majority_of_its_repeats_unless_all_are_needed():
+    def flaky(rate, seed):  # seed 1 always fails: an unlucky run
+        result, summary = fake_runner(37.0, [])(rate, seed)
+        if seed == 1:
+            summary = {**summary, "slo": {**summary["slo"], "pass": False, "reasons": ["unlucky"]}}
+        return result, summary
+
+    majority = rate_sweep(flaky, start=10, max_rate=1000, seed=0, repeats=3, p99_budget_ms=500)
+    assert majority["best_rate"] == 35 and majority["repeat_passes"] == 2
+    strict = rate_sweep(flaky, start=10, max_rate=1000, seed=0, repeats=3, need=3, p99_budget_ms=500)
+    assert strict["best_rate"] is None
+    with pytest.raises(ValueError):
+        rate_sweep(flaky, start=10, max_rate=100, seed=0, repeats=2, need=3, p99_budget_ms=500)
+
+
+def test_bisect_rate_with_a_fake_measure_brackets_the_capacity():
+    for capacity in (12.0, 37.0, 64.0, 99.0):
+        seen = []
+
+        def passes(rate, capacity=capacity, seen=seen):
+            seen.append(rate)
+            return rate <= capacity
+
+        best, fail = bisect_rate(passes, start=10, max_rate=1000, factor=2, bisect_steps=6)
+        assert best <= capacity < fail and (fail - best) / fail < 0.05
+        assert len(seen) == len(set(seen))  # never probes a rate twice
+    assert bisect_rate(lambda r: True, start=10, max_rate=35) == (35, None)
+    assert bisect_rate(lambda r: False, start=10, max_rate=35, bisect_steps=2) == (None, 2.5)  # 10, 5, 2.5 all fail
 
 
 def test_sweep_with_no_passing_rate_and_with_a_ceiling():
@@ -52,7 +83,7 @@ def test_cli_sweep_against_the_stub(stub, capsys, tmp_path):
                "--report", str(tmp_path / "rep")])
     out = json.loads(capsys.readouterr().out)
     assert rc == 0
-    assert [r["rate"] for r in out["sweep"]["runs"]] == [15, 30, 30]
+    assert [r["rate"] for r in out["sweep"]["runs"]] == [15, 30]
     assert out["sweep"]["best_rate"] == 30
     assert "plot-sweep" in (tmp_path / "rep" / "index.html").read_text()
 

@@ -85,8 +85,22 @@ def test_full_batch_fires_without_waiting_for_max_wait():
     done, _ = wait(futures, timeout=10)
     assert len(done) == 4  # a 60 s max_wait was never waited for
     lone = batcher.submit([TOK.encode("lonely")])[0]
-    assert not wait([lone], timeout=0.3).done  # a lone request does wait for batch-mates...
-    assert batcher.stop(10) and lone.result(timeout=1)  # ...and stop() flushes it
+    assert lone.result(timeout=10)  # nothing running anywhere: a lone request goes at once
+    batcher.stop(5)
+
+
+def test_a_request_waits_for_batch_mates_only_while_another_worker_is_busy():
+    backend = FakeBackend(max_length=64)
+    backend.gate.clear()
+    batcher = DynamicBatcher([runner(backend)] * 2, BUCKETS, BatchPolicy(max_wait_ms=60_000))
+    batcher.start()
+    blocker = batcher.submit([TOK.encode("block")])[0]  # an idle server: runs at once, held by the gate
+    while batcher.queue_depth:
+        time.sleep(0.005)
+    lone = batcher.submit([TOK.encode("lonely")])[0]
+    assert not wait([lone], timeout=0.3).done  # the other worker waits for batch-mates...
+    backend.gate.set()
+    assert batcher.stop(10) and lone.result(timeout=1) and blocker.result(timeout=1)  # ...stop() flushes it
 
 
 def test_queue_full_is_all_or_nothing_with_retry_after():
@@ -308,3 +322,28 @@ def test_a_long_request_is_not_stranded_when_only_the_lane_is_woken():
         assert batcher.submit([TOK.encode(words(40, salt=f"x{i}"))])[0].result(timeout=5).batch.bucket == 64
     batcher.stop(5)
     assert not lane.calls
+
+
+def test_per_bucket_budgets_apply_until_a_surge_then_batches_fill_max_batch_tokens():
+    backend = FakeBackend(max_length=64)
+    backend.gate.clear()
+    batcher, _ = make(backend, max_batch_size=32, max_batch_tokens=64, surge_items=6, max_wait_ms=0)
+    batcher.set_token_budgets([8, 16, 64])  # bucket 8: one 8-token item per batch below the surge
+    with pytest.raises(ValueError):
+        batcher.set_token_budgets([4, 16, 64])  # cannot hold one item of its bucket
+    blocker = batcher.submit([TOK.encode(words(2))])
+    while batcher.queue_depth:
+        time.sleep(0.005)
+    calm = batcher.submit([TOK.encode(words(5, salt=f"a{i}")) for i in range(3)])  # 3 queued < surge
+    backend.gate.set()
+    sizes = {f.result(timeout=10).batch.size for f in calm}
+    assert sizes == {1}  # the calibrated budget of bucket 8 fits one 7-token item
+    backend.gate.clear()
+    blocker2 = batcher.submit([TOK.encode(words(2))])
+    while batcher.queue_depth:
+        time.sleep(0.005)
+    surge = batcher.submit([TOK.encode(words(5, salt=f"b{i}")) for i in range(8)])  # 8 queued >= surge
+    backend.gate.set()
+    assert max(f.result(timeout=10).batch.size for f in surge) > 1  # batches grow toward max_batch_tokens
+    blocker[0].result(timeout=10), blocker2[0].result(timeout=10)
+    batcher.stop(5)

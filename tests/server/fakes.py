@@ -86,7 +86,7 @@ class FakeBackend:
         feeds = {"input_ids": input_ids, "attention_mask": attention_mask}
         return MeanPooling(normalize=True)(self.run(feeds), feeds)
 
-    def replicate(self) -> FakeBackend:
+    def replicate(self, threads: int | None = None) -> FakeBackend:
         return self
 
     def close(self) -> None:

@@ -30,6 +30,11 @@ def test_steady_growth_fails_and_names_the_site():
     assert a["top_sites"][0]["site"] == "/x/leak.py:7" and a["top_types"][0]["type"] == "Leaky"
 
 
+def test_only_the_baseline_sample_fails_without_crashing():
+    a = analyze(samples(lambda t: 100e6, n=1))
+    assert a["verdict"] == "fail" and a["growth"]["rss"] is None and a["top_sites"] == []
+
+
 def test_warmup_growth_and_noise_pass():
     # fast growth during the first 30% (allocator pools filling), then flat with ±0.5% noise
     a = analyze(samples(lambda t: int(100e6 * (0.8 + 0.02 * t if t < 6 else 1.0 + 0.005 * (-1) ** t))), max_growth_pct=2.0)

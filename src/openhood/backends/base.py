@@ -27,9 +27,10 @@ class Backend(Protocol):
         """One forward pass on a batch: every name of ``input_names`` → every name of ``output_names``."""
         ...
 
-    def replicate(self) -> Backend:
-        """Another instance of the same model, precision and threads, for another worker thread
-        (the server runs one per worker). Shares what it safely can with this one."""
+    def replicate(self, threads: int | None = None) -> Backend:
+        """Another instance of the same model and precision, for another worker thread (the
+        server runs one per worker, plus a wide one for lone requests), with ``threads`` intra-op
+        threads (None: this one's). Shares what it safely can with this one."""
         ...
 
     def close(self) -> None:

@@ -34,11 +34,11 @@ class NumpyBackend:
         blas().set_threads_local(self.executor.splitter.threads)
         return self.executor.run({n: np.asarray(feeds[n]) for n in self.input_names})
 
-    def replicate(self) -> NumpyBackend:
+    def replicate(self, threads: int | None = None) -> NumpyBackend:
         """Same graph (weights are only read during inference, so they are shared, not loaded
         again), its own executor: thread pool and scratch buffers are per instance."""
         twin = copy.copy(self)
-        twin.executor = Executor(self.graph, self.executor.splitter.threads)
+        twin.executor = Executor(self.graph, threads or self.executor.splitter.threads)
         return twin
 
     def close(self) -> None:

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from openhood.backends.base import check_feeds
-from openhood.backends.ort_session import make_session
-from openhood.engine.parallel import available_cores
+from openhood.backends.ort_session import make_session, run_options
+from openhood.engine.cores import available_cores
 
 if TYPE_CHECKING:
     from openhood.engine.graph import Graph
@@ -61,11 +61,11 @@ class OnnxRuntimeBackend:
         check_feeds(feeds, self.input_names)
         arrays = {n: np.asarray(feeds[n]).astype(np.int64, copy=False) if n in self._int64 else np.asarray(feeds[n])
                   for n in self.input_names}
-        return dict(zip(self.output_names, self.session.run(list(self.output_names), arrays), strict=True))
+        return dict(zip(self.output_names, self.session.run(list(self.output_names), arrays, run_options()), strict=True))
 
-    def replicate(self) -> OnnxRuntimeBackend:
+    def replicate(self, threads: int | None = None) -> OnnxRuntimeBackend:
         """A new session built from the same source: a session owns its weights."""
-        return OnnxRuntimeBackend(self._source, self.precision, self.threads)
+        return OnnxRuntimeBackend(self._source, self.precision, threads or self.threads)
 
     def close(self) -> None:
         self.session = None

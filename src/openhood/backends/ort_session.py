@@ -4,7 +4,8 @@
 Runtime backend, the quantizer's checks and the benchmarks all build sessions through it):
 ``threads`` intra-op threads (default: the cores available), one inter-op thread, sequential
 execution, and all graph optimizations, because the int8 fusions (``MatMulIntegerToFloat``,
-``DynamicQuantizeMatMul``) only happen at that level. ``make_session`` and ``embed_batches``
+``DynamicQuantizeMatMul``) only happen at that level; and the memory settings (CPU arena,
+memory pattern: chosen from a measurement, below). ``make_session`` and ``embed_batches``
 run a graph of ours (int64 ``input_ids`` and ``attention_mask`` in) on token batches; the
 trade-off: CPU execution provider only, which is all this project's machines have.
 """
@@ -17,9 +18,20 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from openhood.engine.parallel import available_cores
+from openhood.engine.cores import available_cores
 
 Batch = tuple[np.ndarray, np.ndarray]  # (input_ids (B, T) int64, attention_mask (B, T) int64)
+
+# Memory with variable input shapes (benchmarks/ort_memory.py; docs/benchmarks.md, "ONNX
+# Runtime memory"). The CPU arena keeps what it grew for the largest (B, T) seen, but every
+# shape here is bounded (batch ≤ the scheduler's max batch, T ≤ the model's max length), so it
+# plateaus: with both on, RSS rose +1.1% from warm-up to the end of 150 random shapes and +0.3%
+# in the second half, the fastest setting. Arena off hands every run's tensors to malloc, whose
+# RSS swung ±7% between samples and was ~1.2x slower. So: ORT's defaults, set explicitly here
+# (the one place), with the shrink-after-run alternative kept for the benchmark to compare.
+CPU_MEM_ARENA = True
+MEM_PATTERN = True
+ARENA_SHRINK = False  # give the arena's free blocks back after every run (RunOptions)
 
 
 def session_options(threads: int | None = None):
@@ -31,7 +43,20 @@ def session_options(threads: int | None = None):
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.enable_cpu_mem_arena = CPU_MEM_ARENA
+    so.enable_mem_pattern = MEM_PATTERN
     return so
+
+
+def run_options():
+    """``onnxruntime.RunOptions`` for every ``session.run`` (None: ORT's defaults)."""
+    if not (CPU_MEM_ARENA and ARENA_SHRINK):
+        return None
+    import onnxruntime as ort
+
+    ro = ort.RunOptions()
+    ro.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+    return ro
 
 
 def make_session(model: onnx.ModelProto | bytes | str | Path, threads: int | None = None):

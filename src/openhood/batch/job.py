@@ -40,13 +40,16 @@ class BatchJob:
     precision: str = "fp32"
     shard_rows: int = DEFAULT_SHARD_ROWS
     batch_size: int = DEFAULT_BATCH_SIZE
-    threads: int | None = None  # engine threads (per Ray actor with --engine ray)
+    threads: int | None = None  # engine threads per worker (per Ray actor with --engine ray)
+    workers: int = 1  # engines side by side in one process (each Ray actor runs one)
 
     def __post_init__(self) -> None:
         if self.shard_rows < 1 or self.batch_size < 1:
             raise InputError("--shard-rows and --batch-size must be >= 1")
         if self.threads is not None and self.threads < 1:
             raise InputError("--threads must be >= 1")
+        if self.workers < 1:
+            raise InputError("--workers must be >= 1")
         if Path(self.output).suffix.lower() != ".parquet":
             raise InputError(f"--output must be a .parquet file, got {self.output}")
 
@@ -57,10 +60,11 @@ class BatchJob:
         return Path(self.errors) if self.errors else Path(self.output).with_suffix(".errors.jsonl")
 
     def make_task(self) -> EmbedTask:
-        return EmbedTask(self.model, self.backend, self.precision, self.threads, self.batch_size)
+        return EmbedTask(self.model, self.backend, self.precision, self.threads, self.batch_size, self.workers)
 
     def identity(self, source: Source) -> dict:
-        """What must match for shards of an earlier run to be reused (engine and threads may differ)."""
+        """What must match for shards of an earlier run to be reused (engine, workers and threads
+        may differ: they do not change a byte of the output)."""
         st = os.stat(source.path)
         model = str(Path(self.model).resolve()) if self.model else None
         return {

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+WARM_UP_LENGTH = 16  # tokens of the one warm-up call per worker: it loads every kernel the forward pass uses
+
 
 @dataclass
 class TaskOutput:
@@ -23,16 +25,19 @@ class EmbedTask:
     """Sentence embeddings through ``openhood.Embedder``: sorted by length, padded per batch.
 
     ``Embedder.embed`` does the sorting and the dynamic padding (pad to the longest text of each
-    batch of ``batch_size``) over whatever it is given, here one shard.
+    batch of ``batch_size``) over whatever it is given, here one shard, on ``workers`` engines
+    side by side.
     """
 
     def __init__(self, model: str | None = None, backend: str = "numpy", precision: str = "fp32",
-                 threads: int | None = None, batch_size: int = 32):
+                 threads: int | None = None, batch_size: int = 32, workers: int = 1):
         from openhood import Embedder
 
         options = {"threads": threads} if threads is not None else {}
-        self.embedder = Embedder.from_pretrained(model, backend=backend, precision=precision, **options)
+        self.embedder = Embedder.from_pretrained(model, backend=backend, precision=precision, workers=workers, **options)
         self.batch_size = batch_size
+        for worker in range(workers):  # first-call costs (kernel loading, BLAS) belong to start-up
+            self.embedder.model.warm_up(worker, (WARM_UP_LENGTH,))
 
     @property
     def name(self) -> str:

@@ -7,6 +7,7 @@ tokenize`` must not pay for importing ONNX Runtime or FastAPI.
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import sys
 
@@ -28,6 +29,20 @@ COMMAND_MODULES = (
 )
 
 
+class VersionAction(argparse.Action):
+    """``--version``: the installed package's version, read only when asked (metadata lookup
+    costs milliseconds every other command would pay)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        import openhood
+
+        print(f"{parser.prog} {openhood.__version__}")
+        parser.exit()
+
+
 def build_parser() -> Parser:
     """One sub-parser per command module (modules import their work only when a command runs).
 
@@ -35,6 +50,7 @@ def build_parser() -> Parser:
     5.0
     """
     parser = Parser(prog="openhood", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action=VersionAction, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMAND_MODULES:

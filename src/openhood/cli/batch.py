@@ -35,7 +35,9 @@ def register(subparsers) -> None:
     p.add_argument("--precision", default="fp32")
     p.add_argument("--shard-rows", type=int, default=DEFAULT_SHARD_ROWS, help="rows per shard: the unit of resuming and of length sorting")
     p.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="rows per engine call (padded to the batch's longest)")
-    p.add_argument("--threads", type=int, default=None, help="engine threads (default: all cores; with --engine ray: per actor, default 1)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="local engine: engines running batches side by side in this process (default: cores / --threads)")
+    p.add_argument("--threads", type=int, default=None, help="engine threads per worker, or per Ray actor (default 1)")
     p.add_argument("--concurrency", type=int, default=None, help="Ray actors, each loading the model once (default: cluster CPUs / threads)")
     p.add_argument("--ray-cpus", type=int, default=None, help="CPUs of the local Ray started when RAY_ADDRESS is unset (default: all)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output and discard shards of an earlier job")
@@ -44,16 +46,23 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from openhood.batch import BatchJob, InputError, JobMismatchError, run_job
+    from openhood.engine.cores import available_cores
 
-    if args.engine == "ray" and args.threads is None:
-        args.threads = 1  # one core per actor: Ray's scheduling unit
-    for name in ("concurrency", "ray_cpus"):
+    for name in ("concurrency", "ray_cpus", "workers", "threads"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             return _usage(f"--{name.replace('_', '-')} must be >= 1")
+    if args.engine == "ray" and args.workers is not None:
+        return _usage("--workers is for the local engine; with --engine ray use --concurrency (actors)")
+    # One core per engine: N one-thread engines side by side beat one N-thread engine on a
+    # shared CPU (docs/batch.md); on Ray a core is also the actor's scheduling unit.
+    args.threads = args.threads or 1
+    if args.workers is None:
+        args.workers = max(1, available_cores() // args.threads) if args.engine == "local" else 1
     try:
         job = BatchJob(input=args.input, output=args.output, format=args.format, column=args.column, id_column=args.id_column,
                        errors=args.errors, model=args.model, backend=args.backend, precision=args.precision,
-                       shard_rows=args.shard_rows, batch_size=args.batch_size, threads=args.threads)
+                       shard_rows=args.shard_rows, batch_size=args.batch_size, threads=args.threads,
+                       workers=args.workers)
         summary = run_job(job, engine=args.engine, overwrite=args.overwrite, concurrency=args.concurrency, ray_cpus=args.ray_cpus)
     except (InputError, JobMismatchError) as exc:
         return _usage(str(exc))

@@ -43,7 +43,8 @@ def register(subparsers) -> None:
 
     p = subparsers.add_parser("export", help="export the engine's graph to ONNX")
     p.add_argument("--output", required=True, help="path of the .onnx file to write")
-    p.add_argument("--model", type=v.model_dir, help="model folder (default: the bundled all-MiniLM-L6-v2)")
+    p.add_argument("--model", type=v.model_dir, help="model folder: the bundled all-MiniLM-L6-v2 (default), a folder from "
+                   "`openhood convert` or from `openhood train`")
     p.add_argument("--no-fusion", action="store_true", help="export the unfused textbook graph")
     p.add_argument("--precision", default="fp32")
     p.set_defaults(func=cmd_export)
@@ -148,9 +149,23 @@ def cmd_export(args: argparse.Namespace) -> int:
     from openhood.backends import prepare_graph
     from openhood.engine.bert import load_bert
     from openhood.engine.efficientnet import is_efficientnet_folder, load_efficientnet
+    from openhood.engine.mlp import load_mlp
     from openhood.export.onnx_export import export_onnx
     from openhood.models import resolve_model_dir
+    from openhood.train.checkpoint import CheckpointError, is_mlp_folder
 
+    if args.model and is_mlp_folder(args.model):  # a folder from `openhood train`
+        try:
+            if args.precision != "fp32":
+                raise CheckpointError("the MLP exports in fp32 only")
+            mlp = load_mlp(args.model)
+        except CheckpointError as exc:
+            print(f"openhood export: {exc}", file=sys.stderr)
+            return 2
+        graph = prepare_graph(mlp.graph(), fusion=not args.no_fusion)
+        path = export_onnx(graph, args.output)
+        print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB, {len(graph.nodes)} engine nodes)")
+        return 0
     if args.model and is_efficientnet_folder(args.model):
         if args.precision != "fp32":
             raise SystemExit("openhood export: the CNN exports in fp32 only")

@@ -17,7 +17,7 @@ from openhood.scheduler.policy import PRIORITIES, GenerationPolicy
 from openhood.server.config import DEFAULT_BUCKETS, ServerConfig
 
 
-def register(subparsers) -> None:
+def register(subparsers, environ=os.environ) -> None:
     d = ServerConfig()
     p = subparsers.add_parser(
         "serve",
@@ -27,7 +27,7 @@ def register(subparsers) -> None:
         "for one or more models, routed by the request's 'model'. See docs/server.md.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--model", action="append", default=None, metavar="[NAME=]PATH",
+    p.add_argument("--model", action=AppendOverDefault, default=None, metavar="[NAME=]PATH",
                    help="a model folder (or a decoder's .gguf file) to serve, optionally named (repeatable; the first is "
                    "the default of its task; default: the bundled all-MiniLM-L6-v2)")
     p.add_argument("--config", default=None, metavar="FILE.toml",
@@ -40,10 +40,15 @@ def register(subparsers) -> None:
                    "with more than one, a short request can start while a long batch runs (docs/benchmarks.md)")
     p.add_argument("--threads", type=v.positive_int, default=d.threads,
                    help="intra-op threads per engine (default: the cores divided by --workers)")
+    p.add_argument("--wide", action=argparse.BooleanOptionalAction, default=d.wide,
+                   help="run a lone request on an idle server on an extra engine with every core's threads "
+                   "(when the workers' engines have fewer); --no-wide: always the workers' engines")
     p.add_argument("--host", default=d.host)
     p.add_argument("--port", type=v.port, default=d.port)
     p.add_argument("--max-batch-size", type=v.positive_int, default=d.max_batch_size, help="rows per engine call")
-    p.add_argument("--max-batch-tokens", type=v.positive_int, default=d.max_batch_tokens, help="padded tokens (B x T) per engine call")
+    p.add_argument("--max-batch-tokens", type=v.positive_int, default=d.max_batch_tokens,
+                   help="padded tokens (B x T) per engine call (default: calibrated at start-up so one batch costs "
+                   "at most 2x a lone short request on this machine; docs/server.md)")
     p.add_argument("--max-wait-ms", type=v.non_negative_float, default=d.max_wait_ms, help="how long the oldest request may wait for batch-mates")
     p.add_argument(
         "--buckets",
@@ -108,8 +113,10 @@ def register(subparsers) -> None:
                    help="serve GET /debug/memory (tracemalloc site diff, gc counts by type; starts tracemalloc, "
                    "which slows the server: docs/soak.md)")
     p.add_argument("--log-level", default=d.log_level, choices=("debug", "info", "warning", "error"))
+    p.add_argument("--help-env", action=EnvTableAction,
+                   help="print every OPENHOOD_<OPTION> variable as a Markdown table (docs/server.md) and exit")
     p.set_defaults(func=run_serve)
-    env_defaults(p)
+    env_defaults(p, environ)
 
     b = subparsers.add_parser(
         "buckets",
@@ -124,6 +131,68 @@ def register(subparsers) -> None:
 
 ENV_PREFIX = "OPENHOOD_"
 GENERATION_CUT_LEAD_S = 3.0  # with a generate model, running sequences are cut this long before the drain deadline
+TRUE, FALSE = ("1", "true", "yes"), ("0", "false", "no")
+# What a variable's value must look like, by the option's argparse type (docs table).
+VALUE_KINDS = {
+    v.port: "TCP port 1-65535", v.positive_int: "integer ≥ 1", v.non_negative_int: "integer ≥ 0",
+    v.positive_float: "number > 0", v.non_negative_float: "number ≥ 0", v.int_list: "comma list of integers",
+}
+NOT_ENV = ("help", "help_env")  # options that are actions, not settings
+
+
+def env_name(action: argparse.Action) -> str:
+    return ENV_PREFIX + action.dest.upper()
+
+
+def env_table() -> str:
+    """Every serve option's variable as a Markdown table, from a parser built without the
+    environment (so the defaults are the built-in ones). docs/server.md holds this output;
+    tests/deploy/test_env_config.py fails when the two differ."""
+    sub = argparse.ArgumentParser().add_subparsers()
+    register(sub, environ={})
+    parser = sub.choices["serve"]
+    rows = ["| variable | flag | default | value |", "|---|---|---|---|"]
+    for action in parser._actions:
+        if action.dest in NOT_ENV:
+            continue
+        flags = " / ".join(f"`{f}`" for f in action.option_strings if f.startswith("--") and not f.startswith("--no-"))
+        default = action.default
+        if action.dest == "api_key":
+            kind, default = "the key (read at start-up, never printed; prefer it to the flag)", None
+        elif isinstance(action, argparse.BooleanOptionalAction | argparse._StoreTrueAction):
+            kind, default = "true / false (also 1 / 0, yes / no)", str(default).lower()
+        elif action.choices is not None:
+            kind = " \\| ".join(f"`{c}`" for c in action.choices)
+        elif isinstance(action, argparse._AppendAction):
+            kind = "one `[NAME=]PATH` (the flag repeats for more models)"
+        else:
+            kind = VALUE_KINDS.get(action.type, "text")  # type: ignore[arg-type]
+        if isinstance(default, tuple):
+            default = ",".join(map(str, default))
+        shown = "—" if default is None else f"`{default}`"
+        rows.append(f"| `{env_name(action)}` | {flags} | {shown} | {kind} |")
+    return "\n".join(rows) + "\n"
+
+
+class AppendOverDefault(argparse._AppendAction):
+    """``action="append"`` whose flags replace the default instead of adding to it, so
+    ``--model`` on the command line wins over ``OPENHOOD_MODEL`` like every other flag."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if self.default is not None and getattr(namespace, self.dest, None) is self.default:
+            setattr(namespace, self.dest, None)
+        super().__call__(parser, namespace, values, option_string)
+
+
+class EnvTableAction(argparse.Action):
+    """``openhood serve --help-env``: print ``env_table()`` and exit, like ``--help``."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(env_table(), end="")
+        parser.exit()
 
 
 def env_defaults(parser: argparse.ArgumentParser, environ=os.environ) -> None:
@@ -133,15 +202,15 @@ def env_defaults(parser: argparse.ArgumentParser, environ=os.environ) -> None:
     ``run_serve`` (as a usage error of ``serve`` alone, not of every command)."""
     problems = []
     for action in parser._actions:
-        name = ENV_PREFIX + action.dest.upper()
+        name = env_name(action)
         value = environ.get(name)
         # The API key is read by config_from_args, never made a default: --help prints defaults.
-        if value is None or action.dest in ("help", "api_key"):
+        if value is None or action.dest in (*NOT_ENV, "api_key"):
             continue
-        if isinstance(action, argparse.BooleanOptionalAction):
-            if value.lower() not in ("1", "true", "yes", "0", "false", "no"):
+        if isinstance(action, argparse.BooleanOptionalAction | argparse._StoreTrueAction):
+            if value.lower() not in (*TRUE, *FALSE):
                 problems.append(f"{name} must be true or false, got {value!r}")
-            action.default = value.lower() in ("1", "true", "yes")
+            action.default = value.lower() in TRUE
         elif action.choices is not None and value not in action.choices:
             problems.append(f"{name} must be one of {', '.join(map(str, action.choices))}, got {value!r}")
         elif isinstance(action, argparse._AppendAction):
@@ -161,6 +230,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         precision=args.precision,
         workers=args.workers,
         threads=args.threads,
+        wide=args.wide,
         host=args.host,
         port=args.port,
         max_batch_size=args.max_batch_size,
@@ -226,15 +296,22 @@ def load_served_models(config: ServerConfig, specs: list) -> list:
     """Every model (one backend per worker), memory reported per model; fault injection if asked."""
     import logging
 
-    from openhood.engine.parallel import available_cores
+    from openhood.engine.cores import core_budget
     from openhood.models import EngineOptions, load_models
     from openhood.server import planted_leak
     from openhood.server.faults import ENV_VAR, inject_faults, parse_faults
 
     log = logging.getLogger("openhood.server")
-    cores = available_cores()
+    budget = core_budget()
+    cores = budget.cores
     options = EngineOptions(backend=config.backend, precision=config.precision, threads=config.engine_threads(cores),
-                            workers=config.worker_count(cores))
+                            workers=config.worker_count(cores), wide_threads=config.wide_threads(cores))
+    log.info("cpu: %s; %d workers x %d engine threads, wide engine for lone requests: %s", budget.describe(),
+             options.workers, options.threads, f"{options.wide_threads} threads" if options.wide_threads else "off",
+             extra={"fields": {"event": "cpu_layout", "message": "cores detected and threads sized",
+                               "cpu": budget.describe(), "cores": cores, "affinity": budget.affinity, "cgroup_quota": budget.quota,
+                               "workers": options.workers, "engine_threads": options.threads,
+                               "wide_threads": options.wide_threads}})
     models = load_models(specs, options)
     for m in models:
         log.info("model %s loaded (task %s, %s, %s, max length %d, %d workers): %.1f MB resident memory added",
@@ -294,8 +371,8 @@ def serve(config: ServerConfig, models: list) -> int:
     for rt in state.runtimes.values():
         log.info("serving %s (%s) on http://%s:%d: buckets=%s, workers=%d", rt.model.name, rt.model.task,
                  config.host, config.port, rt.buckets, rt.model.workers)
-    log.info("batching: max_batch_size=%d, max_batch_tokens=%d, max_wait_ms=%g, priority=%s",
-             config.max_batch_size, config.max_batch_tokens, config.max_wait_ms, config.priority)
+    log.info("batching: max_batch_size=%d, max_batch_tokens=%s, max_wait_ms=%g, priority=%s",
+             config.max_batch_size, config.max_batch_tokens or "calibrated at start-up", config.max_wait_ms, config.priority)
     uv_config = uvicorn.Config(
         app,
         host=config.host,

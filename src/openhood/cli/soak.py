@@ -33,6 +33,8 @@ def register(subparsers) -> None:
     p.add_argument("--warmup", type=float, default=0.3, help="fraction of the run left out of the fit (default 0.3)")
     p.add_argument("--max-growth", type=float, default=2.0, help="fail when fitted RSS grows more than this %% from mid-run to end (default 2)")
     p.add_argument("--timeout", type=float, default=60.0, help="read timeout per request in s (default 60)")
+    p.add_argument("--ready-timeout", type=float, default=None,
+                   help="seconds to wait for /health/ready (default 300 with --model, 30 with --url)")
     p.add_argument("--api-key", help="Bearer key of the server (also for /debug/memory)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", metavar="DIR", help="write DIR/soak.json and DIR/index.html")
@@ -59,6 +61,8 @@ def cmd_soak(args) -> int:
         return _fail("--requests and --seconds must be positive")
     if not 0 <= args.warmup < 1 or args.concurrency < 1 or args.sample_every <= 0:
         return _fail("--warmup must be in [0, 1), --concurrency >= 1, --sample-every > 0")
+    if args.ready_timeout is not None and args.ready_timeout <= 0:
+        return _fail("--ready-timeout must be positive")
     seconds = args.seconds if args.seconds is not None or args.requests is not None else 60.0
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="openhood-soak-"))
     if args.url:
@@ -70,7 +74,7 @@ def cmd_soak(args) -> int:
     base_url = server.url if server else args.url.rstrip("/")
     cfg = SoakConfig(base_url=base_url, requests=args.requests, seconds=seconds, concurrency=args.concurrency,
                      sample_every_s=args.sample_every, timeout_s=args.timeout, api_key=args.api_key, seed=args.seed,
-                     wait_ready_s=300.0 if server else 30.0)
+                     wait_ready_s=args.ready_timeout or (300.0 if server else 30.0))
     with server or nullcontext():
         try:
             run = run_soak(cfg, progress=_progress)
@@ -82,6 +86,8 @@ def cmd_soak(args) -> int:
     page = write_report(out, analysis, run, {k: v for k, v in vars(args).items() if k != "func"})
     print(json.dumps(analysis, indent=2) if args.json else format_summary(analysis))
     print(f"report: {page}", file=sys.stderr)
+    if run.stopped_early:
+        print(f"openhood soak: stopped early by SIGINT after {run.sent} requests", file=sys.stderr)
     if run.unexpected:
         print(f"openhood soak: {run.unexpected} valid requests did not get 200: {dict(run.outcomes)}", file=sys.stderr)
     return 0 if analysis["verdict"] == "pass" else 1

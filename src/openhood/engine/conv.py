@@ -15,6 +15,9 @@ Convolution strategy (``conv2d``):
   register-blocked FMAs beat a loop nest whose reduction is only 27 long.
 - depthwise: ``depthwise_conv`` (a compiled kernel; im2col would copy every value KH*KW
   times to feed a GEMM with a reduction of length KH*KW only).
+- a whole inverted-residual block (expand 1×1 → depthwise → project 1×1, ``mbconv``): the three
+  run tile by tile through two per-thread L2-sized scratch buffers, so the 6x-wide hidden
+  activations are never written to memory (see ``mbconv``).
 
 Padding is TensorFlow's SAME (``same_padding``): output = ceil(input / stride) and the odd
 pixel of padding goes at the bottom/right, which is what EfficientNet's TF-trained weights
@@ -42,6 +45,10 @@ MIN_PARALLEL_CONV = 1 << 26
 # activation name → (lo, hi) of the clip that implements it in the fused epilogue.
 ACTIVATION_BOUNDS = {None: (-math.inf, math.inf), "relu": (0.0, math.inf), "relu6": (0.0, 6.0)}
 _NO_RESIDUAL = np.empty((0, 0), dtype=np.float32)
+_NO_CLIP_LO, _NO_CLIP_HI = np.float32(-math.inf), np.float32(math.inf)
+# Scratch of one fused inverted-residual tile (expanded input band + depthwise output), float32
+# bytes: most of the 2 MB L2 of a core, the rest for the weights and the output rows.
+MBCONV_TILE_BYTES = 1536 * 1024
 
 
 def same_padding(size: int, kernel: int, stride: int) -> tuple[int, int]:
@@ -92,6 +99,17 @@ def depthwise_conv_naive(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | N
     return out if bias is None else out + bias
 
 
+def mbconv_naive(x: np.ndarray, expand: np.ndarray | None, expand_bias: np.ndarray | None, dw: np.ndarray,
+                 dw_bias: np.ndarray, stride: int, project: np.ndarray, project_bias: np.ndarray,
+                 residual: np.ndarray | None) -> np.ndarray:
+    """An inverted-residual block as its three convs: ReLU6(expand 1×1) → ReLU6(depthwise) →
+    project 1×1 (+ residual). expand (Cin, hidden) or None, dw (KH, KW, hidden), project (hidden, Cout)."""
+    h = x if expand is None else relu6_naive(conv2d_naive(x, expand[None, None], expand_bias, 1))
+    h = relu6_naive(depthwise_conv_naive(h, dw, dw_bias, stride))
+    y = conv2d_naive(h, project[None, None], project_bias, 1)
+    return y if residual is None else y + residual
+
+
 def batchnorm_naive(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, mean: np.ndarray, var: np.ndarray,
                     eps: float) -> np.ndarray:
     """Inference BatchNorm over the last (channel) axis."""
@@ -126,10 +144,26 @@ def _check(x: np.ndarray) -> np.ndarray:
     return x
 
 
+def output_shape(x_shape: tuple[int, ...], kernel: int, stride: int, cout: int) -> tuple[int, int, int, int]:
+    """(N, H, W, Cin) → the SAME conv's (N, OH, OW, Cout): OH = ceil(H / stride) whatever the kernel."""
+    n, h, w, _ = x_shape
+    return n, -(-h // stride), -(-w // stride), cout
+
+
+def _output(x: np.ndarray, stride: int, cout: int, out: np.ndarray | None) -> np.ndarray:
+    shape = output_shape(x.shape, 1, stride, cout)
+    if out is None:
+        return np.empty(shape, dtype=np.float32)
+    if out.shape != shape or out.dtype != np.float32 or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a C-contiguous float32 array of shape {shape}, got {out.dtype} {out.shape}")
+    return out
+
+
 def conv2d(x: np.ndarray, linear: Linear, kernel: int, stride: int, splitter: RowSplitter,
-           activation: str | None = None, residual: np.ndarray | None = None) -> np.ndarray:
+           activation: str | None = None, residual: np.ndarray | None = None, out: np.ndarray | None = None) -> np.ndarray:
     """x (N, H, W, Cin) → (N, OH, OW, Cout): SAME conv as GEMMs with ``linear`` (KH*KW*Cin, Cout),
-    bias + residual + activation applied to each block of output rows right after its GEMM.
+    bias + residual + activation applied to each block of output rows right after its GEMM;
+    written into ``out`` when given (e.g. a ``BufferPool`` buffer), else into a new array.
 
     The threads take blocks of about ``block_rows(...)`` output pixels in turn (dynamic
     chunks, so a thread the OS parks stalls one block, not half the conv): (im2col of the block →) one single-threaded sgemm into
@@ -147,7 +181,8 @@ def conv2d(x: np.ndarray, linear: Linear, kernel: int, stride: int, splitter: Ro
         (pt, _), (pl, _) = same_padding(h, kernel, stride), same_padding(w, kernel, stride)
         oh, ow = -(-h // stride), -(-w // stride)
     depth = linear.in_features  # Cin, or KH*KW*Cin for the patches
-    y = np.empty((n * oh * ow, cout), dtype=np.float32)  # (M, Cout)
+    result = _output(x, stride, cout, out)
+    y = result.reshape(n * oh * ow, cout)  # (M, Cout): a view
     res = None if residual is None else residual.reshape(-1, cout)
     b = linear.bias if linear.bias is not None else np.zeros(cout, dtype=np.float32)
     lo, hi = _bounds(activation)
@@ -168,7 +203,7 @@ def conv2d(x: np.ndarray, linear: Linear, kernel: int, stride: int, splitter: Ro
             conv_kernels.bias_act_rows(out, b, _NO_RESIDUAL if res is None else res[p0:p1], lo, hi)
 
     splitter.run_chunks(work, n * oh, step, ow * cout * depth, MIN_PARALLEL_CONV)
-    return y.reshape(n, oh, ow, cout)
+    return result
 
 
 def block_rows(depth: int, cout: int) -> int:
@@ -178,19 +213,106 @@ def block_rows(depth: int, cout: int) -> int:
 
 
 def depthwise_conv(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, stride: int, splitter: RowSplitter,
-                   activation: str | None = None) -> np.ndarray:
-    """x (N, H, W, C), weight (KH, KW, C) → (N, OH, OW, C), SAME padding, bias + activation fused."""
+                   activation: str | None = None, out: np.ndarray | None = None) -> np.ndarray:
+    """x (N, H, W, C), weight (KH, KW, C) → (N, OH, OW, C), SAME padding, bias + activation fused
+    (into ``out`` when given)."""
     n, h, w, c = _check(x).shape
     kh, kw = weight.shape[:2]
+    if kh != kw:
+        raise ValueError(f"depthwise filters must be square, got {kh}x{kw}")
     (pt, _), (pl, _) = same_padding(h, kh, stride), same_padding(w, kw, stride)
     oh, ow = -(-h // stride), -(-w // stride)
-    out = np.empty((n, oh, ow, c), dtype=np.float32)
+    out = _output(x, stride, c, out)
     b = bias if bias is not None else np.zeros(c, dtype=np.float32)
     lo, hi = _bounds(activation)
     chunk = max(1, 32768 // (ow * c))  # output image rows per chunk: ~128 KB of output
-    splitter.run_chunks(lambda s, e: conv_kernels.depthwise(x, weight, b, out, stride, pt, pl, lo, hi, s, e),
+    kern = conv_kernels.depthwise(kh)
+    splitter.run_chunks(lambda s, e: kern(x, weight, b, out, stride, pt, pl, lo, hi, 0, h, 0, 0, s, e),
                         n * oh, chunk, ow * c * kh * kw, MIN_PARALLEL_CONV)
     return out
+
+
+def mbconv(x: np.ndarray, expand: Linear | None, dw: np.ndarray, dw_bias: np.ndarray, stride: int, project: Linear,
+           splitter: RowSplitter, residual: np.ndarray | None = None, out: np.ndarray | None = None) -> np.ndarray:
+    """One inverted-residual block in one pass: x (N, H, W, Cin) → (N, OH, OW, Cout).
+
+    ReLU6(x @ expand + b) → ReLU6(depthwise k×k, stride) → @ project + b (+ residual), computed
+    tile by tile so the expanded (hidden-wide, 6x Cin) activations never leave L2: a tile is a
+    group of whole images when one image's hidden maps fit ``MBCONV_TILE_BYTES``, else a band
+    of output rows of one image (the band's input rows, halo included, are expanded again by
+    the next band: ≤ 12% extra expand work at Lite0's sizes). Per tile: expand GEMM into a
+    per-thread scratch + bias/ReLU6 → depthwise (bias, ReLU6 fused) into a second scratch →
+    project GEMM straight into the output rows + bias/residual. Threads take tiles in turn.
+
+    When all the images make one tile (batch 1 from 28×28 on) the threads split the hidden
+    channels instead: each expands, filters and projects its own channels (the depthwise is
+    per channel, so nothing crosses), and the partial projections are summed before the
+    epilogue. ``expand`` None: the block has no expansion (Lite0's first), the depthwise reads x.
+    ``expand`` and ``project`` are float ``Linear`` layers (their weights are sliced by channel).
+    """
+    n, h, w, cin = _check(x).shape
+    k, hidden, cout = dw.shape[0], dw.shape[2], project.out_features
+    (pt, _), (pl, _) = same_padding(h, k, stride), same_padding(w, k, stride)
+    oh, ow = -(-h // stride), -(-w // stride)
+    result = _output(x, stride, cout, out)
+    y = result.reshape(n * oh * ow, cout)  # (M, Cout)
+    res = _NO_RESIDUAL if residual is None else residual.reshape(-1, cout)
+    dw_kernel = conv_kernels.depthwise(k)
+    lo, hi = _bounds("relu6")
+    e_bias = expand.bias if expand is not None and expand.bias is not None else np.zeros(hidden, dtype=np.float32)
+    p_bias = project.bias if project.bias is not None else np.zeros(cout, dtype=np.float32)
+    image_bytes = 4 * hidden * (h * w + oh * ow)
+    if image_bytes <= MBCONV_TILE_BYTES:
+        per_tile, rows = max(1, MBCONV_TILE_BYTES // image_bytes), oh  # images per tile, whole
+    else:
+        per_tile = 1
+        # output rows whose input band ((rows-1)*stride + k rows) and output fit the budget
+        rows = max(1, (MBCONV_TILE_BYTES // (4 * hidden) - (k - stride) * w) // (stride * w + ow))
+        rows = -(-oh // -(-oh // rows))  # same count of bands, evenly sized
+    bands = -(-oh // rows)
+    tiles = -(-n // per_tile) * bands
+    macs = n * (h * w * cin * hidden * (expand is not None) + oh * ow * hidden * (k * k + cout))
+
+    def tile(t: int, c0: int, c1: int, dst: np.ndarray | None) -> None:
+        """Tile t, hidden channels [c0, c1): its project GEMM into ``dst`` (a partial sum),
+        or, when None, into the output rows followed by the epilogue."""
+        n0, band = (t // bands) * per_tile, t % bands
+        n1 = min(n0 + per_tile, n)
+        i0, i1 = band * rows, min(band * rows + rows, oh)  # output rows of the band
+        a0, a1 = max(0, i0 * stride - pt), min(h, (i1 - 1) * stride - pt + k)  # input rows they read
+        if expand is None:
+            hid = x[n0:n1, a0:a1]  # (all channels: the no-expansion block never splits them)
+        else:
+            hid = splitter.scratch("mbconv.hidden", (n1 - n0, a1 - a0, w, c1 - c0))
+            hid2 = hid.reshape(-1, c1 - c0)
+            np.matmul(x[n0:n1, a0:a1].reshape(-1, cin), expand.weight[:, c0:c1], out=hid2)  # (pixels, C1-C0)
+            conv_kernels.bias_act_rows(hid2, e_bias[c0:c1], _NO_RESIDUAL, lo, hi)
+        d = splitter.scratch("mbconv.depthwise", (n1 - n0, i1 - i0, ow, c1 - c0))
+        dw_kernel(hid, dw, dw_bias, d, stride, pt, pl, lo, hi, a0, h, i0, c0, 0, (n1 - n0) * (i1 - i0))
+        if dst is not None:
+            np.matmul(d.reshape(-1, c1 - c0), project.weight[c0:c1], out=dst)  # (pixels, Cout), partial
+            return
+        p0, p1 = (n0 * oh + i0) * ow, ((n1 - 1) * oh + i1) * ow
+        o = y[p0:p1]
+        np.matmul(d.reshape(-1, hidden), project.weight, out=o)
+        conv_kernels.bias_act_rows(o, p_bias, res[p0:p1] if res.size else res, _NO_CLIP_LO, _NO_CLIP_HI)
+
+    threads = splitter.threads
+    if tiles == 1 and threads > 1 and expand is not None and macs >= MIN_PARALLEL_CONV:
+        step = -(-hidden // (threads * 16)) * 16  # channels per thread, whole vectors
+        parts = -(-hidden // step)
+        partial = splitter.scratch("mbconv.partial", (parts, n * oh * ow, cout))
+        splitter.run_chunks(lambda s, e: tile(0, s * step, min(e * step, hidden), partial[s]), parts, 1, macs, 0)
+        np.sum(partial, axis=0, out=y)
+        conv_kernels.bias_act_rows(y, p_bias, res, _NO_CLIP_LO, _NO_CLIP_HI)
+        return result
+
+    def work(t0: int, t1: int) -> None:
+        for t in range(t0, t1):
+            tile(t, 0, hidden, None)
+
+    splitter.run_chunks(work, tiles, 1, macs // tiles, MIN_PARALLEL_CONV)
+    return result
 
 
 def batchnorm(x: np.ndarray, scale: np.ndarray, shift: np.ndarray) -> np.ndarray:

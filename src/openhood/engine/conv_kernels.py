@@ -6,12 +6,17 @@ to each thread (the kernels release the GIL).
 
 - ``im2col_rows``: a block of output rows of (N, H, W, C) → its (rows*OW, KH*KW*C) patches,
   zeros where the window hangs over the padding, for the GEMM of a k×k convolution (the stem).
-- ``depthwise``: one k×k filter per channel. With channels last the innermost loop runs over
-  C contiguous floats of input, filter and output at once, so LLVM vectorizes it (8 lanes on
-  AVX2) and each input row is read KH times from cache; im2col would copy every input value
-  KH*KW times (9x / 25x the activation) to feed a GEMM whose "K" is a single channel.
-  The bias (a folded BatchNorm's shift) and the clip of ReLU/ReLU6 run on the output row
-  while it is still in L1/L2.
+- ``depthwise(k)``: one k×k filter per channel, one compiled variant per k (k a compile-time
+  constant). With channels last the innermost loop runs over C contiguous floats of input,
+  filter and output at once; for a pixel whose window lies inside the image the k*k taps are
+  unrolled around that loop, so each vector of channels keeps its sum in a register (2 loads
+  per tap, one store per pixel) and the bias (a folded BatchNorm's shift) and the ReLU/ReLU6
+  clip are applied before the store. Border pixels take a branchy path that skips the
+  padding. Measured single-threaded (CPU time, best of 7) against the previous loop order
+  (accumulating in the output row, tap by tap): 1.2–2x faster on the stride-1 3×3 layers
+  (112×112×32: 0.67 → 0.35 ms), equal on the 5×5 ones at 14×14 and 7×7.
+  im2col would copy every input value KH*KW times (9x / 25x the activation) to feed a GEMM
+  whose "K" is a single channel.
 - ``bias_act_rows``: y (M, C) ← clip(y + bias [+ residual], lo, hi), the epilogue of a GEMM:
   ReLU is (0, +inf), ReLU6 is (0, 6), none is (-inf, +inf); residual has 0 rows when absent.
 
@@ -19,6 +24,9 @@ Trade-off: one compile per kernel at first use (about a second each, once per pr
 """
 
 from __future__ import annotations
+
+import threading
+from collections.abc import Callable
 
 import numpy as np
 from numba import types
@@ -50,39 +58,58 @@ def _im2col_rows(x: np.ndarray, cols: np.ndarray, out_h: int, out_w: int, stride
                     k += c
 
 
-def _depthwise(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, out: np.ndarray, stride: int, pad_top: int,
-               pad_left: int, lo: float, hi: float, r0: int, r1: int) -> None:
-    """x (N, H, W, C), weight (KH, KW, C), bias (C,) → out (N, OH, OW, C), clipped to [lo, hi]."""
-    h, w, c = x.shape[1], x.shape[2], x.shape[3]
-    out_h, out_w = out.shape[1], out.shape[2]
-    kh, kw = weight.shape[0], weight.shape[1]
-    for r in range(r0, r1):
-        n = r // out_h
-        i = r - n * out_h
-        o = out[n, i]  # (OW, C): the accumulator, kept in cache for the whole window
-        for j in range(out_w):
-            for ch in range(c):
-                o[j, ch] = bias[ch]
-        for a in range(kh):
-            ih = i * stride - pad_top + a
-            if ih < 0 or ih >= h:
-                continue  # padding row: contributes zeros
-            xr = x[n, ih]  # (W, C)
-            wa = weight[a]  # (KW, C)
+def _depthwise_kernel(k: int) -> Callable[..., None]:
+    """The depthwise kernel for a k×k filter: ``k`` is a compile-time constant of each variant."""
+
+    def depthwise(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, out: np.ndarray, stride: int, pad_top: int,
+                  pad_left: int, lo: float, hi: float, x_row0: int, h: int, out_row0: int, c0: int, r0: int,
+                  r1: int) -> None:
+        """x (N, HX, W, C), weight (k, k, CW), bias (CW,) → out (N, OHX, OW, C), clipped to [lo, hi].
+
+        x and out may be horizontal bands of the images: x's row 0 is image row ``x_row0`` and
+        out's row 0 output row ``out_row0``; ``h`` is the full image height (the padding is
+        decided against it). They may also hold a slice of the channels: channel ``ch`` of x and
+        out is channel ``c0 + ch`` of weight and bias. Whole images, all channels: 0, H, 0, 0.
+        Rows [r0, r1) index N*OHX.
+        """
+        w, c = x.shape[2], x.shape[3]
+        out_h, out_w = out.shape[1], out.shape[2]
+        for r in range(r0, r1):
+            n = r // out_h
+            i = r - n * out_h
+            ih0 = (i + out_row0) * stride - pad_top  # image row of the window's first tap
+            o = out[n, i]  # (OW, C)
+            rows_inside = ih0 >= 0 and ih0 + k <= h
             for j in range(out_w):
+                iw0 = j * stride - pad_left
                 oj = o[j]
-                for b in range(kw):
-                    iw = j * stride - pad_left + b
-                    if iw < 0 or iw >= w:
-                        continue
-                    xv = xr[iw]
-                    wv = wa[b]
+                if rows_inside and iw0 >= 0 and iw0 + k <= w:
+                    # Interior pixel: the k*k taps unroll (k is a constant), so the channel loop
+                    # vectorizes with the sum in registers: 2 loads per tap, one store per pixel.
                     for ch in range(c):
-                        oj[ch] += xv[ch] * wv[ch]
-        for j in range(out_w):
-            oj = o[j]
-            for ch in range(c):
-                oj[ch] = min(max(oj[ch], lo), hi)
+                        acc = bias[c0 + ch]
+                        for a in range(k):
+                            for b in range(k):
+                                acc += x[n, ih0 - x_row0 + a, iw0 + b, ch] * weight[a, b, c0 + ch]
+                        oj[ch] = min(max(acc, lo), hi)
+                    continue
+                # Border pixel: taps over the padding contribute zeros and are skipped.
+                for ch in range(c):
+                    oj[ch] = bias[c0 + ch]
+                for a in range(k):
+                    ih = ih0 + a
+                    if ih < 0 or ih >= h:
+                        continue
+                    for b in range(k):
+                        iw = iw0 + b
+                        if iw < 0 or iw >= w:
+                            continue
+                        for ch in range(c):
+                            oj[ch] += x[n, ih - x_row0, iw, ch] * weight[a, b, c0 + ch]
+                for ch in range(c):
+                    oj[ch] = min(max(oj[ch], lo), hi)
+
+    return depthwise
 
 
 def _bias_act_rows(y: np.ndarray, bias: np.ndarray, residual: np.ndarray, lo: float, hi: float) -> None:
@@ -107,6 +134,19 @@ _I = types.int64
 _F = types.float32
 
 im2col_rows = LazyKernel(_im2col_rows, types.void(_IN4, types.float32[:, ::1], _I, _I, _I, _I, _I, _I, _I, _I, _I))
-depthwise = LazyKernel(_depthwise, types.void(_IN4, _IN3, _IN1, types.float32[:, :, :, ::1], _I, _I, _I, _F, _F, _I, _I))
+_DEPTHWISE_SIGNATURE = types.void(_IN4, _IN3, _IN1, types.float32[:, :, :, ::1], _I, _I, _I, _F, _F, _I, _I, _I, _I, _I, _I)
 bias_act_rows = LazyKernel(_bias_act_rows, types.void(types.float32[:, ::1], _IN1, _IN2, _F, _F))
-KERNELS = (im2col_rows, depthwise, bias_act_rows)
+_depthwise_variants: dict[int, LazyKernel] = {}
+_variants_lock = threading.Lock()
+
+
+def depthwise(kernel_size: int) -> LazyKernel:
+    """The compiled depthwise kernel for a ``kernel_size``² filter (one variant per size, made
+    on first use; EfficientNet uses 3 and 5)."""
+    with _variants_lock:
+        if kernel_size not in _depthwise_variants:
+            _depthwise_variants[kernel_size] = LazyKernel(_depthwise_kernel(kernel_size), _DEPTHWISE_SIGNATURE)
+        return _depthwise_variants[kernel_size]
+
+
+KERNELS = (im2col_rows, depthwise(3), depthwise(5), bias_act_rows)

@@ -16,6 +16,9 @@ unfused graphs can run side by side in tests and benchmarks:
   epilogue (EfficientNet's project conv + skip connection).
 - ``fuse_conv_activation``: Conv | DepthwiseConv → Relu | Relu6 becomes the conv with the
   clip in its epilogue.
+- ``fuse_mbconv``: the fused expand 1×1 → depthwise → project 1×1 (+ residual) of an
+  inverted-residual block becomes one ``MBConv`` node that runs the three tile by tile, so
+  the 6x-wide hidden activations stay in L2 instead of going to memory and back twice.
 
 A pattern is only rewritten when the intermediate values have no other reader. Fused nodes
 keep the name of their Linear (``layer.0.ffn.up``), so ``Graph.replace_linear`` still finds it.
@@ -215,11 +218,46 @@ def fuse_conv_activation(graph: Graph) -> Graph:
     return g
 
 
+def _pointwise(node: Node | None) -> TypeGuard[Node]:
+    return node is not None and node.op == "Conv" and node.attrs["kernel"] == 1 and node.attrs["stride"] == 1 and type(node.linear) is Linear
+
+
+def fuse_mbconv(graph: Graph) -> Graph:
+    """[Conv 1×1 + ReLU6 →] DepthwiseConv + ReLU6 → Conv 1×1 (+ residual) → one ``MBConv`` node
+    (``conv.mbconv``), run tile by tile in L2. Runs after the other CNN passes (it matches their
+    fused convs); the three convs are kept whole in ``attrs["parts"]`` for export and profiling."""
+    g = graph.clone()
+    producer = g.producer()
+    replace: dict[str, Node] = {}  # project conv name → the block
+    drop: set[str] = set()
+    for dw in g.nodes:
+        if dw.op != "DepthwiseConv" or dw.attrs.get("activation") != "relu6" or "bias" not in dw.params:
+            continue
+        project = _single_reader(g, dw.outputs[0])
+        if not _pointwise(project) or project.attrs.get("activation") or project.inputs[0] != dw.outputs[0]:
+            continue
+        expand = producer.get(dw.inputs[0])
+        if not (_pointwise(expand) and expand.attrs.get("activation") == "relu6" and len(expand.inputs) == 1
+                and _single_reader(g, expand.outputs[0]) is dw):
+            expand = None  # no expansion conv (Lite0's first block): the depthwise reads the input
+        first = expand if expand is not None else dw
+        block = dw.attrs.get("block", dw.name)
+        parts = tuple(p for p in (expand, dw, project) if p is not None)
+        replace[project.name] = Node(f"{block}.mbconv", "MBConv", (first.inputs[0], *project.inputs[1:]), project.outputs,
+                                     {"kernel": dw.params["weight"].shape[0], "stride": dw.attrs["stride"], "block": block,
+                                      "parts": parts})
+        drop.update(p.name for p in parts[:-1])
+    g.nodes = [replace.get(n.name, n) for n in g.nodes if n.name not in drop]
+    g.meta["fusions"] = [*g.meta.get("fusions", []), "mbconv"]
+    return g
+
+
 # Passes that only find convolution patterns (a transformer graph comes out unchanged).
 CNN_PASSES = {
     "batchnorm_fold": fold_batchnorm,
     "conv_add": fuse_conv_add,
     "conv_activation": fuse_conv_activation,
+    "mbconv": fuse_mbconv,
 }
 PASSES = {
     "merge_qkv": merge_qkv,

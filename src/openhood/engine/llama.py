@@ -3,14 +3,14 @@ tied LM head; ``forward`` runs a batch of sequences against a ``KVCache``, ``for
 the uncached reference it must equal.
 
 Weights come from a GGUF file, either dequantized to float32 at load (``weights="float32"``:
-every matmul is one BLAS sgemm, best when many rows share each weight) or kept in their Q4_1 /
-Q8_0 blocks (``weights="quantized"``: ``engine.gguf_matmul``'s kernels, ~5× fewer bytes per
-decode step and in memory). Q and K rows are un-permuted back to the Hugging Face layout so RoPE
+every matmul is one BLAS sgemm) or kept in their Q4_1 / Q8_0 blocks, repacked for SIMD
+(``weights="quantized"``: ``engine.packed_matmul``'s kernels, ~5× fewer bytes per decode step
+and in memory). Q and K rows are un-permuted back to the Hugging Face layout so RoPE
 rotates contiguous halves (see ``formats.gguf.unpermute_qk``); Q, K, V share one fused
 (960, 576) matrix and gate/up one (3072, 576) matrix, so a layer is four matmuls.
 The trade-off: float32 weights are ~5× the file in memory and in bytes read per decode step,
-which bounds decode at batch 1; quantized weights save that but our kernels compute more
-slowly than BLAS (see docs/decoder.md for the figures).
+which bounds decode at batch 1; quantized weights save that and their kernels keep up with
+BLAS at small batches, but prefill of long prompts is faster through sgemm (docs/decoder.md).
 
 Batching (what a step scheduler drives): ``forward(tokens, slots, cache)`` takes B sequences,
 each with its own KV-cache slot and its own number of new tokens: a prompt (prefill), one token
@@ -28,11 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from openhood.engine.gguf_matmul import QuantMatrix, quant_linear
+from openhood.engine.gguf_matmul import QuantMatrix
 from openhood.engine.kv_cache import KVCache
 from openhood.engine.llama_ops import masked_softmax_, rms_norm, rope_half, rope_tables, swiglu
+from openhood.engine.packed_matmul import PackedMatrix, packed_linear
 
-Matrix = np.ndarray | QuantMatrix  # a weight as held: float32 array or quantized blocks
+Matrix = np.ndarray | PackedMatrix  # a weight as held: float32 array or packed quantized blocks
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ class LlamaConfig:
 
 @dataclass
 class LayerWeights:
-    """Matrices are float32 arrays or ``QuantMatrix`` (same (out, in) shape either way)."""
+    """Matrices are float32 arrays or ``PackedMatrix`` (same (out, in) shape either way)."""
 
     attn_norm: np.ndarray  # (D,)
     wqkv: Matrix  # (D + 2 * kv_dim, D): Q, K, V rows stacked, Q/K in HF (half-split) layout
@@ -93,8 +94,8 @@ def linear(x: np.ndarray, w: Matrix) -> np.ndarray:
     weight from memory: at decode (T = 1) that is B matrix-vector products instead of one
     matrix-matrix product, and batching would buy nothing.
     """
-    if isinstance(w, QuantMatrix):
-        return quant_linear(x, w)
+    if isinstance(w, PackedMatrix):
+        return packed_linear(x, w)
     return np.asarray((x.reshape(-1, x.shape[-1]) @ w.T).reshape(*x.shape[:-1], w.shape[0]))
 
 
@@ -108,7 +109,7 @@ class NullLaps:
 class Llama:
     def __init__(self, config: LlamaConfig, embed: Matrix, layers: list[LayerWeights], out_norm: np.ndarray):
         self.config = config
-        self.embed = embed  # (V, D) float32 or QuantMatrix; also the LM head (tied)
+        self.embed = embed  # (V, D) float32 or PackedMatrix; also the LM head (tied)
         self.layers = layers
         self.out_norm = out_norm
         self.cos, self.sin = rope_tables(config.context_length, config.head_dim, config.rope_base)  # (ctx, hd/2)
@@ -126,7 +127,7 @@ class Llama:
             raise ValueError(f"{g.path}: an untied output.weight is not supported (SmolLM2 ties it to the embedding)")
         quantized = weights == "quantized"
 
-        def matrix(name: str, qk_heads: int = 0) -> Matrix:
+        def matrix(name: str, qk_heads: int = 0) -> np.ndarray | QuantMatrix:
             t = g.tensors[name]
             if quantized and t.kind in ("Q4_1", "Q8_0"):
                 qm = QuantMatrix.from_tensor(t)
@@ -136,15 +137,15 @@ class Llama:
             w = dequantize(t)
             return unpermute_qk(w, qk_heads) if qk_heads else w
 
-        def fuse(parts: list[Matrix]) -> Matrix:
+        def packed(w: np.ndarray | QuantMatrix) -> Matrix:
+            return PackedMatrix.from_quant(w) if isinstance(w, QuantMatrix) else w
+
+        def fuse(parts: list[np.ndarray | QuantMatrix]) -> Matrix:
             quant = [p for p in parts if isinstance(p, QuantMatrix)]
             if len(quant) == len(parts) and len({p.kind for p in quant}) == 1:
-                return QuantMatrix.stack(quant)
-            arrays = [p if isinstance(p, np.ndarray) else dequantize_matrix(p) for p in parts]
+                return packed(QuantMatrix.stack(quant))
+            arrays = [p if isinstance(p, np.ndarray) else p.dequantize() for p in parts]
             return np.ascontiguousarray(np.concatenate(arrays))
-
-        def dequantize_matrix(qm: QuantMatrix) -> np.ndarray:
-            return qm.rows(np.arange(qm.shape[0]))
 
         layers = []
         for i in range(cfg.n_layers):
@@ -153,23 +154,23 @@ class Llama:
                 attn_norm=g.dequantize(p + "attn_norm.weight"),
                 wqkv=fuse([matrix(p + "attn_q.weight", cfg.n_heads), matrix(p + "attn_k.weight", cfg.n_kv_heads),
                            matrix(p + "attn_v.weight")]),
-                wo=matrix(p + "attn_output.weight"),
+                wo=packed(matrix(p + "attn_output.weight")),
                 ffn_norm=g.dequantize(p + "ffn_norm.weight"),
                 w_gate_up=fuse([matrix(p + "ffn_gate.weight"), matrix(p + "ffn_up.weight")]),
-                w_down=matrix(p + "ffn_down.weight"),
+                w_down=packed(matrix(p + "ffn_down.weight")),
             ))
-        return cls(cfg, matrix("token_embd.weight"), layers, g.dequantize("output_norm.weight"))
+        return cls(cfg, packed(matrix("token_embd.weight")), layers, g.dequantize("output_norm.weight"))
 
     def embed_rows(self, ids: np.ndarray) -> np.ndarray:
         """Token embeddings (..., D) of ``ids`` (...)."""
-        if isinstance(self.embed, QuantMatrix):
+        if isinstance(self.embed, PackedMatrix):
             return self.embed.rows(ids.reshape(-1)).reshape(*ids.shape, self.config.dim)
         return np.asarray(self.embed[ids])
 
     @property
     def weight_bytes(self) -> int:
         """Bytes of all weights as held (what one batch-1 decode step must read)."""
-        total = int(self.embed.nbytes) + int(self.out_norm.nbytes)  # ndarray and QuantMatrix both have nbytes
+        total = int(self.embed.nbytes) + int(self.out_norm.nbytes)  # ndarray and PackedMatrix both have nbytes
         for L in self.layers:
             total += sum(int(w.nbytes) for w in (L.attn_norm, L.wqkv, L.wo, L.ffn_norm, L.w_gate_up, L.w_down))
         return total

@@ -1,32 +1,96 @@
-"""A small MLP as an op graph: the article's 784 → 256 → 10 classifier (ReLU, softmax head).
+"""MLPs as op graphs: the article's 784 → 256 → 10 classifier (random, seeded) and trained ones.
 
-It exists to exercise the Linear+ReLU and Linear+Softmax fusions and the profiler on something
-that is not a Transformer; weights are random (He init), seeded, so results are reproducible.
-The trade-off: inference only: training it is out of this package's scope.
+``build_mlp`` makes the article's network with random He-initialised weights, to exercise the
+Linear+ReLU and Linear+Softmax fusions and the profiler on something that is not a Transformer.
+``load_mlp`` reads a folder written by ``openhood train`` (``model.safetensors`` + ``config.json``,
+checked by ``openhood.train.checkpoint``) and folds the stored input scaler into the first
+layer: ``(x - mean) / std @ W + b = x @ (W / std) + (b - (mean / std) @ W)``, computed in float64
+and cast once, so the served graph takes the raw features (0–16 pixels for the digits) and is
+nothing but Linear → ReLU → … → Linear → Softmax. The trade-off: the folded first layer differs
+from the trained one by float32 rounding (~1e-7 relative), measured in the parity tests.
 """
 
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from openhood.engine.graph import Graph, Node
 from openhood.engine.linear import Linear
 
+INPUT_NAME = "x"  # (B, features) float32
+OUTPUT_NAME = "probs"  # (B, classes) float32
+
+
+def mlp_graph(layers: list[tuple[np.ndarray, np.ndarray]]) -> Graph:
+    """Linear → ReLU → … → Linear → Softmax from (weight (in, out), bias (out,)) pairs, unfused."""
+    nodes: list[Node] = []
+    value = INPUT_NAME
+    for i, (w, b) in enumerate(layers):
+        last = i == len(layers) - 1
+        nodes.append(Node(f"mlp.{i}", "Linear", (value,), (f"z.{i}",), linear=Linear(w, b)))
+        out = OUTPUT_NAME if last else f"a.{i}"
+        nodes.append(Node(f"mlp.{i}.act", "Softmax" if last else "Relu", (f"z.{i}",), (out,)))
+        value = out
+    return Graph(nodes, (INPUT_NAME,), (OUTPUT_NAME,), {"fusions": []})
+
 
 def build_mlp(sizes: tuple[int, ...] = (784, 256, 10), seed: int = 0) -> Graph:
-    """Linear → ReLU → … → Linear → Softmax over inputs named ``x`` (B, sizes[0])."""
+    """The article's network with random weights: He-normal, small random biases."""
     rng = np.random.default_rng(seed)
-    nodes: list[Node] = []
-    value = "x"
-    for i, (fan_in, fan_out) in enumerate(itertools.pairwise(sizes)):
+    layers = []
+    for fan_in, fan_out in itertools.pairwise(sizes):
         w = rng.standard_normal((fan_in, fan_out)).astype(np.float32) * np.float32(np.sqrt(2.0 / fan_in))
         b = rng.standard_normal(fan_out).astype(np.float32) * np.float32(0.01)
-        last = i == len(sizes) - 2
-        nodes.append(Node(f"mlp.{i}", "Linear", (value,), (f"z.{i}",), linear=Linear(w, b)))
-        act = "Softmax" if last else "Relu"
-        out = "probs" if last else f"a.{i}"
-        nodes.append(Node(f"mlp.{i}.act", act, (f"z.{i}",), (out,)))
-        value = out
-    return Graph(nodes, ("x",), ("probs",), {"fusions": []})
+        layers.append((w, b))
+    return mlp_graph(layers)
+
+
+@dataclass
+class TrainedMLP:
+    """A folder from ``openhood train``, ready to serve: scaler folded into the first layer."""
+
+    folder: Path
+    config: dict[str, Any]
+    layers: list[tuple[np.ndarray, np.ndarray]]  # (W (in, out), b (out,)) float32, raw-feature input
+
+    @property
+    def n_features(self) -> int:
+        return int(self.config["sizes"][0])
+
+    @property
+    def labels(self) -> list[str]:
+        return [str(label) for label in self.config["labels"]]
+
+    @property
+    def image_shape(self) -> tuple[int, int] | None:
+        shape = self.config.get("image_shape")
+        return (int(shape[0]), int(shape[1])) if shape else None
+
+    def graph(self) -> Graph:
+        """A fresh unfused graph (``backends.prepare_graph`` fuses it)."""
+        return mlp_graph(self.layers)
+
+
+def fold_scaler(w: np.ndarray, b: np.ndarray, mean: np.ndarray, std: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """First layer over raw features: W' = W / std (per input row), b' = b - (mean / std) @ W."""
+    w64, inv = w.astype(np.float64), 1.0 / std.astype(np.float64)
+    folded_w = w64 * inv[:, None]  # (in, out)
+    folded_b = b.astype(np.float64) - (mean.astype(np.float64) * inv) @ w64  # (out,)
+    return folded_w.astype(np.float32), folded_b.astype(np.float32)
+
+
+def load_mlp(folder: str | Path) -> TrainedMLP:
+    """A trained MLP folder → ``TrainedMLP``; ``CheckpointError`` (a ValueError) names what is wrong."""
+    from openhood.train.checkpoint import load_model
+
+    folder = Path(folder)
+    model, config = load_model(folder, dtype=np.float32)
+    tensors = model.tensors()
+    layers = [(tensors[f"layers.{i}.weight"], tensors[f"layers.{i}.bias"]) for i in range(len(model.linears))]
+    layers[0] = fold_scaler(*layers[0], tensors["input.mean"], tensors["input.std"])
+    return TrainedMLP(folder, config, layers)

@@ -110,18 +110,21 @@ def _rows(y: np.ndarray) -> np.ndarray:
 
 
 def _bias_or_zeros(bias: np.ndarray | None, width: int) -> np.ndarray:
-    """The kernels always take a bias row; ``None`` becomes a cached read-only zero row."""
+    """The kernels always take a bias row; ``None`` becomes a read-only zero row: a prefix of
+    one shared row, grown to the widest width asked. Not a cache keyed by width: attention asks
+    for one per sequence length, and one row per length would grow with every new length."""
+    global _ZEROS
     if bias is not None:
         return bias
-    zeros = _ZEROS.get(width)
-    if zeros is None:
+    zeros = _ZEROS
+    if zeros.size < width:
         zeros = np.zeros(width, dtype=np.float32)
         zeros.flags.writeable = False
-        _ZEROS[width] = zeros
-    return zeros
+        _ZEROS = zeros  # a racing thread may replace it too: both are zeros, either is fine
+    return zeros[:width]
 
 
-_ZEROS: dict[int, np.ndarray] = {}
+_ZEROS = np.zeros(0, dtype=np.float32)
 _NO_RESIDUAL = np.empty((0, 0), dtype=np.float32)
 
 

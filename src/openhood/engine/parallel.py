@@ -12,32 +12,29 @@ microseconds, so small arrays (batch 1, short text) stay on the calling thread.
 from __future__ import annotations
 
 import itertools
-import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from openhood.engine.blas import blas
+from openhood.engine.cores import available_cores
 
 if TYPE_CHECKING:
     import numpy as np
 
 # Smallest scratch buffer (64 KiB of float32): small requests reuse one buffer.
 MIN_SCRATCH_ELEMENTS = 16384
+# Largest buffer a thread keeps per key (64 MiB of float32). A scratch buffer only grows to the
+# largest shape seen, so memory is bounded by the biggest request; this caps even that: a
+# bigger one (an unusually long input, a huge image) gets a one-off array, freed after use.
+MAX_KEPT_SCRATCH_ELEMENTS = 1 << 24
 # Below this many elements one thread is faster than waking the pool. Waking a sleeping worker
 # costs ~0.1-0.3 ms on this VM (measured: GELU on batch 1's (52, 1536) took 0.41 ms on 2 threads
 # vs ~0.08 ms of work on one), so cheap elementwise kernels (~1 ns/element) wait for ~0.5 M
 # elements; attention (two GEMMs + softmax per score, ~5 ns) splits much earlier.
 MIN_PARALLEL_ELEMENTS = 65536
 MIN_PARALLEL_ELEMENTWISE = 1 << 19
-
-
-def available_cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 class RowSplitter:
@@ -55,13 +52,16 @@ class RowSplitter:
         self._scratch = threading.local()
 
     def scratch(self, key: str, shape: tuple[int, ...], dtype: str = "float32") -> np.ndarray:
-        """A per-thread reusable buffer (no allocation in the hot loop)."""
+        """A per-thread reusable buffer (no allocation in the hot loop); one per ``key`` and
+        thread, at most ``MAX_KEPT_SCRATCH_ELEMENTS`` kept."""
         import numpy as np
 
         store = self._scratch.__dict__
         size = 1
         for s in shape:
             size *= s
+        if size > MAX_KEPT_SCRATCH_ELEMENTS:
+            return np.empty(shape, dtype=dtype)
         buf = store.get(key)
         if buf is None or buf.size < size or buf.dtype != np.dtype(dtype):
             buf = np.empty(max(size, MIN_SCRATCH_ELEMENTS), dtype=dtype)

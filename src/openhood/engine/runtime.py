@@ -19,6 +19,7 @@ import numpy as np
 
 from openhood.engine import conv, ops
 from openhood.engine.blas import blas
+from openhood.engine.buffers import BufferPool
 from openhood.engine.graph import Graph, Node
 from openhood.engine.parallel import RowSplitter
 
@@ -33,6 +34,7 @@ class RunContext:
     batch: int
     seq: int
     splitter: RowSplitter
+    buffers: BufferPool
 
 
 class OpProfiler(Protocol):
@@ -140,14 +142,31 @@ def k_l2_normalize(node: Node, ctx: RunContext, x: np.ndarray) -> KernelResult:
 def k_conv(node: Node, ctx: RunContext, x: np.ndarray, *residual: np.ndarray) -> KernelResult:
     """SAME conv (GEMM, im2col first when k > 1) + bias, residual, activation in its output."""
     lin, k, s = node.linear, node.attrs["kernel"], node.attrs["stride"]
-    y = conv.conv2d(x, lin, k, s, ctx.splitter, node.attrs.get("activation"), residual[0] if residual else None)
+    out = ctx.buffers.take(conv.output_shape(x.shape, k, s, lin.out_features))
+    y = conv.conv2d(x, lin, k, s, ctx.splitter, node.attrs.get("activation"), residual[0] if residual else None, out)
     return y, int(lin.flops(y.size // lin.out_features)) + y.size * (2 if residual else 1)
 
 
 def k_depthwise_conv(node: Node, ctx: RunContext, x: np.ndarray) -> KernelResult:
-    w = node.params["weight"]  # (KH, KW, C)
-    y = conv.depthwise_conv(x, w, node.params.get("bias"), node.attrs["stride"], ctx.splitter, node.attrs.get("activation"))
+    w, s = node.params["weight"], node.attrs["stride"]  # (KH, KW, C)
+    out = ctx.buffers.take(conv.output_shape(x.shape, w.shape[0], s, x.shape[3]))
+    y = conv.depthwise_conv(x, w, node.params.get("bias"), s, ctx.splitter, node.attrs.get("activation"), out)
     return y, 2 * y.size * w.shape[0] * w.shape[1] + y.size
+
+
+def k_mbconv(node: Node, ctx: RunContext, x: np.ndarray, *residual: np.ndarray) -> KernelResult:
+    """A whole inverted-residual block (fusion.fuse_mbconv), tile by tile through L2."""
+    *expand, dw, project = node.attrs["parts"]
+    w, s = dw.params["weight"], node.attrs["stride"]  # (KH, KW, hidden)
+    out = ctx.buffers.take(conv.output_shape(x.shape, w.shape[0], s, project.linear.out_features))
+    y = conv.mbconv(x, expand[0].linear if expand else None, w, dw.params["bias"], s, project.linear, ctx.splitter,
+                    residual[0] if residual else None, out)
+    hidden = y.size // project.linear.out_features * w.shape[2]  # depthwise outputs
+    flops = project.linear.flops(y.size // project.linear.out_features) + y.size * (2 if residual else 1)
+    flops += 2 * hidden * w.shape[0] * w.shape[1] + hidden
+    if expand:
+        flops += expand[0].linear.flops(x.size // x.shape[3]) + (x.size // x.shape[3]) * w.shape[2]
+    return y, flops
 
 
 def k_batchnorm(node: Node, ctx: RunContext, x: np.ndarray) -> KernelResult:
@@ -177,6 +196,7 @@ KERNELS: dict[str, Kernel] = {
     "L2Normalize": k_l2_normalize,
     "Conv": k_conv,
     "DepthwiseConv": k_depthwise_conv,
+    "MBConv": k_mbconv,
     "BatchNorm": k_batchnorm,
     "Relu6": k_relu6,
     "GlobalAvgPool": k_global_avg_pool,
@@ -192,6 +212,7 @@ class Executor:
             raise ValueError(f"graph has ops with no kernel: {unknown}")
         self.graph = graph
         self.splitter = RowSplitter(threads)
+        self.buffers = BufferPool()  # conv outputs, reused across nodes and calls
         # value → index of the last node reading it; freed after that node (bounded memory).
         last_use: dict[str, int] = {}
         for i, n in enumerate(graph.nodes):
@@ -204,7 +225,7 @@ class Executor:
         layout = self.graph.meta.get("input_layout", ("batch", "seq"))  # e.g. (batch, height, width, channels)
         if first.ndim != len(layout):
             raise ValueError(f"{self.graph.inputs[0]} must be {len(layout)}-D ({', '.join(layout)}), got shape {first.shape}")
-        ctx = RunContext(batch=first.shape[0], seq=first.shape[1], splitter=self.splitter)
+        ctx = RunContext(batch=first.shape[0], seq=first.shape[1], splitter=self.splitter, buffers=self.buffers)
         # A graph whose ops do their own threading (the CNN: row-blocked convs) keeps BLAS on one
         # thread for the whole pass: waking OpenBLAS's idle pool costs more than a small GEMM on
         # the loaded 2-core VM (measured: 28 conv blocks of 112x40 @ 40x240 took 468 ms with
@@ -214,6 +235,7 @@ class Executor:
         try:
             return self._run(feeds, ctx, profiler)
         finally:
+            self.buffers.forget_lent()  # what is still out (the outputs) now belongs to the caller
             if previous:
                 blas().set_threads_local(previous)
 
@@ -230,7 +252,7 @@ class Executor:
                 profiler.record(node, time.perf_counter() - t0, flops)
             env[node.outputs[0]] = result
             for v in self._free_after[i]:
-                env.pop(v, None)
+                self.buffers.release(env.pop(v, None))
         return {name: env[name] for name in self.graph.outputs}
 
     def close(self) -> None:

@@ -200,6 +200,14 @@ def _emit(b: OnnxGraphBuilder, node: Node, args: list[str]) -> None:
         b.node("Div", [summed, count], name=name, output=out)
     elif op in ("Conv", "DepthwiseConv"):
         _conv(b, node, args, out)
+    elif op == "MBConv":  # the fused block's convs, one after the other (ORT fuses on its own)
+        *first, project = node.attrs["parts"]
+        x = args[0]
+        for part in first:
+            y = b.fresh(part.name)
+            _conv(b, part, [x], y)
+            x = y
+        _conv(b, project, [x, *args[1:]], out)
     elif op == "BatchNorm":
         b.node("BatchNormalization", [args[0]] + [b.initializer(f"{name}.{k}", p[k]) for k in ("gamma", "beta", "mean", "var")],
                name=name, output=out, epsilon=float(node.attrs["eps"]))
@@ -231,9 +239,10 @@ def graph_to_onnx(graph: Graph, producer: str = "openhood") -> onnx.ModelProto:
         else helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", "features"])
         for n in graph.inputs
     ]
-    # A pooled graph (or an image classifier) returns (batch, dim), an encoder-only one its token
-    # states (batch, sequence, dim).
-    pooled = images or graph.nodes[-1].op in ("MeanPool", "L2Normalize")
+    # A pooled graph, an image classifier or a feature-vector model (an MLP) returns (batch, dim);
+    # an encoder-only one its token states (batch, sequence, dim).
+    rows_in = not any(n in INT_INPUTS for n in graph.inputs)
+    pooled = images or rows_in or graph.nodes[-1].op in ("MeanPool", "L2Normalize")
     dims = ["batch", "dim"] if pooled else ["batch", "sequence", "dim"]
     outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, dims) for n in graph.outputs]
     g = helper.make_graph(b.nodes, "openhood", inputs, outputs, b.initializers)

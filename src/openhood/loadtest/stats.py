@@ -5,8 +5,9 @@ server, because long inputs simply take longer. That ratio says little about the
 one length bucket, inputs cost about the same, so a P99 far above the bucket's P50 means waiting
 (queueing, a long input blocking short ones, GC, a stalled loop): that is what the SLO checks.
 
-The SLO (issue 5): no errors, overall P99 <= budget, and in every bucket with >= ``min_samples``
-successful requests, P99 <= ``ratio`` x that bucket's P50. The overall ratio is reported too.
+The SLO (issues 5 and 12): no errors, overall P99 <= budget, and in every bucket with >=
+``min_samples`` (500) successful requests, P99 <= ``ratio`` (3) x that bucket's P50. The overall
+ratio is reported too.
 
 Lengths come from the server's ``usage.prompt_tokens`` (per text = tokens / texts in the
 request) when the response has it; otherwise they are estimated as chars / 4 + 2 and the report
@@ -25,6 +26,7 @@ import numpy as np
 # The latency-by-length token buckets are the server's metric labels (LENGTH_LABEL_EDGES: upper
 # bounds, inclusive; the last bucket is open): one copy, in the scheduler.
 from openhood.scheduler.buckets import LENGTH_LABEL_EDGES, LENGTH_LABELS
+from openhood.scheduler.policy import TAIL_RATIO
 
 CHARS_PER_TOKEN = 4.0
 
@@ -32,8 +34,8 @@ CHARS_PER_TOKEN = 4.0
 @dataclass(frozen=True)
 class Slo:
     p99_budget_ms: float = 500.0
-    bucket_ratio: float = 3.0
-    min_samples: int = 50
+    bucket_ratio: float = TAIL_RATIO
+    min_samples: int = 500  # issue 12: fewer samples make a bucket's P99 a coin toss
 
 
 def percentile_reference(values, q: float) -> float:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from openhood.models.options import EngineOptions
+from openhood.models.options import EngineOptions, worker_backends
 from openhood.models.pooling import MeanPooling
 from openhood.models.served import OutputSpec, ServedModel
 from openhood.models.text import TextPreprocessor
@@ -30,14 +30,14 @@ def load_text_embedder(name: str, folder: Path, options: EngineOptions) -> Serve
         return prepare_graph(graph, fusion=options.fusion, precision=options.precision, model_dir=folder)
 
     first = load_backend(options.backend, build_graph, precision=options.precision, threads=options.threads)
-    # One instance per worker: no backend is ever called from two threads at once.
-    backends = [first] + [first.replicate() for _ in range(options.workers - 1)]
+    backends, wide = worker_backends(first, options)
     return ServedModel(
         name=name,
         task="embed",
         folder=folder,
         preprocessor=TextPreprocessor(Tokenizer.from_pretrained(folder), config.max_length),
         backends=backends,
+        wide=wide,
         postprocessor=MeanPooling(config.normalize, states=TOKEN_OUTPUT),
         output=OutputSpec((config.hidden,), unit_norm=config.normalize),
         info={"backend": first.name, "precision": options.precision, "dim": config.hidden,

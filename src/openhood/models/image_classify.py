@@ -29,7 +29,7 @@ import numpy as np
 
 from openhood.data import image
 from openhood.data.image import ImageError, ImageSpec
-from openhood.models.options import EngineOptions
+from openhood.models.options import EngineOptions, worker_backends
 from openhood.models.served import OutputSpec, Prepared, ServedModel
 
 TASK = "image-classify"
@@ -105,7 +105,7 @@ def load_image_classifier(name: str, folder: Path, options: EngineOptions) -> Se
         return prepare_graph(build_graph(model.weights, model.config, head="probs"), fusion=options.fusion)
 
     first = load_backend(options.backend, graph, threads=options.threads)
-    backends = [first] + [first.replicate() for _ in range(options.workers - 1)]
+    backends, wide = worker_backends(first, options)
     classes = int(model.config["num_classes"])
     labels = model.labels or [str(i) for i in range(classes)]
     post = ClassifyAndEmbed(labels, HEAD_WIDTH)
@@ -115,6 +115,7 @@ def load_image_classifier(name: str, folder: Path, options: EngineOptions) -> Se
         folder=folder,
         preprocessor=ImagePreprocessor(model.image_spec, INPUT_NAME),
         backends=backends,
+        wide=wide,
         postprocessor=post,
         output=OutputSpec((classes + HEAD_WIDTH,)),
         info={"backend": first.name, "precision": "fp32", "architecture": model.config["architecture"],

@@ -47,10 +47,17 @@ def _generate_loader(name: str, path: Path, options: EngineOptions) -> ServedMod
     return load_generator(name, path, options)  # type: ignore[return-value]  # a ServedModel look-alike
 
 
+def _classify_loader(name: str, folder: Path, options: EngineOptions) -> ServedModel:
+    from openhood.models.classify import load_classifier
+
+    return load_classifier(name, folder, options)
+
+
 TASK_LOADERS: dict[str, Callable[[str, Path, EngineOptions], ServedModel]] = {
     "embed": _embed_loader,
     "image-classify": _image_classify_loader,
     "generate": _generate_loader,
+    "classify": _classify_loader,
 }
 GGUF_SUFFIX = ".gguf"  # a decoder LLM file: served as `generate` whatever the spec's task says
 
@@ -73,11 +80,15 @@ def resolve_gguf(spec: ModelSpec) -> Path | None:
 
 def task_for(spec: ModelSpec, folder: Path) -> str:
     """The spec's task; a folder that is an image classifier (``openhood convert``) served with the
-    default task is served as ``image-classify``, so ``--model effnet=DIR`` needs no TOML file."""
+    default task is served as ``image-classify``, one from ``openhood train`` as ``classify``, so
+    ``--model effnet=DIR`` or ``--model digits=DIR`` needs no TOML file."""
     from openhood.engine.efficientnet import is_efficientnet_folder
+    from openhood.train.checkpoint import is_mlp_folder
 
     if spec.task == DEFAULT_TASK and is_efficientnet_folder(folder):
         return "image-classify"
+    if spec.task == DEFAULT_TASK and is_mlp_folder(folder):
+        return "classify"
     return spec.task
 
 

@@ -89,6 +89,9 @@ class ServedModel:
     postprocessor: Postprocessor
     output: OutputSpec
     info: dict = field(default_factory=dict)  # backend, precision, dim, …: for /v1/models and logs
+    # An engine with every core's threads for a lone batch on an idle server (scheduler's wide
+    # path); None when the workers' engines already use every core.
+    wide: Backend | None = None
     memory_bytes: int = 0  # process memory the load added (RSS delta), reported at start-up
     buckets: tuple[int, ...] | None = None  # batching buckets of its own (model file); None = the server's
 
@@ -105,17 +108,25 @@ class ServedModel:
     def workers(self) -> int:
         return len(self.backends)
 
-    def run(self, worker: int, payloads: list[Any], padded_len: int) -> np.ndarray:
-        """One batch on worker ``worker``'s backend → (B, ...) rows (called on that worker's thread)."""
-        return self.run_feeds(worker, self.preprocessor.collate(payloads, padded_len))
+    def run(self, worker: int, payloads: list[Any], padded_len: int, *, wide: bool = False) -> np.ndarray:
+        """One batch on worker ``worker``'s backend (or the wide one) → (B, ...) rows (called on
+        that worker's thread; the scheduler lets one thread at a time use the wide backend)."""
+        return self.run_feeds(worker, self.preprocessor.collate(payloads, padded_len), wide=wide)
 
-    def run_feeds(self, worker: int, feeds: dict[str, np.ndarray]) -> np.ndarray:
+    def run_feeds(self, worker: int, feeds: dict[str, np.ndarray], *, wide: bool = False) -> np.ndarray:
         """Already-collated feeds (e.g. a padded batch a benchmark built) → backend → postprocessor."""
-        return self.postprocessor(self.backends[worker].run(feeds), feeds)
+        backend = self.wide if wide and self.wide is not None else self.backends[worker]
+        return self.postprocessor(backend.run(feeds), feeds)
 
     def runner(self, worker: int) -> Callable[[list[Any], int], np.ndarray]:
         """``run`` bound to one worker: the scheduler's per-worker function."""
         return lambda payloads, padded_len: self.run(worker, payloads, padded_len)
+
+    def wide_runner(self) -> Callable[[list[Any], int], np.ndarray] | None:
+        """``run`` on the wide backend (the scheduler's ``wide_run``), None without one."""
+        if self.wide is None:
+            return None
+        return lambda payloads, padded_len: self.run(0, payloads, padded_len, wide=True)
 
     def probe(self, worker: int) -> dict:
         """A real one-item inference on ``worker``'s backend, checked against ``output``; raises
@@ -126,10 +137,10 @@ class ServedModel:
         self.output.check(out[0])
         return {"probe_ms": round((time.perf_counter() - t0) * 1000, 3), "worker": worker}
 
-    def warm_up(self, worker: int, lengths: Sequence[int]) -> None:
+    def warm_up(self, worker: int, lengths: Sequence[int], *, wide: bool = False) -> None:
         """One call per padded length (bucket) so the first requests pay no first-call costs."""
         for length in lengths:
-            self.run(worker, [self.preprocessor.dummy(length)], length)
+            self.run(worker, [self.preprocessor.dummy(length)], length, wide=wide)
 
     def describe(self) -> dict:
         """The /v1/models entry (OpenAI's shape plus openhood's facts)."""
@@ -137,5 +148,5 @@ class ServedModel:
                 "max_length": self.max_length, **self.info}
 
     def close(self) -> None:
-        for backend in self.backends:
+        for backend in [*self.backends, *([self.wide] if self.wide is not None else [])]:
             backend.close()

@@ -13,7 +13,7 @@ Who calls what, and when:
   preprocessed items; it gets one ``concurrent.futures.Future`` per item back at once, or
   ``QueueFullError`` (→ 429) / ``SchedulerStoppedError`` (→ 503). Nothing blocks on inference.
 - each worker thread owns one model instance (``run`` function) and forms a batch from one
-  bucket when it is *full* (``max_batch_size`` rows or ``max_batch_tokens`` padded tokens) or
+  bucket when it is *full* (``max_batch_size`` rows or its token budget: see below) or
   when its oldest item has waited ``max_wait_ms``, calls ``run`` and resolves the futures.
 - ``short_lane_tokens`` > 0 with 2+ workers makes worker 0 a short lane: it only takes buckets
   up to that many tokens, so short requests always have a worker that no long batch can hold.
@@ -24,6 +24,19 @@ Who calls what, and when:
 - readiness and warm-up call ``run_exclusive(fn, worker)``: ``fn`` runs on that worker's thread
   between its batches, so an engine is only ever touched by its own thread (backends need not be
   thread-safe) and a wedged worker shows up as a probe that does not come back.
+
+Adaptive parallelism (``wide_run``): per-worker engines with few threads win under load, but a
+lone request on a 1-thread engine leaves the other cores idle. So when every worker is idle
+and the queue holds nothing else, the batch starts at once (no ``max_wait_ms``: with nothing
+running there is nothing to wait for) on ``wide_run``, an extra engine with every core's
+threads; one wide batch at a time. Under load the queue is never empty when a worker takes
+work, so the per-worker layout runs (docs/server.md, "Adaptive parallelism").
+
+Token budgets: a short request that finds every worker busy waits for one batch, so below
+``surge_items`` queued items each bucket's batches are capped by its own budget (calibrated at
+start-up so one batch costs about (TAIL_RATIO - 1) x a lone short item: ``scheduler.calibrate``);
+at a surge the backlog dominates latency anyway and every bucket may fill ``max_batch_tokens``,
+the budget that maximises throughput.
 
 The trade-off: on a CPU box every worker's engine shares the same cores, so more workers only
 help when each engine is given fewer intra-op threads (``openhood serve --workers 2 --threads
@@ -88,6 +101,7 @@ class BatchInfo:
     started_ns: int  # monotonic: the worker took the batch off the queue
     inference_start_ns: int
     inference_end_ns: int
+    wide: bool = False  # ran on the all-cores engine (a lone batch on an idle server)
 
     @property
     def padded_tokens(self) -> int:
@@ -125,6 +139,7 @@ class DynamicBatcher:
         on_batch: Callable[[BatchInfo, bool], None] | None = None,
         on_drop: Callable[[int], None] | None = None,
         name: str = "",
+        wide_run: RunFn | None = None,
     ):
         policy = policy or BatchPolicy()
         if policy.max_batch_tokens < buckets.bounds[-1]:
@@ -140,10 +155,16 @@ class DynamicBatcher:
         lane_buckets = sum(1 for b in buckets.bounds if b <= policy.short_lane_tokens)
         self._lane_limit = lane_buckets if policy.short_lane_tokens and len(runs) > 1 and lane_buckets else None
         self._runs = runs
+        self._wide_run = wide_run
+        self._wide_busy = False  # one wide batch at a time: it already uses every core
         self.buckets = buckets
         self.policy = policy
         self.max_batch_size = policy.max_batch_size
         self.max_batch_tokens = policy.max_batch_tokens
+        # Per bucket, used while fewer than surge_items are queued (set_token_budgets); at a surge
+        # every bucket may fill max_batch_tokens.
+        self._budgets = [policy.max_batch_tokens] * len(buckets.bounds)
+        self.surge_items = policy.surge_items
         self.max_wait_ns = int(policy.max_wait_ms * 1e6)
         self.max_queue = policy.max_queue
         self.pad_to = policy.pad_to
@@ -217,6 +238,19 @@ class DynamicBatcher:
                 thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         return not any(t.is_alive() for t in self._threads)
 
+    def set_token_budgets(self, per_bucket: Sequence[int]) -> None:
+        """Per-bucket padded-token budgets below ``surge_items`` queued items (the start-up
+        calibration's result); each must hold one item of its bucket, none exceeds ``max_batch_tokens``."""
+        budgets = [min(int(t), self.max_batch_tokens) for t in per_bucket]
+        if len(budgets) != len(self.buckets) or any(t < b for t, b in zip(budgets, self.buckets.bounds, strict=True)):
+            raise ValueError(f"need one budget >= its bound per bucket {self.buckets.bounds}, got {list(per_bucket)}")
+        with self._cond:
+            self._budgets = budgets
+
+    @property
+    def token_budgets(self) -> list[int]:
+        return list(self._budgets)
+
     @property
     def queue_depth(self) -> int:
         return self._depth
@@ -246,6 +280,9 @@ class DynamicBatcher:
         shortest: int | None = None  # index of the shortest ready bucket
         overdue: tuple[int, int] | None = None  # the oldest ready bucket whose head waited max_age
         next_deadline: int | None = None
+        # Nothing running anywhere (the caller's own slot is already clear): no batch-mate can
+        # come from waiting out a running batch, so a queued item goes at once.
+        idle = not any(self._busy_since_ns) and not self._wide_busy
         for b, queue in enumerate(self._queues if limit is None else self._queues[:limit]):
             while queue and queue[0].future.cancelled():  # dropped clients don't hold a slot
                 queue.popleft()
@@ -256,7 +293,7 @@ class DynamicBatcher:
                 continue
             n, _ = self._fit(b, queue)
             deadline = queue[0].enqueued_ns + self.max_wait_ns
-            ready = n < len(queue) or n == self.max_batch_size or now >= deadline or self._stopping
+            ready = n < len(queue) or n == self.max_batch_size or now >= deadline or self._stopping or idle
             if ready:
                 head = (queue[0].enqueued_ns, b)
                 if oldest is None or head < oldest:
@@ -283,13 +320,14 @@ class DynamicBatcher:
 
     def _fit(self, bucket: int, queue: deque[_Item]) -> tuple[int, int]:
         """How many head items fit the batch caps, and the padded length they would have."""
+        budget = self.max_batch_tokens if self._depth >= self.surge_items else self._budgets[bucket]
         longest = 0
         n = 0
         for item in queue:
             if n == self.max_batch_size:
                 break
             length = self.buckets.upper(bucket) if self.pad_to == "bucket" else max(longest, item.length)
-            if (n + 1) * length > self.max_batch_tokens:
+            if (n + 1) * length > budget:
                 break
             longest = length
             n += 1
@@ -299,6 +337,7 @@ class DynamicBatcher:
         run = self._runs[worker]
         jobs = self._jobs[worker]
         while True:
+            wide = False
             with self._cond:
                 while True:
                     if jobs:
@@ -307,6 +346,10 @@ class DynamicBatcher:
                         break
                     items, wait_s = self._take_locked(time.monotonic_ns(), worker)
                     if items:
+                        # A lone batch on an idle server: every core's threads for it.
+                        wide = (self._wide_run is not None and self._depth == 0 and not self._wide_busy
+                                and not any(self._busy_since_ns))
+                        self._wide_busy = self._wide_busy or wide
                         if self._depth and len(self._threads) > 1:
                             self._cond.notify_all()  # more work queued: an idle worker may take it
                         break
@@ -322,7 +365,7 @@ class DynamicBatcher:
                         except BaseException as exc:  # the probe reports; the worker goes on
                             job_future.set_exception(exc)
                 else:
-                    self._run_batch(items, run, self._busy_since_ns[worker])
+                    self._run_batch(items, self._wide_run if wide else run, self._busy_since_ns[worker], wide)  # type: ignore[arg-type]  # wide only when set
             except Exception:
                 # A bug outside the engine call (e.g. in a metrics callback) must neither kill the
                 # worker nor leave callers waiting forever.
@@ -331,9 +374,14 @@ class DynamicBatcher:
                     if not item.future.done():
                         item.future.set_exception(BatchFailedError("internal error while running the batch"))
             finally:
-                self._busy_since_ns[worker] = None
+                with self._cond:
+                    self._busy_since_ns[worker] = None
+                    if wide:
+                        self._wide_busy = False
+                        if self._depth:
+                            self._cond.notify_all()  # items queued during the wide batch may go now
 
-    def _run_batch(self, items: list[_Item], run: RunFn, started: int | None) -> None:
+    def _run_batch(self, items: list[_Item], run: RunFn, started: int | None, wide: bool = False) -> None:
         started = started or time.monotonic_ns()
         live = [it for it in items if it.future.set_running_or_notify_cancel()]
         if len(live) < len(items) and self._on_drop:
@@ -351,14 +399,14 @@ class DynamicBatcher:
         except Exception as exc:
             t1 = time.monotonic_ns()
             log.exception("batch of %d items (T=%d) failed in the model", len(live), padded_len)
-            info = BatchInfo(next(self._batch_ids), bucket_upper, len(live), padded_len, sum(lengths), started, t0, t1)
+            info = BatchInfo(next(self._batch_ids), bucket_upper, len(live), padded_len, sum(lengths), started, t0, t1, wide)
             self._notify(info, False)
             error = BatchFailedError(f"inference failed for a batch of {len(live)}: {type(exc).__name__}")
             for item in live:
                 item.future.set_exception(error)
             return
         t1 = time.monotonic_ns()
-        info = BatchInfo(next(self._batch_ids), bucket_upper, len(live), padded_len, sum(lengths), started, t0, t1)
+        info = BatchInfo(next(self._batch_ids), bucket_upper, len(live), padded_len, sum(lengths), started, t0, t1, wide)
         rate = len(live) / max((t1 - started) / 1e9, 1e-6)
         self._items_per_s = rate if self._items_per_s == 0 else 0.8 * self._items_per_s + 0.2 * rate
         for row, item in enumerate(live):

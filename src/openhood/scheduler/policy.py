@@ -13,6 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 PRIORITIES = ("shortest", "oldest")
+# The tail-latency objective (issue 12): P99 within this many times P50 in each length bucket.
+# The load test checks it (loadtest.stats.Slo) and the token budget is calibrated for it
+# (scheduler.calibrate).
+TAIL_RATIO = 3.0
 PAD_TO = ("longest", "bucket")
 
 
@@ -23,7 +27,9 @@ class BatchPolicy:
     # call of up to ~512 padded tokens is as cheap as it gets here (ONNX Runtime: 1.19x batch-1
     # throughput at 512, 1.14x at 1024, 0.93x at 4096) and it bounds how long a short request can
     # wait behind one batch; 8192 (the first default) meant multi-second batches. For fixed-shape
-    # tasks (every item costs 1) it is a plain row cap like max_batch_size.
+    # tasks (every item costs 1) it is a plain row cap like max_batch_size. `openhood serve`
+    # replaces it at start-up by a budget calibrated on the model (scheduler/calibrate.py) unless
+    # --max-batch-tokens is given.
     max_batch_tokens: int = 512  # padded B x T (sum of item costs at the padded length) per call
     max_wait_ms: float = 2.0  # how long the oldest item may wait for batch-mates
     max_queue: int = 1024  # queued items (sequences, not requests) before 429
@@ -34,9 +40,13 @@ class BatchPolicy:
     # (81% of the dev corpus is <= 80 tokens) always have a worker no long batch holds. Measured
     # with `openhood loadtest --sweep` (docs/benchmarks.md).
     short_lane_tokens: int = 80
+    # From this many queued items on, batches may fill max_batch_tokens in every bucket (a surge:
+    # the backlog, not one batch, decides latency); below it each bucket has its calibrated
+    # budget (scheduler.calibrate). 16 = several full small batches per worker of a 2-4 worker box.
+    surge_items: int = 16
 
     def __post_init__(self) -> None:
-        for name in ("max_batch_size", "max_batch_tokens", "max_queue"):
+        for name in ("max_batch_size", "max_batch_tokens", "max_queue", "surge_items"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.max_wait_ms < 0 or self.max_age_ms < 0:

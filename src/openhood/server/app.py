@@ -16,8 +16,11 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from opentelemetry import trace
+from starlette.responses import HTMLResponse
 
+import openhood
 from openhood.models import ServedModel
+from openhood.server import docs_page
 from openhood.server.config import ServerConfig
 from openhood.server.errors import install_error_handlers
 from openhood.server.lifecycle import Lifecycle
@@ -37,9 +40,18 @@ def create_app(config: ServerConfig, models: list[ServedModel], *, tracer: trace
         # Normally DrainingServer already stopped the workers; this covers in-process use.
         await asyncio.to_thread(state.stop, config.grace_period_s)
 
-    app = FastAPI(title="openhood", version="0.1.0", lifespan=lifespan, docs_url="/docs", redoc_url=None)
+    # FastAPI's /docs loads Swagger UI from a CDN; docs_page renders a self-contained one instead.
+    app = FastAPI(title="openhood", version=openhood.__version__, lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.openhood = state
     app.add_middleware(ObservabilityMiddleware, state=state)
     install_error_handlers(app, on_client_gone=state.metrics.client_disconnects.inc)
     register_routes(app, state)
+    page: list[str] = []  # rendered on first use: the OpenAPI document is complete once routes are in
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        if not page:
+            page.append(docs_page.render(app.openapi()))
+        return HTMLResponse(page[0], headers={"Content-Security-Policy": docs_page.CSP})
+
     return app

@@ -30,11 +30,16 @@ class ServerConfig:
     # a short request start while a long batch holds the other core.
     workers: int | None = None
     threads: int | None = None  # intra-op threads per engine; None = the cores split over the workers
+    # A lone request on an idle server runs on an extra engine with every core's threads
+    # (scheduler's wide path; docs/server.md "Adaptive parallelism"). Off: always the workers' engines.
+    wide: bool = True
     host: str = "127.0.0.1"
     port: int = 8000
 
     max_batch_size: int = _P.max_batch_size
-    max_batch_tokens: int = _P.max_batch_tokens
+    # None: per-bucket budgets calibrated per model at start-up (scheduler/calibrate.py), BatchPolicy's
+    # max_batch_tokens at a surge; a number: that budget always, no calibration.
+    max_batch_tokens: int | None = None
     max_wait_ms: float = _P.max_wait_ms
     buckets: tuple[int, ...] = DEFAULT_BUCKETS
     pad_to: str = _P.pad_to
@@ -91,7 +96,8 @@ class ServerConfig:
 
     def batch_policy(self) -> BatchPolicy:
         return BatchPolicy(
-            max_batch_size=self.max_batch_size, max_batch_tokens=self.max_batch_tokens, max_wait_ms=self.max_wait_ms,
+            max_batch_size=self.max_batch_size, max_batch_tokens=self.max_batch_tokens or _P.max_batch_tokens,
+            max_wait_ms=self.max_wait_ms,
             max_queue=self.max_queue, pad_to=self.pad_to, priority=self.priority, max_age_ms=self.max_age_ms,
             short_lane_tokens=self.short_lane_tokens,
         )
@@ -102,3 +108,7 @@ class ServerConfig:
     def engine_threads(self, cores: int) -> int:
         """Intra-op threads for each worker's engine: ``threads`` if set, else the cores shared out."""
         return self.threads if self.threads is not None else max(1, cores // self.worker_count(cores))
+
+    def wide_threads(self, cores: int) -> int | None:
+        """Threads of the wide engine: every core, when the workers' engines have fewer (else None)."""
+        return cores if self.wide and self.engine_threads(cores) < cores else None

@@ -66,8 +66,8 @@ class FaultInjectingBackend:
             raise InjectedFault("injected engine failure (embed_len)")
         return self.inner.run(feeds)
 
-    def replicate(self) -> FaultInjectingBackend:
-        return FaultInjectingBackend(self.inner.replicate(), self.faults)
+    def replicate(self, threads: int | None = None) -> FaultInjectingBackend:
+        return FaultInjectingBackend(self.inner.replicate(threads), self.faults)
 
     def close(self) -> None:
         self.inner.close()
@@ -81,5 +81,7 @@ def inject_faults(models: list[ServedModel], faults: dict[str, float | bool]) ->
     """Wrap every model's backends (and, for ``health``, replace its readiness probe) in place."""
     for model in models:
         model.backends = [FaultInjectingBackend(b, faults) for b in model.backends]
+        if model.wide is not None:
+            model.wide = FaultInjectingBackend(model.wide, faults)
         if faults.get("health"):
             model.probe = _failing_probe  # type: ignore[method-assign]  # the fault replaces the method on purpose

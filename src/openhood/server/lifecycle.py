@@ -41,6 +41,21 @@ class Lifecycle:
         self.drain_started: float | None = None
         # Set when the grace period runs out: handlers still waiting answer 503 + Retry-After.
         self.cut = asyncio.Event()
+        self._cut_future: asyncio.Future[None] | None = None
+
+    def cut_waiter(self) -> asyncio.Future[None]:
+        """One future every waiting handler can ``asyncio.wait`` on, done when ``cut`` is set
+        (instead of one ``cut.wait()`` task per request)."""
+        if self._cut_future is None:
+            self._cut_future = asyncio.get_running_loop().create_future()
+            if self.cut.is_set():
+                self._cut_future.set_result(None)
+        return self._cut_future
+
+    def set_cut(self) -> None:
+        self.cut.set()
+        if self._cut_future is not None and not self._cut_future.done():
+            self._cut_future.set_result(None)
 
     def begin_drain(self) -> None:
         if not self.draining:
@@ -101,7 +116,7 @@ class DrainingServer(uvicorn.Server):
         left = self.lifecycle.in_flight
         if left:
             log.error("grace period over with %d request(s) still in flight: answering them 503", left)
-            self.lifecycle.cut.set()
+            self.lifecycle.set_cut()
             while self.lifecycle.in_flight > 0 and time.monotonic() < deadline:
                 await asyncio.sleep(0.01)
         # Joining the worker blocks: do it off the loop so late responses still go out.

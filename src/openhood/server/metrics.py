@@ -4,12 +4,17 @@ What is exported, and why each exists:
 Every series about a model's work carries a ``model`` label (its served name: a short, bounded
 set fixed at start-up); process-wide ones (HTTP status per route, RSS, in-flight) do not.
 - ``openhood_http_requests_total{route,status}`` — traffic and errors per route.
+- ``openhood_requests_total{model,route,outcome}`` and ``openhood_request_failures_total{model,
+  route,error}`` — TEI's request count / success / failure per served model and API route
+  (``model=""`` when refused before routing; ``error`` is the bounded error code, never text).
 - ``openhood_request_stage_seconds{stage}`` — total / tokenize / queue / inference / postprocess
   of each embeddings request: which stage a slow request spent its time in.
 - ``openhood_request_seconds_by_length{length_bucket}`` — total latency per input-length bucket
   (fixed labels 0-32 … 257+, so cardinality is bounded): a slow bucket shows at once.
 - ``openhood_input_tokens`` / ``openhood_batch_size`` / ``openhood_batch_tokens`` /
   ``openhood_batch_padding_waste_ratio`` histograms and padding/real token counters.
+- ``openhood_wide_batches_total`` — batches that ran on the all-cores engine (scheduler's wide
+  path): how often a lone request got every core.
 - ``openhood_queue_depth``, ``openhood_in_flight_requests``, ``openhood_tokens_per_second``
   (last 10 s), ``openhood_process_rss_bytes`` gauges; batch outcomes, drops, rejections.
 - Generation (``generate`` models): ``openhood_generation_ttft_seconds`` and
@@ -43,6 +48,7 @@ TOKEN_BUCKETS = (8, 16, 32, 48, 64, 80, 96, 128, 160, 192, 256, 384, 512)
 STAGES = ("total", "tokenize", "queue", "inference", "postprocess")
 THROUGHPUT_WINDOW_S = 10.0
 INTER_TOKEN_BUCKETS = (0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.5)
+REJECT_REASONS = ("queue_full", "draining")
 
 
 class ServerMetrics:
@@ -57,6 +63,14 @@ class ServerMetrics:
             "openhood_http_requests", "HTTP requests by route and status", ["route", "status"], registry=r
         )
         m = ["model"]  # every per-model series carries the served model's name
+        self.requests = Counter(
+            "openhood_requests", "API requests by served model, route and outcome (success: status < 400)",
+            [*m, "route", "outcome"], registry=r,
+        )
+        self.request_failures = Counter(
+            "openhood_request_failures", "Failed API requests by served model, route and error code",
+            [*m, "route", "error"], registry=r,
+        )
         self.stage_seconds = Histogram(
             "openhood_request_stage_seconds",
             "Per-stage time of /v1 requests (queue/inference: the slowest item's batch)",
@@ -101,6 +115,10 @@ class ServerMetrics:
             "openhood_batch_inference_seconds", "Engine time per batch", m, buckets=LATENCY_BUCKETS, registry=r
         )
         self.batches = Counter("openhood_batches", "Engine calls by outcome", [*m, "outcome"], registry=r)
+        self.wide_batches = Counter(
+            "openhood_wide_batches", "Engine calls run on the all-cores engine (a lone batch on an idle server)", m,
+            registry=r,
+        )
         self.dropped = Counter(
             "openhood_dropped_sequences", "Queued items dropped before inference (client went away)", m, registry=r
         )
@@ -146,6 +164,13 @@ class ServerMetrics:
         self.finished = Counter("openhood_generation_finished", "Finished generation sequences by finish reason",
                                 [*m, "reason"], registry=r)
 
+    def observe_api_request(self, model: str, route: str, status: int, error: str | None) -> None:
+        """One finished API request; ``model`` is a served name or "" (refused before routing)."""
+        ok = status < 400
+        self.requests.labels(model, route, "success" if ok else "failure").inc()
+        if not ok:
+            self.request_failures.labels(model, route, error or f"http_{status}").inc()
+
     def for_model(self, name: str, queue_depth_fn: Callable[[], float], memory_bytes: int = 0) -> ModelMetrics:
         return ModelMetrics(self, name, queue_depth_fn, memory_bytes)
 
@@ -172,9 +197,15 @@ class ModelMetrics:
         self.input_tokens, self.inputs_per_request = s.input_tokens.labels(name), s.inputs_per_request.labels(name)
         self.truncated, self.dropped = s.truncated.labels(name), s.dropped.labels(name)
         self.ready = s.ready.labels(name)
+        self.wide_batches = s.wide_batches.labels(name)
+        # Children resolved once: ``labels()`` takes a lock and builds a key on every call.
+        self._stage = {stage: s.stage_seconds.labels(name, stage) for stage in STAGES}
+        self._by_length = {label: s.by_length.labels(name, label) for label in LENGTH_LABELS}
         s.queue_depth.labels(name).set_function(queue_depth_fn)
         s.tokens_per_s.labels(name).set_function(self._tokens_per_s)
         s.model_memory.labels(name).set(memory_bytes)
+        for reason in REJECT_REASONS:  # present at 0 from the start, so rate() has a series before the first refusal
+            s.rejected.labels(name, reason)
         self._throughput: deque[tuple[float, int]] = deque()  # (monotonic s, real tokens) per batch
         self._throughput_lock = threading.Lock()  # written by the worker, read by the scrape
         self.window = LatencyWindow(s.stats_window)
@@ -189,6 +220,8 @@ class ModelMetrics:
         self.batch_tokens.observe(info.padded_tokens)
         self.padding_waste.observe(info.padding_waste)
         self.inference_seconds.observe((info.inference_end_ns - info.inference_start_ns) / 1e9)
+        if info.wide:
+            self.wide_batches.inc()
         if ok:
             self.padded_tokens.inc(info.padded_tokens)
             self.real_tokens.inc(info.real_tokens)
@@ -209,10 +242,10 @@ class ModelMetrics:
         return total / THROUGHPUT_WINDOW_S
 
     def observe_request(self, stages: dict[str, float], length_bucket: str, token_counts: list[int], truncated: int) -> None:
-        for stage in STAGES:
+        for stage, child in self._stage.items():
             if stage in stages:
-                self.server.stage_seconds.labels(self.name, stage).observe(stages[stage])
-        self.server.by_length.labels(self.name, length_bucket).observe(stages["total"])
+                child.observe(stages[stage])
+        self._by_length[length_bucket].observe(stages["total"])
         for n in token_counts:
             self.input_tokens.observe(n)
         self.inputs_per_request.observe(len(token_counts))

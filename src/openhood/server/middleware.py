@@ -75,6 +75,8 @@ class ObservabilityMiddleware:
             st.metrics.rejected.labels("", "draining").inc()
         elif (is_api or path.startswith("/debug/")) and not authorized(headers, st.config.api_key):
             gate = unauthorized()
+        if gate is not None:
+            record.fields["error"] = gate.code
         try:
             if gate is not None:
                 await error_response(gate)(scope, receive, send_wrapper)
@@ -91,6 +93,8 @@ class ObservabilityMiddleware:
                 record.status = 500  # an exception escaped before a response started
             st.metrics.http_requests.labels(route, str(record.status)).inc()
             if is_api:  # health probes and scrapes would drown the request lines
+                error = "client_gone" if record.fields.get("disconnected") else record.fields.get("error")
+                st.metrics.observe_api_request(record.fields.get("model", ""), route, record.status, error)
                 log_access(
                     {
                         "request_id": request_id,

@@ -14,7 +14,8 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import cast
 
 from opentelemetry import trace
@@ -22,6 +23,7 @@ from opentelemetry import trace
 from openhood.models import ServedModel
 from openhood.models.generation import ServedGenerator
 from openhood.scheduler import DynamicBatcher, LengthBuckets
+from openhood.scheduler.calibrate import Calibration, calibrate
 from openhood.server.config import ServerConfig
 from openhood.server.errors import APIError
 from openhood.server.health import ReadinessProbe
@@ -41,13 +43,17 @@ class ModelRuntime:
         # The model's own buckets (model file) or the server's, clipped to its max length.
         self.buckets = LengthBuckets.for_model(model.buckets or config.buckets, model.max_length)
         self.metrics = metrics.for_model(model.name, lambda: self.batcher.queue_depth, model.memory_bytes)
+        policy = config.batch_policy()
+        if config.max_batch_tokens is None:  # the surge budget; below it, calibrated ones. Must hold one longest item
+            policy = replace(policy, max_batch_tokens=max(policy.max_batch_tokens, self.buckets.bounds[-1]))
         self.batcher = DynamicBatcher(
             [model.runner(w) for w in range(model.workers)],
             self.buckets,
-            config.batch_policy(),
+            policy,
             on_batch=self.metrics.observe_batch,
             on_drop=self.metrics.dropped.inc,
             name=model.name.rsplit("/", 1)[-1],
+            wide_run=model.wide_runner(),
         )
         self.readiness = ReadinessProbe(
             self.batcher, model, timeout_s=config.health_timeout_s, stall_timeout_s=config.stall_timeout_s
@@ -55,23 +61,46 @@ class ModelRuntime:
 
     def drain_batch_rows(self, config: ServerConfig) -> int:
         """Rows of a full batch of the longest bucket (what a full queue drains in)."""
-        return max(1, min(config.max_batch_size, config.max_batch_tokens // self.buckets.bounds[-1]))
+        return max(1, min(config.max_batch_size, self.batcher.max_batch_tokens // self.buckets.bounds[-1]))
 
-    def _warm_worker(self, worker: int, rows: int) -> float:
-        """Every bucket length once, then one full batch of the longest; returns that batch's seconds."""
+    def _warm_worker(self, worker: int) -> None:
+        """Every bucket length once. Worker 0 also warms the wide engine (it runs on whichever
+        worker takes a lone batch)."""
         self.model.warm_up(worker, self.buckets.bounds)
+        if worker == 0 and self.model.wide is not None:
+            self.model.warm_up(worker, self.buckets.bounds, wide=True)
+
+    def _full_batch_s(self, worker: int, rows: int) -> float:
         longest = self.buckets.bounds[-1]
         t0 = time.perf_counter()
         self.model.run(worker, [self.model.preprocessor.dummy(longest)] * rows, longest)
         return time.perf_counter() - t0
 
+    async def _on_workers(self, job: Callable[[int], object], workers: Iterable[int]) -> list[object]:
+        futures = [self.batcher.run_exclusive(functools.partial(job, w), worker=w) for w in workers]
+        return list(await asyncio.gather(*(asyncio.wrap_future(f) for f in futures)))
+
     async def warm_up(self, config: ServerConfig) -> float:
-        """Warm every worker (on that worker, like all inference); the worst-case seconds to drain
-        a full queue, from the slowest worker's measured full batch."""
+        """Warm every worker (on that worker, like all inference); calibrate the token budget
+        unless configured; return the worst-case seconds to drain a full queue, from the slowest
+        worker's measured full batch."""
+        workers = range(self.model.workers)
+        await self._on_workers(self._warm_worker, workers)
+        # Fixed-shape tasks (one bucket of length 1) count rows, not tokens: their budget is a row cap.
+        if config.max_batch_tokens is None and self.buckets.bounds[-1] > 1:
+            cal = cast(Calibration, (await self._on_workers(
+                lambda w: calibrate(self.model.runner(w), self.model.preprocessor.dummy, self.buckets.bounds,
+                                    max_tokens=self.batcher.max_batch_tokens), [0]))[0])
+            self.batcher.set_token_budgets(cal.budgets)
+            log.info("model %s: token budgets %s calibrated in %.2f s", self.model.name, cal.budgets, cal.seconds,
+                     extra={"fields": {"event": "token_budget", "message": "token budgets calibrated",
+                                       "model": self.model.name, "budgets": dict(zip(map(str, self.buckets.bounds),
+                                                                                     cal.budgets, strict=True)),
+                                       "surge_budget": self.batcher.max_batch_tokens,
+                                       "calibration_s": round(cal.seconds, 3), "lone_ms": round(cal.lone_s * 1e3, 3),
+                                       "us_per_token": {str(t): round(c * 1e6, 2) for t, c in cal.cost_per_token.items()}}})
         rows = self.drain_batch_rows(config)
-        jobs = [self.batcher.run_exclusive(functools.partial(self._warm_worker, w, rows), worker=w)
-                for w in range(self.model.workers)]
-        times = cast(list[float], await asyncio.gather(*(asyncio.wrap_future(j) for j in jobs)))
+        times = cast(list[float], await self._on_workers(lambda w: self._full_batch_s(w, rows), workers))
         batch_s = max(times)
         return worst_case_drain_s(config.max_queue, rows, batch_s, self.model.workers)
 

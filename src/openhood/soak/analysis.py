@@ -70,7 +70,9 @@ def analyze(samples: list[dict], warmup: float = 0.3, max_growth_pct: float = 2.
         growth[key] = g
     sites: Counter[str] = Counter()
     types: Counter[str] = Counter()
-    first_post = int(np.flatnonzero(post)[0])
+    # no sample after the baseline (every one missed on an overloaded machine): no diffs to sum,
+    # and no fit, so the verdict below is "fail" rather than a crash that loses the report
+    first_post = int(np.flatnonzero(post)[0]) if post.any() else len(samples)
     for sample in samples[max(first_post, 1):]:  # each diff is against the sample before it
         mem = sample["memory"]
         for site in (mem.get("tracemalloc") or {}).get("sites", []):

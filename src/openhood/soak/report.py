@@ -20,7 +20,8 @@ def write_report(out_dir: str | Path, analysis: dict, run, config: dict) -> Path
     out.mkdir(parents=True, exist_ok=True)
     s = series(run.samples)
     doc = {"analysis": analysis, "config": config, "models": [m.get("id") for m in run.models],
-           "outcomes": dict(run.outcomes), "unexpected": run.unexpected,
+           "outcomes": dict(run.outcomes), "unexpected": run.unexpected, "missed_samples": run.missed_samples,
+           "stopped_early": run.stopped_early,
            "samples": {k: [None if v != v else v for v in arr.tolist()] for k, arr in s.items()}}
     (out / "soak.json").write_text(json.dumps(doc, indent=2))
     mb = 2**20

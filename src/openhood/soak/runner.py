@@ -21,6 +21,9 @@ import httpx
 from openhood.soak.traffic import TrafficMix
 
 DISCONNECT_AFTER_S = 0.005  # give up on the response this soon: the server sees the client leave
+# A sample (tracemalloc snapshot + gc walk) can take long on a loaded machine; one that takes
+# longer than this is counted as missed and the soak goes on (a long soak must not die of it).
+SAMPLE_TIMEOUT_S = 120.0
 
 
 class SoakError(RuntimeError):
@@ -46,6 +49,8 @@ class SoakRun:
     samples: list[dict] = field(default_factory=list)  # {"t", "requests", "memory": /debug/memory body}
     outcomes: Counter = field(default_factory=Counter)  # "kind status" → count
     unexpected: int = 0  # a valid request that did not get 200
+    missed_samples: int = 0  # samples that timed out (the next diff then spans two intervals)
+    stopped_early: bool = False  # Ctrl-C / SIGINT: requests stopped, the report still written
     models: list[dict] = field(default_factory=list)
     elapsed_s: float = 0.0
     sent: int = 0
@@ -81,11 +86,22 @@ def sample_memory(client: httpx.Client, top: int) -> dict:
     return r.json()
 
 
+def take_sample(run: SoakRun, control: httpx.Client, top: int, start: float, progress=None) -> None:
+    try:
+        memory = sample_memory(control, top)
+    except httpx.TimeoutException:
+        run.missed_samples += 1
+        return
+    run.samples.append({"t": time.monotonic() - start, "requests": run.sent, "memory": memory})
+    if progress is not None:
+        progress(run)
+
+
 def run_soak(cfg: SoakConfig, progress=None) -> SoakRun:
     if cfg.requests is None and cfg.seconds is None:
         raise ValueError("give --requests N or --seconds T (or both)")
     run = SoakRun()
-    with _client(cfg, 2, cfg.timeout_s) as control, _client(cfg, cfg.concurrency, cfg.timeout_s) as client, \
+    with _client(cfg, 2, max(cfg.timeout_s, SAMPLE_TIMEOUT_S)) as control, _client(cfg, cfg.concurrency, cfg.timeout_s) as client, \
             _client(cfg, 2, DISCONNECT_AFTER_S) as quitter:
         wait_ready(control, cfg.wait_ready_s)
         run.models = control.get("/v1/models").raise_for_status().json()["data"]
@@ -125,10 +141,15 @@ def run_soak(cfg: SoakConfig, progress=None) -> SoakRun:
                 next_at = time.monotonic() + cfg.sample_every_s
                 while time.monotonic() < next_at and any(t.is_alive() for t in threads):
                     time.sleep(0.05)
-                run.samples.append({"t": time.monotonic() - start, "requests": run.sent,
-                                    "memory": sample_memory(control, cfg.top)})
-                if progress is not None:
-                    progress(run)
+                take_sample(run, control, cfg.top, start, progress)
+        except KeyboardInterrupt:
+            # A soak stopped by hand still reports what it measured: let the requests in
+            # flight finish, then take the closing sample.
+            run.stopped_early = True
+            stop.set()
+            for t in threads:
+                t.join(cfg.timeout_s + 5)
+            take_sample(run, control, cfg.top, start, progress)
         finally:
             stop.set()
             for t in threads:

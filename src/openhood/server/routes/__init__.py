@@ -4,8 +4,8 @@
 ``/v1/models`` (``openai_models``), ``/debug/memory`` (``debug``) when the config asks for it,
 then, for each task the served models have, that task's route modules from ``TASK_ROUTES``
 (``embed``: OpenAI's ``/v1/embeddings`` and the TEI routes). A new task adds its modules here
-(e.g. ``"classify": (classify.register,)`` for ``/v1/classify``) and touches nothing else in
-the server.
+(``"classify": (classify.register,)`` for ``/v1/classify``) and touches nothing else in the
+server.
 """
 
 from __future__ import annotations
@@ -14,13 +14,14 @@ from collections.abc import Callable
 
 from fastapi import FastAPI
 
-from openhood.server.routes import completions, debug, embeddings, images, openai_models, ops, tei
+from openhood.server.routes import classify, completions, debug, embeddings, images, openai_models, ops, tei
 from openhood.server.state import ServerState
 
 TASK_ROUTES: dict[str, tuple[Callable[[FastAPI, ServerState], None], ...]] = {
     "embed": (embeddings.register, tei.register),
     "image-classify": (images.register,),
     "generate": (completions.register,),
+    "classify": (classify.register,),
 }
 
 
@@ -36,4 +37,4 @@ def register_routes(app: FastAPI, state: ServerState) -> None:
         for register in registers:
             register(app, state)
     paths = {getattr(route, "path", "") for route in app.routes}
-    state.route_labels = paths - {"", "/docs", "/openapi.json", "/docs/oauth2-redirect"}
+    state.route_labels = paths - {"", "/openapi.json"}

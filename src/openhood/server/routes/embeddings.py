@@ -30,6 +30,7 @@ from openhood.models.text import TextPreprocessor
 from openhood.scheduler import BatchFailedError, ItemResult, length_label
 from openhood.server import planted_leak
 from openhood.server.body import read_body, wait_disconnect
+from openhood.server.completion import gather_items
 from openhood.server.errors import APIError, ClientGone, admission, drain_deadline, json_response
 from openhood.server.middleware import RequestRecord
 from openhood.server.openapi import EMBEDDINGS_REQUEST, EMBEDDINGS_RESPONSES
@@ -166,18 +167,17 @@ async def embed_texts(request: Request, st: ServerState, rt: ModelRuntime, texts
     with admission(rt.metrics):
         futures = rt.batcher.submit(prepared.payloads, lengths)
 
-    results_task = asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
+    results_task = gather_items(futures)  # one hop from the worker threads to the loop per request
     # Read the outcome even when nobody awaits it any more (client gone, drain cut): an
     # unretrieved exception would otherwise surface as asyncio's "exception was never retrieved".
     results_task.add_done_callback(lambda t: t.cancelled() or t.exception())
     disconnect_task = asyncio.ensure_future(wait_disconnect(request.receive))
-    cut_task = asyncio.ensure_future(st.lifecycle.cut.wait())  # the drain's grace period ran out
     try:
-        pending: set[asyncio.Future[Any]] = {results_task, disconnect_task, cut_task}
+        # cut_waiter: one future shared by every waiting request (the drain's grace period ran out)
+        pending: set[asyncio.Future[Any]] = {results_task, disconnect_task, st.lifecycle.cut_waiter()}
         await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
     finally:  # also when this handler itself is cancelled
         disconnect_task.cancel()
-        cut_task.cancel()
         client_gone = not results_task.done()
         if client_gone:
             # Cancelling the futures makes the worker skip items it has not started.
@@ -223,6 +223,7 @@ def finish(st: ServerState, rt: ModelRuntime, record: RequestRecord, results: li
     record.fields.update(
         batches=len(batches),
         batch_sizes=sorted(b.size for b in batches),
+        wide=last.wide,
         queue_ms=round(stages["queue"] * 1000, 3),
         inference_ms=round(stages["inference"] * 1000, 3),
         postprocess_ms=round(stages["postprocess"] * 1000, 3),

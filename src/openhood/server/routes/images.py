@@ -34,6 +34,7 @@ from openhood.data.image import CorruptImage, ImageTooLarge, NotAnImage
 from openhood.models.image_classify import ClassifyAndEmbed
 from openhood.scheduler import BatchFailedError, length_label
 from openhood.server.body import read_body, wait_disconnect
+from openhood.server.completion import gather_items
 from openhood.server.errors import APIError, admission, json_response
 from openhood.server.middleware import RequestRecord
 from openhood.server.state import ServerState
@@ -136,7 +137,7 @@ async def images(request: Request, st: ServerState, kind: str) -> Response:
 
     with admission(rt.metrics):
         futures = rt.batcher.submit(prepared.payloads, prepared.lengths)
-    results_task = asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
+    results_task = gather_items(futures)
     disconnect_task = asyncio.ensure_future(wait_disconnect(request.receive))
     try:
         pending: set[asyncio.Future[Any]] = {results_task, disconnect_task}

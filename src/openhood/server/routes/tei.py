@@ -165,6 +165,7 @@ async def tokenize(request: Request, st: ServerState) -> Response:
     req = validate_body(TokenizeBody, await read_json(request, st), unions=INPUTS)
     texts = texts_from(req.inputs, max_inputs=limits(st), field="inputs")
     rt = st.route(req.model, TASK)
+    request.state.record.fields["model"] = rt.model.name  # the metrics' model label
     tokenizer = text_tokenizer(rt)
     if sum(len(t) for t in texts) <= INLINE_TOKENIZE_CHARS:
         out = tokens_of(tokenizer, texts, rt.model.max_length, req.add_special_tokens)
@@ -212,7 +213,9 @@ async def decode(request: Request, st: ServerState) -> Response:
     if len(rows) > limits(st):
         raise APIError(413, f"'ids' has {len(rows)} sequences; at most {limits(st)} per request",
                        code="too_many_inputs", param="ids")
-    tokenizer = text_tokenizer(st.route(req.model, TASK))
+    rt = st.route(req.model, TASK)
+    request.state.record.fields["model"] = rt.model.name  # the metrics' model label
+    tokenizer = text_tokenizer(rt)
     out = []
     for k, row in enumerate(rows):
         try:
@@ -252,7 +255,7 @@ async def info(request: Request, st: ServerState) -> Response:
         "model_type": {"embedding": {"pooling": "mean"}},
         "max_concurrent_requests": config.max_queue,
         "max_input_length": rt.model.max_length,
-        "max_batch_tokens": config.max_batch_tokens,
+        "max_batch_tokens": rt.batcher.max_batch_tokens,
         "max_batch_requests": config.max_batch_size,
         "max_client_batch_size": config.max_inputs_per_request,
         "auto_truncate": config.truncate,

@@ -1,0 +1,223 @@
+"""Q4_1 / Q8_0 weights repacked at load for SIMD, and the numba matmuls that read them in place.
+
+GGUF stores a weight row by row, block after block (32 weights per block). A kernel that walks
+that layout must reduce 32 products to one number per block and row: a horizontal sum, which
+SIMD does badly, and numba could not vectorize the block unpacking at all (it cannot prove the
+output does not alias the input, so the 32 conversions stayed scalar). Here each chunk of
+``CH`` consecutive rows is stored *transposed*: byte ``j`` of block ``b`` for all ``CH`` rows is
+one contiguous run, ``q[chunk, b, j, 0:CH]``, and the per-block scale / min likewise
+``d[chunk, b, 0:CH]``. Every inner loop then runs over ``CH`` independent rows with the same
+``x`` value broadcast, which LLVM turns into vector FMAs with no horizontal sum (the layout
+llama.cpp's "repacked" CPU kernels use, in spirit).
+
+Bytes held per weight are those of the file's blocks with the two float16 factors widened to
+float32: 0.75 (Q4_1), 1.125 (Q8_0). Two kernels per kind:
+
+- ``gemv`` (one input row, the decode step at batch 1): per block, ``blk = Σ_j q_j x_j`` over the
+  raw integers, then ``y += d * blk + m * Σ_j x_j`` — the dequantized product regrouped, with no
+  per-weight multiply by ``d``;
+- ``gemm`` (M rows: batched decode, prefill): each chunk is dequantized once into a float32
+  panel ``(K, CH)`` that stays in cache, then 4 input rows at a time stream over it, so the
+  unpacking cost is paid once per weight per call whatever M is.
+
+Both are parallel over chunks (numba ``prange``; threads = numba's setting). The trade-off:
+the repack is a one-off copy at load (~1 s), and results differ from ``x @ dequantize(W).T``
+only by float32 summation order (the tests bound it against the float64 reference).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit, prange
+
+from openhood.engine.gguf_matmul import QuantMatrix
+from openhood.formats.gguf import QK
+
+CH = 64  # rows per chunk: 8 AVX2 / 4 AVX-512 vectors per inner loop, and a unit of parallel work
+ROWS_PER_PASS = 4  # input rows sharing one pass over a dequantized panel (4 accumulators per weight load)
+
+
+@dataclass(frozen=True)
+class PackedMatrix:
+    """A (rows, cols) weight, rows padded to a multiple of ``CH`` and stored chunk-transposed."""
+
+    kind: str
+    shape: tuple[int, int]
+    d: np.ndarray  # (n_chunks, n_blocks, CH) float32
+    m: np.ndarray | None  # (n_chunks, n_blocks, CH) float32, Q4_1 only
+    q: np.ndarray  # Q4_1: (n_chunks, n_blocks, 16, CH) uint8 nibble pairs; Q8_0: (n_chunks, n_blocks, 32, CH) int8
+
+    @property
+    def nbytes(self) -> int:
+        return self.d.nbytes + self.q.nbytes + (self.m.nbytes if self.m is not None else 0)
+
+    @classmethod
+    def from_quant(cls, w: QuantMatrix) -> PackedMatrix:
+        rows, _cols = w.shape
+        nc = -(-rows // CH)
+        pad = nc * CH - rows  # zero rows (d = m = 0) so every chunk is full; their outputs are never written
+
+        def chunked(a: np.ndarray) -> np.ndarray:  # (rows, nb, ...) -> (nc, nb, ..., CH)
+            a = np.concatenate([a, np.zeros((pad, *a.shape[1:]), a.dtype)]) if pad else a
+            a = a.reshape(nc, CH, *a.shape[1:])
+            return np.ascontiguousarray(np.moveaxis(a, 1, -1))
+
+        return cls(w.kind, w.shape, chunked(w.d), None if w.m is None else chunked(w.m), chunked(w.q))
+
+    def rows(self, idx: np.ndarray) -> np.ndarray:
+        """Dequantized rows ``idx`` (n, cols) float32: the embedding lookup."""
+        c, r = idx // CH, idx % CH
+        d = self.d[c, :, r][..., None]  # (n, nb, 1)
+        qs = self.q[c, :, :, r]  # (n, nb, 16 or 32)
+        if self.m is None:  # Q8_0
+            return np.asarray((qs.astype(np.float32) * d).reshape(len(idx), -1))
+        q = np.concatenate([qs & 0x0F, qs >> 4], axis=-1).astype(np.float32)
+        return np.asarray((q * d + self.m[c, :, r][..., None]).reshape(len(idx), -1))
+
+
+# ---- dequantize one chunk into a float32 panel (K, CH) -----------------------------------------
+@njit(fastmath=True, cache=True, nogil=True)
+def _panel_q4_1(d: np.ndarray, m: np.ndarray, q: np.ndarray, c: int, panel: np.ndarray) -> None:
+    _nc, nb, half, ch = q.shape
+    for b in range(nb):
+        for j in range(half):
+            lo, hi = panel[b * QK + j], panel[b * QK + half + j]  # (CH,) views
+            for r in range(ch):
+                byte = q[c, b, j, r]
+                lo[r] = d[c, b, r] * np.float32(byte & 0x0F) + m[c, b, r]
+                hi[r] = d[c, b, r] * np.float32(byte >> 4) + m[c, b, r]
+
+
+@njit(fastmath=True, cache=True, nogil=True)
+def _panel_q8_0(d: np.ndarray, q: np.ndarray, c: int, panel: np.ndarray) -> None:
+    _nc, nb, qk, ch = q.shape
+    for b in range(nb):
+        for j in range(qk):
+            row = panel[b * QK + j]
+            for r in range(ch):
+                row[r] = d[c, b, r] * np.float32(q[c, b, j, r])
+
+
+@njit(fastmath=True, cache=True, nogil=True)
+def _panel_times_rows(
+    x: np.ndarray, panel: np.ndarray, row0: int, n_rows: int, acc: np.ndarray, out: np.ndarray
+) -> None:
+    """out[:, row0:row0+n_rows] = x @ panel[:, :n_rows] for x (M, K), panel (K, CH); acc (4, CH) scratch."""
+    M, K = x.shape
+    ch = panel.shape[1]
+    i = 0
+    while i + ROWS_PER_PASS <= M:  # 4 input rows per pass: one panel load feeds 4 FMAs
+        acc[:] = 0.0
+        a0, a1, a2, a3 = acc[0], acc[1], acc[2], acc[3]
+        for k in range(K):
+            x0, x1, x2, x3 = x[i, k], x[i + 1, k], x[i + 2, k], x[i + 3, k]
+            w = panel[k]
+            for r in range(ch):
+                a0[r] += w[r] * x0
+                a1[r] += w[r] * x1
+                a2[r] += w[r] * x2
+                a3[r] += w[r] * x3
+        for t in range(ROWS_PER_PASS):
+            for r in range(n_rows):
+                out[i + t, row0 + r] = acc[t, r]
+        i += ROWS_PER_PASS
+    while i < M:
+        a0 = acc[0]
+        a0[:] = 0.0
+        for k in range(K):
+            x0 = x[i, k]
+            w = panel[k]
+            for r in range(ch):
+                a0[r] += w[r] * x0
+        for r in range(n_rows):
+            out[i, row0 + r] = a0[r]
+        i += 1
+
+
+@njit(parallel=True, fastmath=True, cache=True, nogil=True)
+def _gemm_q4_1(
+    x: np.ndarray, d: np.ndarray, m: np.ndarray, q: np.ndarray, out: np.ndarray
+) -> None:  # x (M, K), out (M, N)
+    nc, _nb, _half, ch = q.shape
+    N = out.shape[1]
+    for c in prange(nc):
+        panel = np.empty((x.shape[1], ch), np.float32)
+        acc = np.empty((ROWS_PER_PASS, ch), np.float32)
+        _panel_q4_1(d, m, q, c, panel)
+        _panel_times_rows(x, panel, c * ch, min(ch, N - c * ch), acc, out)
+
+
+@njit(parallel=True, fastmath=True, cache=True, nogil=True)
+def _gemm_q8_0(x: np.ndarray, d: np.ndarray, q: np.ndarray, out: np.ndarray) -> None:  # x (M, K), out (M, N)
+    nc, _nb, _qk, ch = q.shape
+    N = out.shape[1]
+    for c in prange(nc):
+        panel = np.empty((x.shape[1], ch), np.float32)
+        acc = np.empty((ROWS_PER_PASS, ch), np.float32)
+        _panel_q8_0(d, q, c, panel)
+        _panel_times_rows(x, panel, c * ch, min(ch, N - c * ch), acc, out)
+
+
+# ---- one input row: integer weights times x, scaled once per block ----------------------------
+@njit(parallel=True, fastmath=True, cache=True, nogil=True)
+def _gemv_q4_1(x: np.ndarray, d: np.ndarray, m: np.ndarray, q: np.ndarray, out: np.ndarray) -> None:  # x (K,), out (N,)
+    nc, nb, half, ch = q.shape
+    N = out.shape[0]
+    xsum = np.empty(nb, np.float32)  # Σ x over each block: the min term m * Σ x
+    for b in range(nb):
+        s = np.float32(0.0)
+        for j in range(QK):
+            s += x[b * QK + j]
+        xsum[b] = s
+    for c in prange(nc):
+        acc = np.zeros(ch, np.float32)
+        blk = np.empty(ch, np.float32)
+        for b in range(nb):
+            blk[:] = 0.0
+            for j in range(half):
+                xl, xh = x[b * QK + j], x[b * QK + half + j]
+                for r in range(ch):
+                    byte = q[c, b, j, r]
+                    blk[r] += np.float32(byte & 0x0F) * xl + np.float32(byte >> 4) * xh
+            xs = xsum[b]
+            for r in range(ch):
+                acc[r] += d[c, b, r] * blk[r] + m[c, b, r] * xs
+        for r in range(min(ch, N - c * ch)):
+            out[c * ch + r] = acc[r]
+
+
+@njit(parallel=True, fastmath=True, cache=True, nogil=True)
+def _gemv_q8_0(x: np.ndarray, d: np.ndarray, q: np.ndarray, out: np.ndarray) -> None:  # x (K,), out (N,)
+    nc, nb, qk, ch = q.shape
+    N = out.shape[0]
+    for c in prange(nc):
+        acc = np.zeros(ch, np.float32)
+        blk = np.empty(ch, np.float32)
+        for b in range(nb):
+            blk[:] = 0.0
+            for j in range(qk):
+                xv = x[b * QK + j]
+                for r in range(ch):
+                    blk[r] += np.float32(q[c, b, j, r]) * xv
+            for r in range(ch):
+                acc[r] += d[c, b, r] * blk[r]
+        for r in range(min(ch, N - c * ch)):
+            out[c * ch + r] = acc[r]
+
+
+def packed_linear(x: np.ndarray, w: PackedMatrix) -> np.ndarray:
+    """x (..., cols) @ W.T → (..., rows), reading W in its packed quantized blocks."""
+    x2 = np.ascontiguousarray(x.reshape(-1, x.shape[-1]), dtype=np.float32)  # (M, K)
+    out = np.empty((x2.shape[0], w.shape[0]), dtype=np.float32)  # (M, N)
+    if x2.shape[0] == 1:
+        if w.m is not None:
+            _gemv_q4_1(x2[0], w.d, w.m, w.q, out[0])
+        else:
+            _gemv_q8_0(x2[0], w.d, w.q, out[0])
+    elif w.m is not None:
+        _gemm_q4_1(x2, w.d, w.m, w.q, out)
+    else:
+        _gemm_q8_0(x2, w.d, w.q, out)
+    return out.reshape(*x.shape[:-1], w.shape[0])
