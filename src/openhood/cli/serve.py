@@ -306,13 +306,13 @@ def load_served_models(config: ServerConfig, specs: list) -> list:
     cores = budget.cores
     options = EngineOptions(backend=config.backend, precision=config.precision, threads=config.engine_threads(cores),
                             workers=config.worker_count(cores), wide_threads=config.wide_threads(cores))
+    models = load_models(specs, options)  # before any log line: a usage mistake stays one line on stderr
     log.info("cpu: %s; %d workers x %d engine threads, wide engine for lone requests: %s", budget.describe(),
              options.workers, options.threads, f"{options.wide_threads} threads" if options.wide_threads else "off",
              extra={"fields": {"event": "cpu_layout", "message": "cores detected and threads sized",
                                "cpu": budget.describe(), "cores": cores, "affinity": budget.affinity, "cgroup_quota": budget.quota,
                                "workers": options.workers, "engine_threads": options.threads,
                                "wide_threads": options.wide_threads}})
-    models = load_models(specs, options)
     for m in models:
         log.info("model %s loaded (task %s, %s, %s, max length %d, %d workers): %.1f MB resident memory added",
                  m.name, m.task, m.info.get("backend"), m.info.get("precision"), m.max_length, m.workers,
