@@ -32,14 +32,10 @@ test: lint
 	$(BIN)/python -m pytest -q --doctest-modules src/openhood
 	$(BIN)/python -m pytest -q
 
-# The gate (docs/development.md): lint, one-way imports, types. `ruff format --check` waits for
-# the one-off `ruff format` of the whole tree: run `make lint FORMAT_CHECK=1` to try it, and make
-# 1 the default once the tree is formatted.
-FORMAT_CHECK ?= 0
+# The gate (docs/development.md): lint, layout, one-way imports, types.
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	@if [ "$(FORMAT_CHECK)" = 1 ]; then $(BIN)/ruff format --check .; \
-	else echo "ruff format --check: off until the one-off format (make lint FORMAT_CHECK=1)"; fi
+	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/mypy
 

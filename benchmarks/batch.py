@@ -76,7 +76,9 @@ def anchor(texts: list[str], batch_sizes: list[int], cores: int, rounds: int = 2
 def run_cli(args: list[str], env=None) -> tuple[float, float, int]:
     """Run ``openhood batch``; (end-to-end s, start-up s, peak RSS bytes of the driver)."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen([*CLI, "batch", *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    proc = subprocess.Popen(
+        [*CLI, "batch", *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
+    )
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
@@ -91,7 +93,10 @@ async def _post_all(port: int, model: str, texts: list[str], per_request: int, c
 
     chunks = [texts[i : i + per_request] for i in range(0, len(texts), per_request)]
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=httpx.Timeout(120.0, connect=5.0), limits=limits) as client:
+    async with httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{port}", timeout=httpx.Timeout(120.0, connect=5.0), limits=limits
+    ) as client:
+
         async def worker(mine):
             for chunk in mine:
                 r = await client.post("/v1/embeddings", json={"input": chunk, "model": model})
@@ -103,8 +108,11 @@ async def _post_all(port: int, model: str, texts: list[str], per_request: int, c
 def through_server(texts: list[str], port: int, per_request: int = 32, clients: int = 4) -> float:
     import httpx
 
-    proc = subprocess.Popen([*CLI, "serve", "--port", str(port), "--log-level", "warning"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [*CLI, "serve", "--port", str(port), "--log-level", "warning"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 180
         while True:
@@ -151,14 +159,21 @@ def main() -> None:
     first = anchor(run, sizes, cores)
     best_layout, best_b = max(first, key=first.get)
     workers, threads = layouts(cores)[best_layout]
-    print("engine anchor (sentences/s by layout and batch size):",
-          {f"{name}, batch {b}": round(r, 1) for (name, b), r in first.items()}, flush=True)
+    print(
+        "engine anchor (sentences/s by layout and batch size):",
+        {f"{name}, batch {b}": round(r, 1) for (name, b), r in first.items()},
+        flush=True,
+    )
 
     layout_args = ["--workers", str(workers), "--threads", str(threads)]
-    wall, setup, _ = run_cli(["--input", str(src), "--output", str(tmp / "local.parquet"), "--batch-size", str(best_b), *layout_args])
+    wall, setup, _ = run_cli(
+        ["--input", str(src), "--output", str(tmp / "local.parquet"), "--batch-size", str(best_b), *layout_args]
+    )
     local_e2e, local_steady = len(run) / wall, len(run) / (wall - setup)
-    print(f"openhood batch local ({best_layout}): {local_e2e:.1f}/s end to end, {local_steady:.1f}/s without {setup:.1f} s start-up",
-          flush=True)
+    print(
+        f"openhood batch local ({best_layout}): {local_e2e:.1f}/s end to end, {local_steady:.1f}/s without {setup:.1f} s start-up",
+        flush=True,
+    )
 
     server = None
     if "server" not in skip:
@@ -168,24 +183,48 @@ def main() -> None:
     ray_e2e = ray_steady = None
     if "ray" not in skip:
         env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-        wall, setup, _ = run_cli(["--input", str(src), "--output", str(tmp / "ray.parquet"), "--batch-size", str(best_b),
-                                  "--engine", "ray", "--ray-cpus", str(cores), "--concurrency", str(cores), "--threads", "1"], env)
+        wall, setup, _ = run_cli(
+            [
+                "--input",
+                str(src),
+                "--output",
+                str(tmp / "ray.parquet"),
+                "--batch-size",
+                str(best_b),
+                "--engine",
+                "ray",
+                "--ray-cpus",
+                str(cores),
+                "--concurrency",
+                str(cores),
+                "--threads",
+                "1",
+            ],
+            env,
+        )
         ray_e2e, ray_steady = len(run) / wall, len(run) / (wall - setup)
         same = (tmp / "ray.parquet").read_bytes() == (tmp / "local.parquet").read_bytes()
-        print(f"--engine ray x{cores}: {ray_e2e:.1f}/s end to end, {ray_steady:.1f}/s without {setup:.1f} s Ray start-up; "
-              f"output identical to local: {same}", flush=True)
+        print(
+            f"--engine ray x{cores}: {ray_e2e:.1f}/s end to end, {ray_steady:.1f}/s without {setup:.1f} s Ray start-up; "
+            f"output identical to local: {same}",
+            flush=True,
+        )
 
     second = anchor(run, [best_b], cores, rounds=1)
     engine_best = max(max(first.values()), second[best_layout, best_b])
-    print(f"engine anchor again ({best_layout}, batch {best_b}): {second[best_layout, best_b]:.1f}/s; best {engine_best:.1f}/s",
-          flush=True)
+    print(
+        f"engine anchor again ({best_layout}, batch {best_b}): {second[best_layout, best_b]:.1f}/s; best {engine_best:.1f}/s",
+        flush=True,
+    )
 
     rss = None
     if "rss" not in skip:
         rss = []
         for n in (args.rss_texts, args.rss_texts * 10):
             path = write_jsonl(tmp / f"rss{n}.jsonl", texts[:n])
-            _, _, peak = run_cli(["--input", str(path), "--output", str(tmp / f"rss{n}.parquet"), "--shard-rows", "256"])
+            _, _, peak = run_cli(
+                ["--input", str(path), "--output", str(tmp / f"rss{n}.parquet"), "--shard-rows", "256"]
+            )
             rss.append((n, path.stat().st_size, peak))
             print(f"peak RSS on {n} texts ({path.stat().st_size / 1e6:.2f} MB): {peak / 2**20:.0f} MiB", flush=True)
 
@@ -196,17 +235,25 @@ def main() -> None:
     print(f"| `openhood batch` local, end to end | {local_e2e:.1f} | {local_e2e / engine_best:.2f}x |")
     print(f"| `openhood batch` local, without start-up | {local_steady:.1f} | {local_steady / engine_best:.2f}x |")
     if server is not None:
-        print(f"| through `openhood serve` (32 inputs/request, 4 clients) | {server:.1f} | {server / engine_best:.2f}x "
-              f"(batch/server {local_steady / server:.2f}x) |")
+        print(
+            f"| through `openhood serve` (32 inputs/request, 4 clients) | {server:.1f} | {server / engine_best:.2f}x "
+            f"(batch/server {local_steady / server:.2f}x) |"
+        )
     if ray_e2e is not None:
-        print(f"| `--engine ray`, {cores} actors x 1 thread, end to end | {ray_e2e:.1f} | {ray_e2e / engine_best:.2f}x "
-              f"(overhead vs local {1 - ray_e2e / local_e2e:+.0%}) |")
-        print(f"| `--engine ray`, without Ray start-up | {ray_steady:.1f} | {ray_steady / engine_best:.2f}x "
-              f"(overhead vs local {1 - ray_steady / local_steady:+.0%}) |")
+        print(
+            f"| `--engine ray`, {cores} actors x 1 thread, end to end | {ray_e2e:.1f} | {ray_e2e / engine_best:.2f}x "
+            f"(overhead vs local {1 - ray_e2e / local_e2e:+.0%}) |"
+        )
+        print(
+            f"| `--engine ray`, without Ray start-up | {ray_steady:.1f} | {ray_steady / engine_best:.2f}x "
+            f"(overhead vs local {1 - ray_steady / local_steady:+.0%}) |"
+        )
     if rss:
         (n1, b1, r1), (n2, b2, r2) = rss
-        print(f"\npeak RSS: {n1} texts {r1 / 2**20:.0f} MiB, {n2} texts {r2 / 2**20:.0f} MiB: {r2 / r1:.2f}x for "
-              f"{b2 / b1:.1f}x the input (--shard-rows 256)")
+        print(
+            f"\npeak RSS: {n1} texts {r1 / 2**20:.0f} MiB, {n2} texts {r2 / 2**20:.0f} MiB: {r2 / r1:.2f}x for "
+            f"{b2 / b1:.1f}x the input (--shard-rows 256)"
+        )
 
 
 if __name__ == "__main__":

@@ -50,7 +50,9 @@ def run_batches(model, batches) -> float:
 
 def run_side_by_side(backends, batches) -> float:
     """Each backend on its own thread, taking every other batch."""
-    threads = [threading.Thread(target=run_batches, args=(b, batches[i :: len(backends)])) for i, b in enumerate(backends)]
+    threads = [
+        threading.Thread(target=run_batches, args=(b, batches[i :: len(backends)])) for i, b in enumerate(backends)
+    ]
     t0 = time.perf_counter()
     for t in threads:
         t.start()
@@ -85,9 +87,11 @@ def main(argv: list[str] | None = None) -> int:
     lengths = np.asarray(rb.lengths)
     budgets = [int(b) for b in args.budgets.split(",")]
     cores = available_cores()
-    print(f"{len(texts)} texts (seed {args.seed}, cut at {args.max_chars} chars): tokens mean {lengths.mean():.1f}, "
-          f"p50 {np.median(lengths):.0f}, p90 {np.percentile(lengths, 90):.0f}; {cores} cores; best of {args.rounds} rounds",
-          file=sys.stderr)
+    print(
+        f"{len(texts)} texts (seed {args.seed}, cut at {args.max_chars} chars): tokens mean {lengths.mean():.1f}, "
+        f"p50 {np.median(lengths):.0f}, p90 {np.percentile(lengths, 90):.0f}; {cores} cores; best of {args.rounds} rounds",
+        file=sys.stderr,
+    )
     packed = {b: pack(rb, b) for b in budgets}
     print("| backend | layout | padded tokens per call | calls | sentences/s | vs budget 1 |")
     print("|---|---|---:|---:|---:|---:|")
@@ -108,13 +112,17 @@ def main(argv: list[str] | None = None) -> int:
         base = rates[("full", budgets[0])]
         for b in budgets:
             label = "1 text per call" if b == 1 else f"≤ {b}"
-            print(f"| {name} | one engine, {cores} threads | {label} | {len(packed[b])} | {rates[('full', b)]:.1f} | "
-                  f"{rates[('full', b)] / base:.2f}x |")
+            print(
+                f"| {name} | one engine, {cores} threads | {label} | {len(packed[b])} | {rates[('full', b)]:.1f} | "
+                f"{rates[('full', b)] / base:.2f}x |"
+            )
         for b in (budgets[0], 512):
             label = "1 text per call" if b == 1 else f"≤ {b}"
             n_calls = len(packed[b]) if b in packed else len(pack(rb, b))
-            print(f"| {name} | two engines × {max(1, cores // 2)} thread side by side | {label} | {n_calls} | "
-                  f"{rates[('halves', b)]:.1f} | {rates[('halves', b)] / base:.2f}x |")
+            print(
+                f"| {name} | two engines × {max(1, cores // 2)} thread side by side | {label} | {n_calls} | "
+                f"{rates[('halves', b)]:.1f} | {rates[('halves', b)] / base:.2f}x |"
+            )
         for be in (full, *halves):
             close = getattr(be, "close", None)
             if close:

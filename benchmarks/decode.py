@@ -160,8 +160,20 @@ def dataloader_role(args) -> None:
 
 
 def dataloader_rate(ref_python: str, files: Path, output: str, n: int, rounds: int) -> float | None:
-    cmd = [ref_python, __file__, "--role", "dataloader", "--files", str(files), "--output", output,
-           "--n", str(n), "--rounds", str(rounds)]
+    cmd = [
+        ref_python,
+        __file__,
+        "--role",
+        "dataloader",
+        "--files",
+        str(files),
+        "--output",
+        output,
+        "--n",
+        str(n),
+        "--rounds",
+        str(rounds),
+    ]
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
     if proc.returncode != 0:
@@ -177,7 +189,9 @@ def throughput_table(datas, files_json, args) -> None:
     from openhood.data.pool import DecodePool
 
     print(f"\n## Images/s (best of {args.rounds} passes over {len(datas)} images)\n")
-    print("| output | workers | one process | mp.Pool (pickle) | DecodePool (shm) | DataLoader | shm / one process | shm / pickle | shm / DataLoader |")
+    print(
+        "| output | workers | one process | mp.Pool (pickle) | DecodePool (shm) | DataLoader | shm / one process | shm / pickle | shm / DataLoader |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for output in ("full", "model"):
         fn = FUNCS[output]
@@ -203,8 +217,11 @@ def throughput_table(datas, files_json, args) -> None:
             dl = None if args.skip_dataloader else dataloader_rate(args.ref_python, files_json, output, n, args.rounds)
             dl_s = f"{dl:.1f}" if dl else "—"
             dl_ratio = f"{shm_rate / dl:.2f}×" if dl else "—"
-            print(f"| {output} | {n} | {single:.1f} | {pickle_rate:.1f} | {shm_rate:.1f} | {dl_s} | "
-                  f"{shm_rate / single:.2f}× | {shm_rate / pickle_rate:.2f}× | {dl_ratio} |", flush=True)
+            print(
+                f"| {output} | {n} | {single:.1f} | {pickle_rate:.1f} | {shm_rate:.1f} | {dl_s} | "
+                f"{shm_rate / single:.2f}× | {shm_rate / pickle_rate:.2f}× | {dl_ratio} |",
+                flush=True,
+            )
 
 
 def median_ms(fn, data, repeats: int) -> float:
@@ -236,8 +253,10 @@ def draft_table(files: list[Path], args) -> None:
         base = base or ms
         print(f"| {name} | {ms:.2f} | {ms / base:.2f}× |")
     diffs = [np.abs(preprocess(d, SPEC).astype(int) - preprocess(d, DRAFT_SPEC).astype(int)) for d in hd]
-    print(f"\nDraft vs full after preprocess 256/224: mean |Δ| {np.mean([x.mean() for x in diffs]):.2f}, "
-          f"max |Δ| {max(int(x.max()) for x in diffs)} (uint8 levels). Top-1 parity is for the model to check.")
+    print(
+        f"\nDraft vs full after preprocess 256/224: mean |Δ| {np.mean([x.mean() for x in diffs]):.2f}, "
+        f"max |Δ| {max(int(x.max()) for x in diffs)} (uint8 levels). Top-1 parity is for the model to check."
+    )
 
 
 def small_cnn(path: Path) -> None:
@@ -250,15 +269,25 @@ def small_cnn(path: Path) -> None:
     for i, (c_out, stride) in enumerate([(64, 2), (128, 2), (256, 2), (512, 2), (512, 1)]):
         w = (rng.standard_normal((c_out, c_in, 3, 3)) * np.sqrt(2 / (9 * c_in))).astype(np.float32)
         inits += [numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(np.zeros(c_out, np.float32), f"b{i}")]
-        nodes += [helper.make_node("Conv", [prev, f"w{i}", f"b{i}"], [f"c{i}"], pads=[1, 1, 1, 1], strides=[stride] * 2),
-                  helper.make_node("Relu", [f"c{i}"], [f"r{i}"])]
+        nodes += [
+            helper.make_node("Conv", [prev, f"w{i}", f"b{i}"], [f"c{i}"], pads=[1, 1, 1, 1], strides=[stride] * 2),
+            helper.make_node("Relu", [f"c{i}"], [f"r{i}"]),
+        ]
         prev, c_in = f"r{i}", c_out
     fc = (rng.standard_normal((1000, c_in)) * 0.05).astype(np.float32)
     inits += [numpy_helper.from_array(fc, "fc"), numpy_helper.from_array(np.zeros(1000, np.float32), "fcb")]
-    nodes += [helper.make_node("GlobalAveragePool", [prev], ["gap"]), helper.make_node("Flatten", ["gap"], ["flat"]),
-              helper.make_node("Gemm", ["flat", "fc", "fcb"], ["logits"], transB=1)]
-    graph = helper.make_graph(nodes, "small_cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 224, 224])],
-                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 1000])], inits)
+    nodes += [
+        helper.make_node("GlobalAveragePool", [prev], ["gap"]),
+        helper.make_node("Flatten", ["gap"], ["flat"]),
+        helper.make_node("Gemm", ["flat", "fc", "fcb"], ["logits"], transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "small_cnn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 224, 224])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 1000])],
+        inits,
+    )
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
 
 
@@ -302,12 +331,17 @@ def end_to_end(datas, cache: Path, args) -> None:
             res["pipelined"].append(time.perf_counter() - t0)
     rate = {k: best_rate(n, v) for k, v in res.items()}
     floor = min(rate["decode"], rate["infer"])
-    print(f"\n## End to end: decode 256/224 + small CNN (ORT, 1 thread), batch {b}, {args.e2e_workers} decode worker(s)\n")
+    print(
+        f"\n## End to end: decode 256/224 + small CNN (ORT, 1 thread), batch {b}, {args.e2e_workers} decode worker(s)\n"
+    )
     print("| stage | images/s | vs min(decode alone, inference alone) |")
     print("|---|---:|---:|")
-    for k, label in (("decode", "decode alone (DecodePool)"), ("infer", "inference alone"),
-                     ("sequential", "sequential (decode then infer, one process)"),
-                     ("pipelined", "pipelined (DecodePool.pipeline)")):
+    for k, label in (
+        ("decode", "decode alone (DecodePool)"),
+        ("infer", "inference alone"),
+        ("sequential", "sequential (decode then infer, one process)"),
+        ("pipelined", "pipelined (DecodePool.pipeline)"),
+    ):
         print(f"| {label} | {rate[k]:.1f} | {rate[k] / floor:.2f}× |")
 
 
@@ -338,8 +372,10 @@ def main() -> None:
     files_json.write_text(json.dumps([str(p) for p in files]))
     datas = [p.read_bytes() for p in files]
     mpx = sum(np.prod(Image.open(io.BytesIO(d)).size) for d in datas) / 1e6
-    print(f"Data: {len(photos)} mate-backgrounds photos + {len(files) - len(photos)} variants = {len(datas)} JPEGs, "
-          f"{sum(map(len, datas)) / 2**20:.1f} MiB, {mpx:.0f} Mpx. Python {sys.version.split()[0]}, {os.cpu_count()} CPUs.")
+    print(
+        f"Data: {len(photos)} mate-backgrounds photos + {len(files) - len(photos)} variants = {len(datas)} JPEGs, "
+        f"{sum(map(len, datas)) / 2**20:.1f} MiB, {mpx:.0f} Mpx. Python {sys.version.split()[0]}, {os.cpu_count()} CPUs."
+    )
     throughput_table(datas, files_json, args)
     draft_table(files, args)
     end_to_end(datas, args.cache, args)

@@ -62,11 +62,15 @@ def bench_tokenizer(path, corpus: Path, limit: int) -> None:
     warm = time.perf_counter()
     ours.encode_batch(texts)
     t_warm = time.perf_counter() - warm
-    _table(f"Tokenizer: {len(texts)} dev-corpus texts, {n:,} tokens, {diff} texts with different ids",
-           ["tokenizer", "tokens/s", "vs HF"],
-           [["HF tokenizers (encode_batch, its thread pool)", n / t_hf, "1.00x"],
+    _table(
+        f"Tokenizer: {len(texts)} dev-corpus texts, {n:,} tokens, {diff} texts with different ids",
+        ["tokenizer", "tokens/s", "vs HF"],
+        [
+            ["HF tokenizers (encode_batch, its thread pool)", n / t_hf, "1.00x"],
             ["openhood BPE, cold piece cache", n / t_ours, f"{t_hf / t_ours:.2f}x"],
-            ["openhood BPE, warm piece cache (same texts again)", n / t_warm, f"{t_hf / t_warm:.2f}x"]])
+            ["openhood BPE, warm piece cache (same texts again)", n / t_warm, f"{t_hf / t_warm:.2f}x"],
+        ],
+    )
 
 
 def bench_openhood(model, prompts, batch: int, steps: int) -> tuple[float, float]:
@@ -146,18 +150,45 @@ print(json.dumps({'after_load': after_load, 'after_generate': rss(), 'anon': rss
 def bench_rss(path: Path, steps: int) -> None:
     rows = []
     for mode in ("float32", "quantized"):
-        out = subprocess.run([sys.executable, "-c", RSS_CHILD, str(path), str(steps), str(FIXTURES / "llama_greedy.json"),
-                              mode], capture_output=True, text=True, check=True, timeout=600)
+        out = subprocess.run(
+            [sys.executable, "-c", RSS_CHILD, str(path), str(steps), str(FIXTURES / "llama_greedy.json"), mode],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=600,
+        )
         r = json.loads(out.stdout)
         file_mb, kv_mb = path.stat().st_size / 1e6, r["kv_used"] / 1e6
         budget = 2 * file_mb + kv_mb
-        rows.append([mode, file_mb, kv_mb, budget, r["after_load"] / 1e6, r["after_generate"] / 1e6,
-                     f"{r['anon'] / 1e6:.0f} / {r['file'] / 1e6:.0f}", f"{r['after_generate'] / 1e6 / budget:.2f}x",
-                     f"{r['after_generate'] / 1e6 / (2 * (file_mb + kv_mb)):.2f}x"])
-    _table("Memory (fresh process per weight mode, 16 sequences generated; RSS = anonymous + file-backed pages, "
-           "the latter mostly numba's LLVM library)",
-           ["weights", "GGUF MB", "KV in use MB", "goal: 2 × file + KV", "RSS after load MB", "RSS after generating MB",
-            "of which anon / file MB", "RSS / (2 × file + KV)", "RSS / 2 × (file + KV)"], rows)
+        rows.append(
+            [
+                mode,
+                file_mb,
+                kv_mb,
+                budget,
+                r["after_load"] / 1e6,
+                r["after_generate"] / 1e6,
+                f"{r['anon'] / 1e6:.0f} / {r['file'] / 1e6:.0f}",
+                f"{r['after_generate'] / 1e6 / budget:.2f}x",
+                f"{r['after_generate'] / 1e6 / (2 * (file_mb + kv_mb)):.2f}x",
+            ]
+        )
+    _table(
+        "Memory (fresh process per weight mode, 16 sequences generated; RSS = anonymous + file-backed pages, "
+        "the latter mostly numba's LLVM library)",
+        [
+            "weights",
+            "GGUF MB",
+            "KV in use MB",
+            "goal: 2 × file + KV",
+            "RSS after load MB",
+            "RSS after generating MB",
+            "of which anon / file MB",
+            "RSS / (2 × file + KV)",
+            "RSS / 2 × (file + KV)",
+        ],
+        rows,
+    )
 
 
 def bench_profile(model, steps: int) -> None:
@@ -168,12 +199,23 @@ def bench_profile(model, steps: int) -> None:
     rows = profile_table(laps, wall, steps, bw)
     total_mb = sum(r["mb_per_step"] for r in rows)
     kind = "quantized" if hasattr(model.embed, "kind") else "float32"
-    _table(f"Decode step profile, {kind} weights, batch 1 ({1e3 * wall / steps:.1f} ms/step; measured bandwidth {bw:.1f} GB/s "
-           f"(BLAS sgemv over 256 MB); {total_mb:.0f} MB read per token → whole step at "
-           f"{total_mb / 1e3 / (wall / steps):.1f} GB/s = {100 * total_mb / 1e3 / (wall / steps) / bw:.0f}% of roofline)",
-           ["op", "ms/step", "share", "MB/step", "GB/s", "% of bandwidth"],
-           [[r["op"], r["ms_per_step"], f"{100 * r['share']:.1f}%", r["mb_per_step"], r["gb_s"], f"{r['roofline_pct']:.0f}%"]
-            for r in rows])
+    _table(
+        f"Decode step profile, {kind} weights, batch 1 ({1e3 * wall / steps:.1f} ms/step; measured bandwidth {bw:.1f} GB/s "
+        f"(BLAS sgemv over 256 MB); {total_mb:.0f} MB read per token → whole step at "
+        f"{total_mb / 1e3 / (wall / steps):.1f} GB/s = {100 * total_mb / 1e3 / (wall / steps) / bw:.0f}% of roofline)",
+        ["op", "ms/step", "share", "MB/step", "GB/s", "% of bandwidth"],
+        [
+            [
+                r["op"],
+                r["ms_per_step"],
+                f"{100 * r['share']:.1f}%",
+                r["mb_per_step"],
+                r["gb_s"],
+                f"{r['roofline_pct']:.0f}%",
+            ]
+            for r in rows
+        ],
+    )
 
 
 def bench_parity(model) -> None:
@@ -186,15 +228,20 @@ def bench_parity(model) -> None:
     worst = 0.0
     for i in (0, 1):
         full = model.forward_full(z[f"ids_{i}"])
-        worst = max(worst, float(np.abs(full[:, z["vocab_slice"]] - z[f"slice_{i}"]).max()),
-                    float(np.abs(np.take_along_axis(full, z[f"top_ids_{i}"], 1) - z[f"top_vals_{i}"]).max()))
+        worst = max(
+            worst,
+            float(np.abs(full[:, z["vocab_slice"]] - z[f"slice_{i}"]).max()),
+            float(np.abs(np.take_along_axis(full, z[f"top_ids_{i}"], 1) - z[f"top_vals_{i}"]).max()),
+        )
     cases = json.loads((FIXTURES / "llama_greedy.json").read_text(encoding="utf-8"))["cases"]
     report = compare_greedy(model, cases, 64, tolerance=max(worst, 1e-4))
     same = sum(r.first_mismatch is None for r in report)
-    _table(f"Parity vs transformers (float32 from the same GGUF): max |Δlogit| {worst:.2e}; "
-           f"{same}/{len(report)} greedy continuations identical for 64 tokens",
-           ["prompt", "first mismatch", "first near-tie (ref top-2 gap < error)", "ok"],
-           [[r.prompt[:40], r.first_mismatch, r.first_near_tie, r.ok] for r in report])
+    _table(
+        f"Parity vs transformers (float32 from the same GGUF): max |Δlogit| {worst:.2e}; "
+        f"{same}/{len(report)} greedy continuations identical for 64 tokens",
+        ["prompt", "first mismatch", "first near-tie (ref top-2 gap < error)", "ok"],
+        [[r.prompt[:40], r.first_mismatch, r.first_near_tie, r.ok] for r in report],
+    )
 
 
 def run_worker(args) -> None:
@@ -218,8 +265,15 @@ def run_worker(args) -> None:
 
         # n_batch=1: this llama.cpp build (AMX/REPACK kernels compiled in) segfaults on any batch of
         # two or more tokens on this VM, so its prefill runs token by token (its decode is unaffected).
-        llm = llama_cpp.Llama(model_path=str(path), n_ctx=512, n_batch=1, n_ubatch=1, n_threads=args.threads,
-                              n_threads_batch=args.threads, verbose=False)
+        llm = llama_cpp.Llama(
+            model_path=str(path),
+            n_ctx=512,
+            n_batch=1,
+            n_ubatch=1,
+            n_threads=args.threads,
+            n_threads_batch=args.threads,
+            verbose=False,
+        )
         bench_llamacpp(llm, prompts, 1, 2)
         result = {b: bench_llamacpp(llm, prompts, b, args.decode_tokens) for b in batches}
     else:
@@ -227,16 +281,28 @@ def run_worker(args) -> None:
         import transformers
 
         torch.set_num_threads(args.threads)
-        hf = transformers.AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
-                                                               dtype=torch.float32).eval()
+        hf = transformers.AutoModelForCausalLM.from_pretrained(
+            str(path.parent), gguf_file=path.name, dtype=torch.float32
+        ).eval()
         bench_transformers(hf, prompts[0], 2)
         result = {1: bench_transformers(hf, prompts[0], args.decode_tokens)}
     print(json.dumps(result))
 
 
 def _worker(name: str, args, *extra: str) -> str:
-    cmd = [sys.executable, __file__, "--worker", name, "--threads", str(args.threads), "--decode-tokens",
-           str(args.decode_tokens), "--batches", args.batches, *extra]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--worker",
+        name,
+        "--threads",
+        str(args.threads),
+        "--decode-tokens",
+        str(args.decode_tokens),
+        "--batches",
+        args.batches,
+        *extra,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=1200).stdout
 
 
@@ -267,18 +333,25 @@ def main() -> None:
 
     path = default_gguf_path()
     prompts = [c["ids"] for c in json.loads((FIXTURES / "llama_greedy.json").read_text(encoding="utf-8"))["cases"]][:16]
-    print(f"# decoder benchmark: {path.name}, {args.threads} threads, {args.decode_tokens} decode tokens, "
-          f"prompts of {min(map(len, prompts))}-{max(map(len, prompts))} tokens; llama-cpp-python "
-          f"{version('llama-cpp-python')}, torch {version('torch')}, transformers {version('transformers')}; "
-          "each engine in its own process")
+    print(
+        f"# decoder benchmark: {path.name}, {args.threads} threads, {args.decode_tokens} decode tokens, "
+        f"prompts of {min(map(len, prompts))}-{max(map(len, prompts))} tokens; llama-cpp-python "
+        f"{version('llama-cpp-python')}, torch {version('torch')}, transformers {version('transformers')}; "
+        "each engine in its own process"
+    )
 
     if args.corpus.is_file():
         bench_tokenizer(path, args.corpus, args.corpus_texts)
-    engines = {name: {int(k): v for k, v in json.loads(_worker(name, args)).items()}
-               for name in ("openhood-float32", "openhood-quantized", "llamacpp", "transformers")}
-    labels = {"openhood-float32": "openhood (NumPy, float32 weights)",
-              "openhood-quantized": "openhood (quantized weights, packed numba kernels)",
-              "llamacpp": "llama.cpp (Q4_1, one sequence at a time)", "transformers": "transformers (float32, CPU)"}
+    engines = {
+        name: {int(k): v for k, v in json.loads(_worker(name, args)).items()}
+        for name in ("openhood-float32", "openhood-quantized", "llamacpp", "transformers")
+    }
+    labels = {
+        "openhood-float32": "openhood (NumPy, float32 weights)",
+        "openhood-quantized": "openhood (quantized weights, packed numba kernels)",
+        "llamacpp": "llama.cpp (Q4_1, one sequence at a time)",
+        "transformers": "transformers (float32, CPU)",
+    }
     rows = []
     for b in (int(x) for x in args.batches.split(",")):
         l_pre, l_dec = engines["llamacpp"][b]
@@ -286,8 +359,11 @@ def main() -> None:
             if b in res:
                 pre, dec = res[b]
                 rows.append([b, labels[name], pre, dec, f"{pre / l_pre:.2f}x", f"{dec / l_dec:.2f}x"])
-    _table("Prefill and decode throughput (aggregate over the batch)",
-           ["batch", "engine", "prefill tok/s", "decode tok/s", "prefill vs llama.cpp", "decode vs llama.cpp"], rows)
+    _table(
+        "Prefill and decode throughput (aggregate over the batch)",
+        ["batch", "engine", "prefill tok/s", "decode tok/s", "prefill vs llama.cpp", "decode vs llama.cpp"],
+        rows,
+    )
     bench_rss(path, args.decode_tokens)
     for name in ("openhood-float32", "openhood-quantized"):
         print(_worker(name, args, "--profile"), end="")

@@ -68,7 +68,10 @@ def epilogue_kernels(rounds: int = 5) -> list[str]:
     scores = arr(32 * 12 * 128, 128)  # attention rows (B*H*T, T)
     cases = {
         "bias + GELU (4096, 1536)": (x_up, lambda y, sp: ops.gelu_(y, sp, bias=b_up)),
-        "bias + residual + LayerNorm (4096, 384)": (x_c, lambda y, sp: ops.layernorm_(y, g, g, 1e-12, sp, residual=res, bias=g)),
+        "bias + residual + LayerNorm (4096, 384)": (
+            x_c,
+            lambda y, sp: ops.layernorm_(y, g, g, 1e-12, sp, residual=res, bias=g),
+        ),
         "bias add (4096, 1536)": (x_up, lambda y, sp: ops.add_(y, b_up, sp)),
         "softmax (49152, 128)": (scores, lambda y, sp: ops.softmax_(y, sp)),
     }
@@ -91,7 +94,7 @@ def epilogue_kernels(rounds: int = 5) -> list[str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--corpus", required=True, help="JSONL with one {\"text\": ...} per line")
+    ap.add_argument("--corpus", required=True, help='JSONL with one {"text": ...} per line')
     ap.add_argument("--limit", type=int, default=1000, help="texts used at batch 32, length-sorted")
     ap.add_argument("--limit-unsorted", type=int, default=320, help="texts used at batch 32 in corpus order")
     ap.add_argument("--limit-single", type=int, default=100, help="texts used at batch 1")
@@ -114,15 +117,23 @@ def main() -> int:
     folder = default_model_dir()
     tok = Tokenizer.from_pretrained(folder)
     backends = {
-        name: load_model(ModelSpec(path=str(folder)), EngineOptions(backend=backend, threads=args.threads, fusion=fusion))
-        for name, backend, fusion in (("numpy", "numpy", True), ("numpy (fusion off)", "numpy", False),
-                                      ("onnxruntime", "onnxruntime", True))
+        name: load_model(
+            ModelSpec(path=str(folder)), EngineOptions(backend=backend, threads=args.threads, fusion=fusion)
+        )
+        for name, backend, fusion in (
+            ("numpy", "numpy", True),
+            ("numpy (fusion off)", "numpy", False),
+            ("onnxruntime", "onnxruntime", True),
+        )
     }
     cfg = read_config(folder)
     rb = tok.encode_batch(texts, max_length=cfg.max_length)
     lengths = rb.lengths
-    print(f"{len(texts)} texts, tokens/text mean {lengths.mean():.1f} p50 {np.median(lengths):.0f} "
-          f"p90 {np.percentile(lengths, 90):.0f} max {lengths.max()}; BLAS {blas().describe()}", file=sys.stderr)
+    print(
+        f"{len(texts)} texts, tokens/text mean {lengths.mean():.1f} p50 {np.median(lengths):.0f} "
+        f"p90 {np.percentile(lengths, 90):.0f} max {lengths.max()}; BLAS {blas().describe()}",
+        file=sys.stderr,
+    )
 
     n1 = min(args.limit_single, len(texts))
     nu = min(args.limit_unsorted, len(texts))
@@ -150,7 +161,12 @@ def main() -> int:
                     run_padded(backends[b], pb)
                     per_batch[b][r, i] = time.perf_counter() - t0
                 if i % 10 == 0:
-                    print(f"\r{cfg_name}: round {r + 1}/{args.rounds}, batch {i + 1}/{len(batches)}   ", end="", file=sys.stderr, flush=True)
+                    print(
+                        f"\r{cfg_name}: round {r + 1}/{args.rounds}, batch {i + 1}/{len(batches)}   ",
+                        end="",
+                        file=sys.stderr,
+                        flush=True,
+                    )
         for b in names:
             best[(b, cfg_name)] = float(per_batch[b].min(axis=0).sum())
     print(file=sys.stderr)
@@ -160,34 +176,57 @@ def main() -> int:
     for (be_name, cfg_name), dt in best.items():
         batches, n, tokens = configs[cfg_name]
         flops = sum(model_flops(cfg, *pb.input_ids.shape) for pb in batches)
-        rows.append({"backend": be_name, "config": cfg_name, "texts": n, "seconds": dt, "sentences_per_s": n / dt,
-                     "tokens_per_s": tokens / dt, "model_gflops": flops / dt / 1e9, "pct_peak": 100 * flops / dt / 1e9 / peak})
-    print(f"\nsgemm peak (1536^3, best of ~0.6 s): {peak:.1f} GFLOP/s at start, {peak_after:.1f} at end; "
-          f"each batch: best of {args.rounds} rounds, backends interleaved batch by batch\n")
+        rows.append(
+            {
+                "backend": be_name,
+                "config": cfg_name,
+                "texts": n,
+                "seconds": dt,
+                "sentences_per_s": n / dt,
+                "tokens_per_s": tokens / dt,
+                "model_gflops": flops / dt / 1e9,
+                "pct_peak": 100 * flops / dt / 1e9 / peak,
+            }
+        )
+    print(
+        f"\nsgemm peak (1536^3, best of ~0.6 s): {peak:.1f} GFLOP/s at start, {peak_after:.1f} at end; "
+        f"each batch: best of {args.rounds} rounds, backends interleaved batch by batch\n"
+    )
     print("| backend | batches | texts | sentences/s | tokens/s | model GFLOP/s | % of sgemm peak |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for row in sorted(rows, key=lambda r: (list(configs).index(r["config"]), r["backend"])):
-        print(f"| {row['backend']} | {row['config']} | {row['texts']} | {row['sentences_per_s']:.1f} | "
-              f"{row['tokens_per_s']:.0f} | {row['model_gflops']:.1f} | {row['pct_peak']:.1f} |")
+        print(
+            f"| {row['backend']} | {row['config']} | {row['texts']} | {row['sentences_per_s']:.1f} | "
+            f"{row['tokens_per_s']:.0f} | {row['model_gflops']:.1f} | {row['pct_peak']:.1f} |"
+        )
     get = {(r["backend"], r["config"]): r["sentences_per_s"] for r in rows}
     ratios = {
-        "numpy / onnxruntime, batch 32 sorted": get[("numpy", "batch 32, sorted")] / get[("onnxruntime", "batch 32, sorted")],
-        "numpy / onnxruntime, batch 32 unsorted": get[("numpy", "batch 32, unsorted")] / get[("onnxruntime", "batch 32, unsorted")],
+        "numpy / onnxruntime, batch 32 sorted": get[("numpy", "batch 32, sorted")]
+        / get[("onnxruntime", "batch 32, sorted")],
+        "numpy / onnxruntime, batch 32 unsorted": get[("numpy", "batch 32, unsorted")]
+        / get[("onnxruntime", "batch 32, unsorted")],
         "numpy / onnxruntime, batch 1": get[("numpy", "batch 1")] / get[("onnxruntime", "batch 1")],
-        "numpy fusion on / off, batch 32 sorted": get[("numpy", "batch 32, sorted")] / get[("numpy (fusion off)", "batch 32, sorted")],
+        "numpy fusion on / off, batch 32 sorted": get[("numpy", "batch 32, sorted")]
+        / get[("numpy (fusion off)", "batch 32, sorted")],
         "numpy fusion on / off, batch 1": get[("numpy", "batch 1")] / get[("numpy (fusion off)", "batch 1")],
         "numpy sorted / unsorted, batch 32": get[("numpy", "batch 32, sorted")] / get[("numpy", "batch 32, unsorted")],
     }
     print()
     for name, value in ratios.items():
         print(f"- {name}: **{value:.2f}x**")
-    print(f"\nnumba compile of the engine kernels at first use: {compile_total:.2f} s ("
-          + ", ".join(f"{k} {v:.2f}" for k, v in compile_seconds.items()) + ")\n")
+    print(
+        f"\nnumba compile of the engine kernels at first use: {compile_total:.2f} s ("
+        + ", ".join(f"{k} {v:.2f}" for k, v in compile_seconds.items())
+        + ")\n"
+    )
     print("\n".join(epilogue_kernels()))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"peak_gflops": [peak, peak_after], "rows": rows, "ratios": ratios,
-                       "compile_seconds": compile_seconds}, f, indent=1)
+            json.dump(
+                {"peak_gflops": [peak, peak_after], "rows": rows, "ratios": ratios, "compile_seconds": compile_seconds},
+                f,
+                indent=1,
+            )
     return 0
 
 

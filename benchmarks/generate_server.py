@@ -32,10 +32,16 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
-PROMPTS = ["Once upon a time, in a small village by the sea,", "The history of the printing press begins",
-           "Here is a long list of fruits: apples, pears,", "Dear diary, today I woke up early and",
-           "The recipe for bread is simple: first", "In the year 2100, cities will",
-           "Ten facts about the ocean: 1.", "The old lighthouse keeper told us that"]
+PROMPTS = [
+    "Once upon a time, in a small village by the sea,",
+    "The history of the printing press begins",
+    "Here is a long list of fruits: apples, pears,",
+    "Dear diary, today I woke up early and",
+    "The recipe for bread is simple: first",
+    "In the year 2100, cities will",
+    "Ten facts about the ocean: 1.",
+    "The old lighthouse keeper told us that",
+]
 
 
 def free_port() -> int:
@@ -51,8 +57,13 @@ def stream_once(client: httpx.Client, prompt: str, tokens: int) -> dict:
     t0 = time.perf_counter()
     times: list[float] = []
     usage = None
-    body = {"prompt": prompt, "max_tokens": tokens, "temperature": 0, "stream": True,
-            "stream_options": {"include_usage": True}}
+    body = {
+        "prompt": prompt,
+        "max_tokens": tokens,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     with client.stream("POST", "/v1/completions", json=body) as r:
         r.raise_for_status()
         for line in r.iter_lines():
@@ -96,18 +107,37 @@ def main() -> int:
 
     gguf = default_gguf_path()
     load = os.getloadavg()[0]
-    print(f"# generation through the server vs Generator: {gguf.name}, {args.threads} threads, {args.tokens} tokens, "
-          f"greedy; load average at start {load:.1f}")
+    print(
+        f"# generation through the server vs Generator: {gguf.name}, {args.threads} threads, {args.tokens} tokens, "
+        f"greedy; load average at start {load:.1f}"
+    )
     cli = anchor(gguf, args.tokens, args.threads)
 
     port = free_port()
-    cmd = [sys.executable, "-m", "openhood.cli", "serve", "--port", str(port), "--model", f"smollm2={gguf}",
-           "--workers", "1", "--threads", str(args.threads), "--log-level", "warning"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "openhood.cli",
+        "serve",
+        "--port",
+        str(port),
+        "--model",
+        f"smollm2={gguf}",
+        "--workers",
+        "1",
+        "--threads",
+        str(args.threads),
+        "--log-level",
+        "warning",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
-        with httpx.Client(base_url=url, timeout=httpx.Timeout(600.0, connect=3.0),
-                          limits=httpx.Limits(max_connections=args.streams + 2)) as c:
+        with httpx.Client(
+            base_url=url,
+            timeout=httpx.Timeout(600.0, connect=3.0),
+            limits=httpx.Limits(max_connections=args.streams + 2),
+        ) as c:
             deadline = time.monotonic() + 300
             while time.monotonic() < deadline:
                 try:
@@ -136,10 +166,14 @@ def main() -> int:
     print("\n### One stream (greedy, first prompt)\n")
     print("| path | tokens | TTFT ms | decode tokens/s | vs Generator |")
     print("|---|---|---|---|---|")
-    print(f"| Generator.stream (openhood generate) | {cli['tokens']} | {(cli['times'][0] - cli['start']) * 1000:.0f} | "
-          f"{cli_rate:.1f} | 1.00x |")
-    print(f"| openhood serve, /v1/completions stream | {one['tokens']} | {(one['times'][0] - one['start']) * 1000:.0f} | "
-          f"{srv_rate:.1f} | {srv_rate / cli_rate:.2f}x |")
+    print(
+        f"| Generator.stream (openhood generate) | {cli['tokens']} | {(cli['times'][0] - cli['start']) * 1000:.0f} | "
+        f"{cli_rate:.1f} | 1.00x |"
+    )
+    print(
+        f"| openhood serve, /v1/completions stream | {one['tokens']} | {(one['times'][0] - one['start']) * 1000:.0f} | "
+        f"{srv_rate:.1f} | {srv_rate / cli_rate:.2f}x |"
+    )
     gaps = sorted(b - a for r in runs for a, b in zip(r["times"], r["times"][1:], strict=False))
     total = sum(r["tokens"] for r in runs)
     agg = total / wall
@@ -147,8 +181,10 @@ def main() -> int:
     print(f"\n### {args.streams} concurrent streams through the server (continuous batching)\n")
     print("| streams | tokens | wall s | aggregate tokens/s | vs 1 stream (end to end) | inter-token P50 ms | P99 ms |")
     print("|---|---|---|---|---|---|---|")
-    print(f"| {args.streams} | {total} | {wall:.2f} | {agg:.1f} | {agg / single:.2f}x | "
-          f"{statistics.median(gaps) * 1000:.0f} | {gaps[min(len(gaps) - 1, int(len(gaps) * 0.99))] * 1000:.0f} |")
+    print(
+        f"| {args.streams} | {total} | {wall:.2f} | {agg:.1f} | {agg / single:.2f}x | "
+        f"{statistics.median(gaps) * 1000:.0f} | {gaps[min(len(gaps) - 1, int(len(gaps) * 0.99))] * 1000:.0f} |"
+    )
     print(f"\nload average at end {os.getloadavg()[0]:.1f}")
     return 0
 

@@ -61,12 +61,46 @@ def default_llama_python() -> str:
 
 def server_command(kind: str, port: int, gguf: Path, args) -> list[str]:
     if kind == "openhood":
-        return [str(BIN / "openhood"), "serve", "--model", f"{MODEL_NAME}={gguf}", "--threads", str(args.threads),
-                "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
-                "--grace-period", str(args.grace_period), *shlex.split(args.serve_args)]
-    return [args.llama_python, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", MODEL_NAME,
-            "--n_threads", str(args.threads), "--n_threads_batch", str(args.threads), "--n_ubatch", "1",
-            "--n_ctx", "2048", "--interrupt_requests", "False", "--host", "127.0.0.1", "--port", str(port)]
+        return [
+            str(BIN / "openhood"),
+            "serve",
+            "--model",
+            f"{MODEL_NAME}={gguf}",
+            "--threads",
+            str(args.threads),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+            "--grace-period",
+            str(args.grace_period),
+            *shlex.split(args.serve_args),
+        ]
+    return [
+        args.llama_python,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(gguf),
+        "--model_alias",
+        MODEL_NAME,
+        "--n_threads",
+        str(args.threads),
+        "--n_threads_batch",
+        str(args.threads),
+        "--n_ubatch",
+        "1",
+        "--n_ctx",
+        "2048",
+        "--interrupt_requests",
+        "False",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
 
 
 class Server:
@@ -92,8 +126,10 @@ class Server:
         with httpx.Client(timeout=httpx.Timeout(3.05, read=30.0), trust_env=False) as client:
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
-                    raise RuntimeError(f"{self.kind} exited with code {self.proc.returncode} before becoming ready; "
-                                       f"log tail:\n{self.log_path.read_text()[-3000:]}")
+                    raise RuntimeError(
+                        f"{self.kind} exited with code {self.proc.returncode} before becoming ready; "
+                        f"log tail:\n{self.log_path.read_text()[-3000:]}"
+                    )
                 try:
                     if client.get(self.url + path).status_code == 200:
                         return
@@ -116,10 +152,34 @@ class Server:
 
 
 def loadtest(url: str, args, report: str | None) -> tuple[str, dict]:
-    cmd = [str(BIN / "openhood"), "loadtest", url, "--chat", "--levels", args.levels, "--duration",
-           str(args.duration), "--warmup", str(args.warmup), "--prompt-tokens", args.prompt_tokens,
-           "--output-tokens", args.output_tokens, "--seed", str(args.seed), "--model", MODEL_NAME,
-           "--drain", str(args.drain), "--timeout", "120", "--wait-ready", "0", "--json", "--quiet"] + (["--report", report] if report else [])
+    cmd = [
+        str(BIN / "openhood"),
+        "loadtest",
+        url,
+        "--chat",
+        "--levels",
+        args.levels,
+        "--duration",
+        str(args.duration),
+        "--warmup",
+        str(args.warmup),
+        "--prompt-tokens",
+        args.prompt_tokens,
+        "--output-tokens",
+        args.output_tokens,
+        "--seed",
+        str(args.seed),
+        "--model",
+        MODEL_NAME,
+        "--drain",
+        str(args.drain),
+        "--timeout",
+        "120",
+        "--wait-ready",
+        "0",
+        "--json",
+        "--quiet",
+    ] + (["--report", report] if report else [])
     shown = "openhood " + shlex.join(cmd[1:])
     print(f"   {shown}", flush=True)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
@@ -133,18 +193,23 @@ def _v(x, spec=".1f") -> str:
 
 
 def print_table(runs: dict[str, dict]) -> None:
-    print(f"\n{'server':<9} {'streams':>7} {'req':>4} {'err':>4} {'out tok/s':>9} {'TTFT P50':>9} {'TTFT P99':>9} "
-          f"{'ITL P50':>8} {'ITL P99':>8} {'ITL P99/P50':>11} {'out/req':>7}")
+    print(
+        f"\n{'server':<9} {'streams':>7} {'req':>4} {'err':>4} {'out tok/s':>9} {'TTFT P50':>9} {'TTFT P99':>9} "
+        f"{'ITL P50':>8} {'ITL P99':>8} {'ITL P99/P50':>11} {'out/req':>7}"
+    )
     for kind, s in runs.items():
         for lv in s["levels"]:
             t, g = lv["ttft_ms"], lv["inter_token_ms"]
-            print(f"{kind:<9} {lv['concurrency']:>7} {lv['requests']:>4} {lv['error_count']:>4} "
-                  f"{lv['output_tokens_per_s']:>9.1f} {_v(t['p50']):>9} {_v(t['p99']):>9} {_v(g['p50']):>8} "
-                  f"{_v(g['p99']):>8} {_v(g['ratio'], '.2f'):>11} {_v(lv['output_tokens_mean']):>7}")
+            print(
+                f"{kind:<9} {lv['concurrency']:>7} {lv['requests']:>4} {lv['error_count']:>4} "
+                f"{lv['output_tokens_per_s']:>9.1f} {_v(t['p50']):>9} {_v(t['p99']):>9} {_v(g['p50']):>8} "
+                f"{_v(g['p99']):>8} {_v(g['ratio'], '.2f'):>11} {_v(lv['output_tokens_mean']):>7}"
+            )
 
 
 def ratios(runs: dict[str, dict]) -> list[dict]:
     """openhood / llama.cpp per level (tokens/s: higher is better; latencies: lower is better)."""
+
     def ratio(a, b):
         return None if a is None or not b else a / b
 
@@ -154,13 +219,17 @@ def ratios(runs: dict[str, dict]) -> list[dict]:
         o = ours.get(ref["concurrency"])
         if o is None:
             continue
-        out.append({"streams": ref["concurrency"],
-                    "tokens_per_s": ratio(o["output_tokens_per_s"], ref["output_tokens_per_s"]),
-                    "ttft_p50": ratio(o["ttft_ms"]["p50"], ref["ttft_ms"]["p50"]),
-                    "ttft_p99": ratio(o["ttft_ms"]["p99"], ref["ttft_ms"]["p99"]),
-                    "itl_p50": ratio(o["inter_token_ms"]["p50"], ref["inter_token_ms"]["p50"]),
-                    "itl_p99": ratio(o["inter_token_ms"]["p99"], ref["inter_token_ms"]["p99"]),
-                    "openhood_itl_p99_over_p50": o["inter_token_ms"]["ratio"]})
+        out.append(
+            {
+                "streams": ref["concurrency"],
+                "tokens_per_s": ratio(o["output_tokens_per_s"], ref["output_tokens_per_s"]),
+                "ttft_p50": ratio(o["ttft_ms"]["p50"], ref["ttft_ms"]["p50"]),
+                "ttft_p99": ratio(o["ttft_ms"]["p99"], ref["ttft_ms"]["p99"]),
+                "itl_p50": ratio(o["inter_token_ms"]["p50"], ref["inter_token_ms"]["p50"]),
+                "itl_p99": ratio(o["inter_token_ms"]["p99"], ref["inter_token_ms"]["p99"]),
+                "openhood_itl_p99_over_p50": o["inter_token_ms"]["ratio"],
+            }
+        )
     return out
 
 
@@ -171,10 +240,17 @@ def goals(rows: list[dict]) -> list[tuple[str, bool | None, str]]:
     if one and one["tokens_per_s"] is not None:
         out.append(("1 stream: tokens/s >= 0.5x llama.cpp", one["tokens_per_s"] >= 0.5, f"{one['tokens_per_s']:.2f}x"))
     if top and top["tokens_per_s"] is not None:
-        out.append(("16 streams: aggregate tokens/s >= 2x llama.cpp", top["tokens_per_s"] >= 2.0,
-                    f"{top['tokens_per_s']:.2f}x"))
+        out.append(
+            (
+                "16 streams: aggregate tokens/s >= 2x llama.cpp",
+                top["tokens_per_s"] >= 2.0,
+                f"{top['tokens_per_s']:.2f}x",
+            )
+        )
         r = top["openhood_itl_p99_over_p50"]
-        out.append(("16 streams: openhood inter-token P99 <= 3x P50", None if r is None else r <= 3.0, f"{_v(r, '.2f')}"))
+        out.append(
+            ("16 streams: openhood inter-token P99 <= 3x P50", None if r is None else r <= 3.0, f"{_v(r, '.2f')}")
+        )
     return out
 
 
@@ -188,16 +264,20 @@ async def _sigterm_run(url: str, server: Server, args) -> dict:
 
     n, late_n = args.sigterm_streams, 4
     cfg = ChatConfig(url=url + "/v1/chat/completions", levels=(n,), model=MODEL_NAME, seed=args.seed)
-    plan = ClientPlan(max_connections=n + late_n, connect_timeout=CONNECT_TIMEOUT_S, read_timeout=120.0,
-                      pool_timeout=120.0)
+    plan = ClientPlan(
+        max_connections=n + late_n, connect_timeout=CONNECT_TIMEOUT_S, read_timeout=120.0, pool_timeout=120.0
+    )
     workload = ChatWorkload(LengthDist.parse(args.prompt_tokens), LengthDist.parse(str(args.sigterm_tokens)), args.seed)
     client = make_client(plan)
     t0 = time.perf_counter()
 
     def start(i: int, first: asyncio.Event | None = None) -> asyncio.Task:
         item = workload.draw()
-        return asyncio.create_task(stream_one(client, cfg.url, request_body(item, cfg, args.seed + i), item, t0,
-                                              hard_timeout(plan), first_token=first))
+        return asyncio.create_task(
+            stream_one(
+                client, cfg.url, request_body(item, cfg, args.seed + i), item, t0, hard_timeout(plan), first_token=first
+            )
+        )
 
     try:
         firsts = [asyncio.Event() for _ in range(n)]
@@ -219,15 +299,21 @@ async def _sigterm_run(url: str, server: Server, args) -> dict:
     def lost(s) -> bool:  # the server began the stream and it ended without a finish_reason
         return s.accepted and not s.ok
 
-    return {"streams": n, "sigterm_at_s": t_term, "grace_period_s": args.grace_period,
-            "generating_at_sigterm": sum(e.is_set() for e in firsts),
-            "accepted": sum(s.accepted for s in before),
-            "finished": dict(Counter(str(s.finish_reason) for s in before if s.ok)),
-            "lost": sum(map(lost, before)) + sum(map(lost, after)),
-            "outcomes": dict(Counter(str(s.status) for s in before)),
-            "late_refused": sum(not s.accepted for s in after), "late_served": sum(s.ok for s in after),
-            "late_statuses": dict(Counter(str(s.status) for s in after)),
-            "server_exit_code": exit_code, "server_exit_s": exit_s}
+    return {
+        "streams": n,
+        "sigterm_at_s": t_term,
+        "grace_period_s": args.grace_period,
+        "generating_at_sigterm": sum(e.is_set() for e in firsts),
+        "accepted": sum(s.accepted for s in before),
+        "finished": dict(Counter(str(s.finish_reason) for s in before if s.ok)),
+        "lost": sum(map(lost, before)) + sum(map(lost, after)),
+        "outcomes": dict(Counter(str(s.status) for s in before)),
+        "late_refused": sum(not s.accepted for s in after),
+        "late_served": sum(s.ok for s in after),
+        "late_statuses": dict(Counter(str(s.status) for s in after)),
+        "server_exit_code": exit_code,
+        "server_exit_s": exit_s,
+    }
 
 
 def main() -> None:
@@ -257,8 +343,10 @@ def main() -> None:
         from openhood.generate.bundled import default_gguf_path
 
         args.gguf = default_gguf_path()
-    print(f"GGUF {args.gguf}, {args.threads} threads, levels {args.levels}; load average {os.getloadavg()[0]:.2f}",
-          flush=True)
+    print(
+        f"GGUF {args.gguf}, {args.threads} threads, levels {args.levels}; load average {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
 
     runs: dict[str, dict] = {}
     commands: dict[str, dict] = {}
@@ -279,8 +367,10 @@ def main() -> None:
         print("\nopenhood / llama.cpp (tokens/s: higher is better; times: lower is better)")
         print(f"{'streams':>7} {'tok/s':>7} {'TTFT P50':>9} {'TTFT P99':>9} {'ITL P50':>8} {'ITL P99':>8}")
         for r in rows:
-            print(f"{r['streams']:>7} {_v(r['tokens_per_s'], '.2f'):>7} {_v(r['ttft_p50'], '.2f'):>9} "
-                  f"{_v(r['ttft_p99'], '.2f'):>9} {_v(r['itl_p50'], '.2f'):>8} {_v(r['itl_p99'], '.2f'):>8}")
+            print(
+                f"{r['streams']:>7} {_v(r['tokens_per_s'], '.2f'):>7} {_v(r['ttft_p50'], '.2f'):>9} "
+                f"{_v(r['ttft_p99'], '.2f'):>9} {_v(r['itl_p50'], '.2f'):>8} {_v(r['itl_p99'], '.2f'):>8}"
+            )
         result["goals"] = []
         for name, ok, value in goals(rows):
             result["goals"].append({"goal": name, "pass": ok, "value": value})
@@ -295,11 +385,13 @@ def main() -> None:
             server.stop()
         result["sigterm"] = sig
         ok = sig["lost"] == 0 and sig["accepted"] == sig["streams"]
-        print(f"\nSIGTERM under load: {sig['streams']} streams, SIGTERM at {sig['sigterm_at_s']:.1f}s with "
-              f"{sig['generating_at_sigterm']} generating (grace {sig['grace_period_s']:g}s): accepted "
-              f"{sig['accepted']}, outcomes {sig['outcomes']}, finish reasons {sig['finished']}, LOST {sig['lost']}; "
-              f"late requests {sig['late_statuses']}; server exit {sig['server_exit_code']} "
-              f"{sig['server_exit_s']:.1f}s after SIGTERM -> {'PASS' if ok else 'FAIL'}")
+        print(
+            f"\nSIGTERM under load: {sig['streams']} streams, SIGTERM at {sig['sigterm_at_s']:.1f}s with "
+            f"{sig['generating_at_sigterm']} generating (grace {sig['grace_period_s']:g}s): accepted "
+            f"{sig['accepted']}, outcomes {sig['outcomes']}, finish reasons {sig['finished']}, LOST {sig['lost']}; "
+            f"late requests {sig['late_statuses']}; server exit {sig['server_exit_code']} "
+            f"{sig['server_exit_s']:.1f}s after SIGTERM -> {'PASS' if ok else 'FAIL'}"
+        )
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2))

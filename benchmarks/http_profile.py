@@ -24,8 +24,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from serving import BIN, Server, wait_ready
 
 # Frames whose inclusive share of the samples is printed (substring of py-spy's frame title).
-FRAMES = ("run (openhood/backends/", "embeddings (openhood/server/routes/embeddings.py", "log_access", "finish (",
-          "json_response", "observe_", "prepare_texts", "_run_once (asyncio", "uvloop", "httptools")
+FRAMES = (
+    "run (openhood/backends/",
+    "embeddings (openhood/server/routes/embeddings.py",
+    "log_access",
+    "finish (",
+    "json_response",
+    "observe_",
+    "prepare_texts",
+    "_run_once (asyncio",
+    "uvloop",
+    "httptools",
+)
 
 
 def frame_shares(svg: str) -> dict[str, float]:
@@ -52,21 +62,55 @@ def main() -> None:
     server = Server(args.server, args.port, argparse.Namespace(serve_args=args.serve_args))
     try:
         wait_ready(server.url, server.proc)
-        load = subprocess.Popen([str(BIN / "openhood"), "loadtest", server.url, "--corpus", args.corpus, "--max-chars", "1000",
-                                 "--concurrency", str(args.clients), "--duration", str(args.seconds + 4), "--warmup", "2",
-                                 "--timeout", "10", "--wait-ready", "0", "--json", "--quiet"],
-                                stdout=subprocess.PIPE, text=True)
+        load = subprocess.Popen(
+            [
+                str(BIN / "openhood"),
+                "loadtest",
+                server.url,
+                "--corpus",
+                args.corpus,
+                "--max-chars",
+                "1000",
+                "--concurrency",
+                str(args.clients),
+                "--duration",
+                str(args.seconds + 4),
+                "--warmup",
+                "2",
+                "--timeout",
+                "10",
+                "--wait-ready",
+                "0",
+                "--json",
+                "--quiet",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         time.sleep(3)
-        subprocess.run([str(BIN / "openhood"), "profile", "--pid", str(server.proc.pid), "--duration", str(args.seconds),
-                        "--out", args.out], check=True)
+        subprocess.run(
+            [
+                str(BIN / "openhood"),
+                "profile",
+                "--pid",
+                str(server.proc.pid),
+                "--duration",
+                str(args.seconds),
+                "--out",
+                args.out,
+            ],
+            check=True,
+        )
         out, _ = load.communicate(timeout=args.seconds + 120)
     finally:
         server.stop()
     import json
 
     summary = json.loads(out)
-    print(f"{args.server} at {args.clients} clients: {summary['throughput_rps']:.1f} req/s, "
-          f"P50 {summary['latency_ms']['p50']:.1f} ms, errors {summary['error_count']}")
+    print(
+        f"{args.server} at {args.clients} clients: {summary['throughput_rps']:.1f} req/s, "
+        f"P50 {summary['latency_ms']['p50']:.1f} ms, errors {summary['error_count']}"
+    )
     for frame, share in frame_shares(Path(args.out).read_text()).items():
         print(f"  {share:5.1f}%  {frame}")
 

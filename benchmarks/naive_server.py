@@ -38,16 +38,21 @@ def build_app(backend: str, precision: str, serial: bool, threads: int | None = 
         texts = [texts] if isinstance(texts, str) else texts
         vectors = emb.embed(texts)  # (n, dim): one forward pass for this request's texts only
         tokens = int(emb.tokenizer.encode_batch(texts, max_length=emb.max_length).lengths.sum())
-        payload = {"object": "list", "model": emb.model_name,
-                   "data": [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)],
-                   "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+        payload = {
+            "object": "list",
+            "model": emb.model_name,
+            "data": [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)],
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
         return Response(orjson.dumps(payload), media_type="application/json")
 
     if serial:
+
         @app.post("/v1/embeddings")
         async def embeddings_serial(request: Request):
             return handle(await request.body())
     else:
+
         @app.post("/v1/embeddings")
         def embeddings(raw: bytes = Depends(read_body)):
             return handle(raw)
@@ -69,8 +74,10 @@ def add_soak_routes(app: FastAPI, emb) -> None:
 
     @app.get("/v1/models")
     def models():
-        return {"object": "list", "data": [{"id": emb.model_name, "object": "model", "task": "embed",
-                                            "max_length": emb.max_length}]}
+        return {
+            "object": "list",
+            "data": [{"id": emb.model_name, "object": "model", "task": "embed", "max_length": emb.max_length}],
+        }
 
     @app.get("/debug/memory")
     def memory(top: int = DEFAULT_TOP):  # a plain def: FastAPI runs it in its thread pool
@@ -94,8 +101,13 @@ def main() -> None:
     args = p.parse_args()
     import uvicorn
 
-    uvicorn.run(build_app(args.backend, args.precision, args.serial, args.threads, args.debug_memory), host=args.host, port=args.port,
-                log_level="warning", access_log=False)
+    uvicorn.run(
+        build_app(args.backend, args.precision, args.serial, args.threads, args.debug_memory),
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        access_log=False,
+    )
 
 
 if __name__ == "__main__":

@@ -50,8 +50,13 @@ def child(arena: bool, pattern: bool, shrink: bool, runs: int, threads: int) -> 
     for i in range(1, runs + 1):
         b, t = int(rng.integers(1, 17)), int(rng.integers(4, 129))
         ids = rng.integers(1000, 20000, (b, t)).astype(np.int64)  # (B, T)
-        backend.run({"input_ids": ids, "attention_mask": np.ones((b, t), np.int64),
-                     "token_type_ids": np.zeros((b, t), np.int64)})
+        backend.run(
+            {
+                "input_ids": ids,
+                "attention_mask": np.ones((b, t), np.int64),
+                "token_type_ids": np.zeros((b, t), np.int64),
+            }
+        )
         peak = max(peak, proc.memory_info().rss)
         if i in marks:
             rss[marks[i]] = proc.memory_info().rss
@@ -67,17 +72,26 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(*CONFIGS[args.child], args.runs, args.threads)))
         return
-    print(f"| configuration ({args.runs} runs, random (B ≤ 16, T ≤ 128)) | RSS warm-up → mid → end (MB) | growth mid → end | growth warm-up → end | peak (MB) | time vs defaults |")
+    print(
+        f"| configuration ({args.runs} runs, random (B ≤ 16, T ≤ 128)) | RSS warm-up → mid → end (MB) | growth mid → end | growth warm-up → end | peak (MB) | time vs defaults |"
+    )
     print("|---|---|---|---|---|---|")
     base = None
     for label in CONFIGS:
-        out = subprocess.run([sys.executable, __file__, "--runs", str(args.runs), "--threads", str(args.threads), "--child", label],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, __file__, "--runs", str(args.runs), "--threads", str(args.threads), "--child", label],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         r = json.loads(out.stdout.strip().splitlines()[-1])
         base = base or r["seconds"]
         w, m, e = (r["rss"][k] / 2**20 for k in ("warm", "mid", "end"))
-        print(f"| {label} | {w:.0f} → {m:.0f} → {e:.0f} | {(e - m) / m:+.1%} | {(e - w) / w:+.1%} | {r['peak'] / 2**20:.0f} | "
-              f"{r['seconds'] / base:.2f}x |", flush=True)
+        print(
+            f"| {label} | {w:.0f} → {m:.0f} → {e:.0f} | {(e - m) / m:+.1%} | {(e - w) / w:+.1%} | {r['peak'] / 2**20:.0f} | "
+            f"{r['seconds'] / base:.2f}x |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -72,7 +72,9 @@ class OrtFile:
         self.dim = dim
 
     def embed(self, ids, mask):
-        return self.session.run([self.output], {"input_ids": ids.astype(np.int64), "attention_mask": mask.astype(np.int64)})[0]
+        return self.session.run(
+            [self.output], {"input_ids": ids.astype(np.int64), "attention_mask": mask.astype(np.int64)}
+        )[0]
 
 
 def throughput(variants, batch_sets, rounds):
@@ -96,22 +98,33 @@ def throughput(variants, batch_sets, rounds):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", required=True)
-    ap.add_argument("--quantized", required=True, nargs="+",
-                    help="output folder(s) of `openhood quantize` (e.g. two --target-cosine values); the first one "
-                         "also runs the calibration experiment")
+    ap.add_argument(
+        "--quantized",
+        required=True,
+        nargs="+",
+        help="output folder(s) of `openhood quantize` (e.g. two --target-cosine values); the first one "
+        "also runs the calibration experiment",
+    )
     ap.add_argument("--offset", type=int, default=20000)
     ap.add_argument("--limit", type=int, default=2000, help="quality texts (and retrieval pool size)")
     ap.add_argument("--throughput-texts", type=int, default=256, help="texts timed at batch 32")
     ap.add_argument("--single-texts", type=int, default=48, help="texts timed at batch 1")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--skip-numpy-quality", action="store_true")
-    ap.add_argument("--backends", nargs="+", choices=["numpy", "onnxruntime"], default=["numpy", "onnxruntime"],
-                    help="our backends to run (the quantize_dynamic anchors always run); ORT alone is a less "
-                         "contended speed comparison on 2 cores")
+    ap.add_argument(
+        "--backends",
+        nargs="+",
+        choices=["numpy", "onnxruntime"],
+        default=["numpy", "onnxruntime"],
+        help="our backends to run (the quantize_dynamic anchors always run); ORT alone is a less "
+        "contended speed comparison on 2 cores",
+    )
     ap.add_argument("--skip-calibration-experiment", action="store_true")
     args = ap.parse_args(argv)
     if "onnxruntime" not in args.backends:
-        ap.error("--backends must include onnxruntime: the quantize_dynamic anchors are measured against ONNX Runtime fp32")
+        ap.error(
+            "--backends must include onnxruntime: the quantize_dynamic anchors are measured against ONNX Runtime fp32"
+        )
 
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -133,13 +146,16 @@ def main(argv=None) -> int:
     qdir = qdirs[0]
     t_start = time.perf_counter()
     all_texts = read_texts(args.corpus, limit=args.offset + args.limit)
-    texts = all_texts[args.offset:]
+    texts = all_texts[args.offset :]
     tok = Tokenizer.from_pretrained(qdir)
     pad_id = int(tok.pad_id)
     rb = tok.encode_batch(texts, max_length=256)
     seqs = [rb[i] for i in range(len(rb))]
-    print(f"# {len(seqs)} eval texts (corpus lines {args.offset}..{args.offset + len(seqs)}), "
-          f"mean {np.mean(rb.lengths):.1f} tokens", flush=True)
+    print(
+        f"# {len(seqs)} eval texts (corpus lines {args.offset}..{args.offset + len(seqs)}), "
+        f"mean {np.mean(rb.lengths):.1f} tokens",
+        flush=True,
+    )
 
     tmp = Path(tempfile.mkdtemp(prefix="openhood-precision-"))
     model = load_bert(qdir)
@@ -156,17 +172,22 @@ def main(argv=None) -> int:
         _, plan, info = read_int8(d / INT8_FILE)
         modes = [v["mode"] for v in plan["layers"].values()]
         bits = 7 if int(info.get("weight_qmax", 127)) <= 63 else 8
-        return (f"target {info.get('target_cosine')}, {bits}-bit w: {modes.count('static')}s/{modes.count('dynamic')}d/"
-                f"{modes.count('fp32')}f")
+        return (
+            f"target {info.get('target_cosine')}, {bits}-bit w: {modes.count('static')}s/{modes.count('dynamic')}d/"
+            f"{modes.count('fp32')}f"
+        )
 
     variants, int8_files = {}, {}
     for backend in args.backends:
         for precision in ("fp32", "fp16"):
-            variants[f"{backend} {precision}"] = Served(load_model(ModelSpec(path=str(qdir)),
-                                                                   EngineOptions(backend=backend, precision=precision)))
+            variants[f"{backend} {precision}"] = Served(
+                load_model(ModelSpec(path=str(qdir)), EngineOptions(backend=backend, precision=precision))
+            )
         for d in qdirs:
             name = f"{backend} int8 ({plan_label(d)})"
-            variants[name] = Served(load_model(ModelSpec(path=str(d)), EngineOptions(backend=backend, precision="int8")))
+            variants[name] = Served(
+                load_model(ModelSpec(path=str(d)), EngineOptions(backend=backend, precision="int8"))
+            )
             int8_files[name] = d / (INT8_FILE if backend == "numpy" else "model.int8.onnx")
     dim = model.config.hidden
     variants["ORT quantize_dynamic (default)"] = OrtFile(dyn, dim)
@@ -180,7 +201,11 @@ def main(argv=None) -> int:
         "ORT quantize_dynamic (per-channel, reduce_range)": dyn_pc.stat().st_size,
     }
     sizes.update({name: path.stat().st_size for name, path in int8_files.items()})
-    fp32_size = {"numpy": sizes["numpy fp32"], "onnxruntime": sizes["onnxruntime fp32"], "ORT": sizes["onnxruntime fp32"]}
+    fp32_size = {
+        "numpy": sizes["numpy fp32"],
+        "onnxruntime": sizes["onnxruntime fp32"],
+        "ORT": sizes["onnxruntime fp32"],
+    }
 
     # Throughput.
     _, b32 = batches_of(seqs[: args.throughput_texts], 32, pad_id)
@@ -192,8 +217,12 @@ def main(argv=None) -> int:
     print(f"# throughput done ({time.perf_counter() - t_start:.0f} s)", flush=True)
 
     # Quality, each against its own backend's fp32.
-    ref = {"numpy": None if args.skip_numpy_quality or "numpy" not in args.backends else embed_all(variants["numpy fp32"], seqs, pad_id),
-           "onnxruntime": embed_all(variants["onnxruntime fp32"], seqs, pad_id)}
+    ref = {
+        "numpy": None
+        if args.skip_numpy_quality or "numpy" not in args.backends
+        else embed_all(variants["numpy fp32"], seqs, pad_id),
+        "onnxruntime": embed_all(variants["onnxruntime fp32"], seqs, pad_id),
+    }
     qual = {}
     for name, v in variants.items():
         base = name.split()[0] if name.split()[0] in ref else "onnxruntime"
@@ -202,15 +231,23 @@ def main(argv=None) -> int:
         qual[name] = quality(ref[base], embed_all(v, seqs, pad_id))
     print(f"# quality done ({time.perf_counter() - t_start:.0f} s)", flush=True)
 
-    print("\n| variant | size on disk | size vs fp32 | b32 texts/s | b32 vs fp32 | b1 texts/s | b1 vs fp32 | cos mean | cos min | top-10 agreement |")
+    print(
+        "\n| variant | size on disk | size vs fp32 | b32 texts/s | b32 vs fp32 | b1 texts/s | b1 vs fp32 | cos mean | cos min | top-10 agreement |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name in variants:
         fam = name.split()[0]
         base = "numpy fp32" if fam == "numpy" else "onnxruntime fp32"
         q = qual.get(name)
-        qtxt = f"{q['cos_mean']:.4f} | {q['cos_min']:.4f} | {100 * q['top10']:.1f}%" if q else ("1 | 1 | 100%" if name.endswith("fp32") else "– | – | –")
-        print(f"| {name} | {sizes[name] / 1e6:.1f} MB | {sizes[name] / fp32_size[fam]:.0%} | {tput[name]['b32']:.1f} | "
-              f"{tput[name]['b32'] / tput[base]['b32']:.2f}x | {tput[name]['b1']:.1f} | {tput[name]['b1'] / tput[base]['b1']:.2f}x | {qtxt} |")
+        qtxt = (
+            f"{q['cos_mean']:.4f} | {q['cos_min']:.4f} | {100 * q['top10']:.1f}%"
+            if q
+            else ("1 | 1 | 100%" if name.endswith("fp32") else "– | – | –")
+        )
+        print(
+            f"| {name} | {sizes[name] / 1e6:.1f} MB | {sizes[name] / fp32_size[fam]:.0%} | {tput[name]['b32']:.1f} | "
+            f"{tput[name]['b32'] / tput[base]['b32']:.2f}x | {tput[name]['b1']:.1f} | {tput[name]['b1'] / tput[base]['b1']:.2f}x | {qtxt} |"
+        )
 
     if args.skip_calibration_experiment:
         return 0
@@ -226,8 +263,10 @@ def main(argv=None) -> int:
     matched_idx = stratified_sample(plen, n_cal, seed=1)
     method = info.get("method", "percentile")
     inv = {n: 1.0 / s for n, s in smooth.items()}  # smoothed layers are calibrated on x / s
-    ranges = {"short only": calibrate(graph, [prb[int(i)] for i in short_idx], method, inv_smooth=inv),
-              "length-matched": calibrate(graph, [prb[int(i)] for i in matched_idx], method, inv_smooth=inv)}
+    ranges = {
+        "short only": calibrate(graph, [prb[int(i)] for i in short_idx], method, inv_smooth=inv),
+        "length-matched": calibrate(graph, [prb[int(i)] for i in matched_idx], method, inv_smooth=inv),
+    }
     long_ids = [i for i in range(len(seqs)) if len(seqs[i]) >= np.percentile(rb.lengths, 90)]
     long_seqs = [seqs[i] for i in long_ids]
     long_ref = embed_all(variants["onnxruntime fp32"], long_seqs, pad_id)
@@ -235,19 +274,27 @@ def main(argv=None) -> int:
     for d in base_plan:  # the all-static variant also needs codes for the plan's float layers
         codes.setdefault(d.layer, quantize_weight(graph.node(d.layer).linear.weight.T, qmax=qmax))
     all_static = [LayerPlan(**{**p.__dict__, "mode": "static"}) for p in base_plan]
-    cal_lengths = {k: f"median {np.median(plen[idx]):.0f}, p90 {np.percentile(plen[idx], 90):.0f}" for k, idx in
-                   (("short only", short_idx), ("length-matched", matched_idx))}
-    print(f"\nCalibration experiment: {len(long_seqs)} long eval texts (>= {np.percentile(rb.lengths, 90):.0f} tokens), "
-          f"{n_cal} calibration texts each, method {method}, ONNX Runtime int8.\n")
+    cal_lengths = {
+        k: f"median {np.median(plen[idx]):.0f}, p90 {np.percentile(plen[idx], 90):.0f}"
+        for k, idx in (("short only", short_idx), ("length-matched", matched_idx))
+    }
+    print(
+        f"\nCalibration experiment: {len(long_seqs)} long eval texts (>= {np.percentile(rb.lengths, 90):.0f} tokens), "
+        f"{n_cal} calibration texts each, method {method}, ONNX Runtime int8.\n"
+    )
     print("| plan | calibration set (tokens) | cos mean | cos min | top-10 agreement |")
     print("|---|---|---|---|---|")
     for plan_name, decisions in (("stored plan", base_plan), ("all layers static", all_static)):
         for cal_name, rng in ranges.items():
             g = apply_plan(graph, with_ranges(decisions, rng), codes, smooth=smooth)
             q = quality(long_ref, embed_all(OrtFile(graph_to_onnx(g), dim), long_seqs, pad_id))
-            print(f"| {plan_name} | {cal_name} ({cal_lengths[cal_name]}) | {q['cos_mean']:.4f} | {q['cos_min']:.4f} | {100 * q['top10']:.1f}% |")
-    print(f"\n# total {time.perf_counter() - t_start:.0f} s; plan modes: "
-          + json.dumps({m: sum(d.mode == m for d in base_plan) for m in ('static', 'dynamic', 'fp32')}))
+            print(
+                f"| {plan_name} | {cal_name} ({cal_lengths[cal_name]}) | {q['cos_mean']:.4f} | {q['cos_min']:.4f} | {100 * q['top10']:.1f}% |"
+            )
+    print(
+        f"\n# total {time.perf_counter() - t_start:.0f} s; plan modes: "
+        + json.dumps({m: sum(d.mode == m for d in base_plan) for m in ("static", "dynamic", "fp32")})
+    )
     return 0
 
 

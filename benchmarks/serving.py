@@ -58,8 +58,18 @@ def server_command(name: str, port: int, serve_args: list[str], int8_model: str 
     if kind == "openhood":
         head = [str(BIN / "openhood"), "serve"] + (["--threads", threads] if threads else [])
         model = ["--model", int8_model] if backend == "int8" and int8_model else []
-        return [*head, *engine, *model, "--port", str(port), "--log-level", "warning", "--grace-period", "2",
-                *serve_args]
+        return [
+            *head,
+            *engine,
+            *model,
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+            "--grace-period",
+            "2",
+            *serve_args,
+        ]
     if kind in ("naive", "naiveserial"):
         if backend == "int8":
             raise SystemExit("the naive server runs fp32 only")
@@ -67,8 +77,9 @@ def server_command(name: str, port: int, serve_args: list[str], int8_model: str 
         if threads:
             cmd += ["--threads", threads]
         return cmd + (["--serial"] if kind == "naiveserial" else [])
-    raise SystemExit(f"unknown server {name!r} (openhood-<backend>, naive-<backend>, naiveserial-<backend>, "
-                     "optionally @t<threads>)")
+    raise SystemExit(
+        f"unknown server {name!r} (openhood-<backend>, naive-<backend>, naiveserial-<backend>, optionally @t<threads>)"
+    )
 
 
 def wait_ready(url: str, proc: subprocess.Popen, timeout_s: float = 600.0) -> None:
@@ -87,9 +98,26 @@ def wait_ready(url: str, proc: subprocess.Popen, timeout_s: float = 600.0) -> No
 
 
 def loadtest(url: str, args, extra: list[str], seed: int) -> tuple[str, dict]:
-    cmd = [str(BIN / "openhood"), "loadtest", url, "--corpus", args.corpus, "--max-chars", str(args.max_chars),
-           "--duration", str(args.duration), "--warmup", str(args.warmup), "--seed", str(seed),
-           "--wait-ready", "0", "--json", "--quiet", *extra]
+    cmd = [
+        str(BIN / "openhood"),
+        "loadtest",
+        url,
+        "--corpus",
+        args.corpus,
+        "--max-chars",
+        str(args.max_chars),
+        "--duration",
+        str(args.duration),
+        "--warmup",
+        str(args.warmup),
+        "--seed",
+        str(seed),
+        "--wait-ready",
+        "0",
+        "--json",
+        "--quiet",
+        *extra,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=7200)
     shown = "openhood loadtest " + " ".join(shlex.quote(c) for c in cmd[2:])
     if proc.returncode not in (0, 1) or not proc.stdout.strip():
@@ -103,8 +131,12 @@ class Server:
     def __init__(self, name: str, port: int, args):
         self.name = name
         self.url = f"http://127.0.0.1:{port}"
-        cmd = server_command(name, port, shlex.split(args.serve_args) if name.startswith("openhood") else [],
-                             getattr(args, "int8_model", None))
+        cmd = server_command(
+            name,
+            port,
+            shlex.split(args.serve_args) if name.startswith("openhood") else [],
+            getattr(args, "int8_model", None),
+        )
         # The server's output goes to a file: an unread pipe would fill up and block its logging.
         self.log_path = Path(tempfile.gettempdir()) / f"openhood-bench-{name}-{port}.log"
         self.log = self.log_path.open("w")
@@ -126,10 +158,20 @@ def closed_run(server: Server, n: int, args, seed: int, label: str = "closed") -
     # A 10 s read timeout: closed loop measures capacity, and 64 clients on a slow server
     # legitimately wait longer than the SLO's 3 x budget default.
     shown, s = loadtest(server.url, args, ["--concurrency", str(n), "--timeout", "10"], seed)
-    row = {"clients": n, "seed": seed, "throughput_rps": s["throughput_rps"], "p50": s["latency_ms"]["p50"],
-           "p99": s["latency_ms"]["p99"], "errors": s["error_count"], "command": shown}
-    print(f"  {server.name:<22} {label} x{n:<3} seed {seed} {row['throughput_rps']:7.1f} req/s  "
-          f"P50 {row['p50'] or 0:7.1f} ms  P99 {row['p99'] or 0:7.1f} ms  errors {row['errors']}", flush=True)
+    row = {
+        "clients": n,
+        "seed": seed,
+        "throughput_rps": s["throughput_rps"],
+        "p50": s["latency_ms"]["p50"],
+        "p99": s["latency_ms"]["p99"],
+        "errors": s["error_count"],
+        "command": shown,
+    }
+    print(
+        f"  {server.name:<22} {label} x{n:<3} seed {seed} {row['throughput_rps']:7.1f} req/s  "
+        f"P50 {row['p50'] or 0:7.1f} ms  P99 {row['p99'] or 0:7.1f} ms  errors {row['errors']}",
+        flush=True,
+    )
     return row
 
 
@@ -139,22 +181,56 @@ def sweep_run(server: Server, args) -> None:
     ``--sweep-start`` x the best closed-loop throughput and steps x1.25."""
     best = max((r["throughput_rps"] for r in server.out["closed"]), default=20.0)
     start = max(1.0, round(args.sweep_start * best, 1))
-    shown, res = loadtest(server.url, args, ["--sweep", "--sweep-start", str(start), "--sweep-factor", "1.25",
-                                             "--sweep-max", str(round(1.2 * best, 1)), "--sweep-bisect",
-                                             str(args.sweep_bisect), "--sweep-repeats", str(args.repeats),
-                                             "--sweep-requests", str(args.sweep_requests)], args.seed)
+    shown, res = loadtest(
+        server.url,
+        args,
+        [
+            "--sweep",
+            "--sweep-start",
+            str(start),
+            "--sweep-factor",
+            "1.25",
+            "--sweep-max",
+            str(round(1.2 * best, 1)),
+            "--sweep-bisect",
+            str(args.sweep_bisect),
+            "--sweep-repeats",
+            str(args.repeats),
+            "--sweep-requests",
+            str(args.sweep_requests),
+        ],
+        args.seed,
+    )
     sw = res["sweep"]
-    server.out["sweep"] = {**{k: sw[k] for k in ("best_rate", "first_failing_rate", "repeat_passes", "repeats_run",
-                                                 "p99_spread_at_best_ms", "worst_bucket_ratio_spread_at_best", "rates",
-                                                 "runs")},
-                           "command": shown}
+    server.out["sweep"] = {
+        **{
+            k: sw[k]
+            for k in (
+                "best_rate",
+                "first_failing_rate",
+                "repeat_passes",
+                "repeats_run",
+                "p99_spread_at_best_ms",
+                "worst_bucket_ratio_spread_at_best",
+                "rates",
+                "runs",
+            )
+        },
+        "command": shown,
+    }
     for r in sw["runs"]:
-        print(f"  {server.name:<22} sweep {r['phase']:>6} {r['rate']:7.1f} req/s seed {r['seed']} -> "
-              f"{r['throughput_rps']:7.1f} req/s P99 {r['p99'] or 0:7.1f} ms worst-bucket "
-              f"{r['worst_bucket_ratio'] or 0:5.2f} (checked {','.join(r.get('buckets_checked', []))}) "
-              f"{'PASS' if r['pass'] else 'FAIL ' + '; '.join(r['reasons'])}", flush=True)
-    print(f"  {server.name:<22} SLO rate: {sw['best_rate']} req/s (runs at that rate passing: "
-          f"{sw['repeat_passes']}/{sw['repeats_run']})", flush=True)
+        print(
+            f"  {server.name:<22} sweep {r['phase']:>6} {r['rate']:7.1f} req/s seed {r['seed']} -> "
+            f"{r['throughput_rps']:7.1f} req/s P99 {r['p99'] or 0:7.1f} ms worst-bucket "
+            f"{r['worst_bucket_ratio'] or 0:5.2f} (checked {','.join(r.get('buckets_checked', []))}) "
+            f"{'PASS' if r['pass'] else 'FAIL ' + '; '.join(r['reasons'])}",
+            flush=True,
+        )
+    print(
+        f"  {server.name:<22} SLO rate: {sw['best_rate']} req/s (runs at that rate passing: "
+        f"{sw['repeat_passes']}/{sw['repeats_run']})",
+        flush=True,
+    )
 
 
 class BusyLoop:
@@ -188,9 +264,22 @@ def noisy_runs(server: Server, args) -> None:
 def engine_ceiling(args) -> dict[str, float]:
     """Engine-only sentences/s per backend (``benchmarks/batching.py``: same corpus and cut, length-
     sorted batches, best of the layouts and budgets): what the cores can do without HTTP."""
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "batching.py"), "--corpus", args.corpus, "--max-chars",
-           str(args.max_chars), "--texts", str(args.ceiling_texts), "--budgets", "1,256,512,1024",
-           "--rounds", str(args.repeats), "--backends", *args.ceiling_backends]
+    cmd = [
+        sys.executable,
+        str(ROOT / "benchmarks" / "batching.py"),
+        "--corpus",
+        args.corpus,
+        "--max-chars",
+        str(args.max_chars),
+        "--texts",
+        str(args.ceiling_texts),
+        "--budgets",
+        "1,256,512,1024",
+        "--rounds",
+        str(args.repeats),
+        "--backends",
+        *args.ceiling_backends,
+    ]
     print("== engine ceiling: " + " ".join(shlex.quote(c) for c in cmd), flush=True)
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, check=True).stdout
     best: dict[str, float] = {}
@@ -229,30 +318,40 @@ def ratios(results: list[dict], ceiling: dict[str, float]) -> list[str]:
         naive = named.get(f"naive-{backend}")
         per = by_clients(oh)
         if naive and 1 in per and 1 in by_clients(naive):
-            p = [a["p50"] / b["p50"] for a, b in zip(per[1], by_clients(naive)[1], strict=False) if a["p50"] and b["p50"]]
+            p = [
+                a["p50"] / b["p50"] for a, b in zip(per[1], by_clients(naive)[1], strict=False) if a["p50"] and b["p50"]
+            ]
             lines.append(f"{oh['server']}: P50 at 1 client / naive-{backend}'s: {spread(p)}  (goal <= 1.05)")
         best_n = max(per, key=lambda n: median_tp(per[n])) if per else None
         if best_n is not None:
             best = median_tp(per[best_n])
             if backend in ceiling:
                 served = [r["throughput_rps"] / ceiling[backend] for r in per[best_n]]
-                lines.append(f"{oh['server']}: served max ({best_n} clients) / engine-only ceiling "
-                             f"{ceiling[backend]:.1f}/s: {spread(served)}  (goal >= 0.9)")
+                lines.append(
+                    f"{oh['server']}: served max ({best_n} clients) / engine-only ceiling "
+                    f"{ceiling[backend]:.1f}/s: {spread(served)}  (goal >= 0.9)"
+                )
             held = {n: [r["throughput_rps"] / best for r in rows] for n, rows in per.items() if n >= 2}
             if held:
                 worst_n = min(held, key=lambda n: statistics.median(held[n]))
-                lines.append(f"{oh['server']}: throughput at 2-64 clients / its best, worst point {worst_n} clients: "
-                             f"{spread(held[worst_n])}  (goal >= 0.9)")
+                lines.append(
+                    f"{oh['server']}: throughput at 2-64 clients / its best, worst point {worst_n} clients: "
+                    f"{spread(held[worst_n])}  (goal >= 0.9)"
+                )
             sw = oh.get("sweep")
             if sw and sw["best_rate"]:
-                lines.append(f"{oh['server']}: SLO rate {sw['best_rate']:.1f} req/s / closed-loop max {best:.1f}: "
-                             f"{sw['best_rate'] / best:.2f} (rate passed {sw['repeat_passes']}/{sw['repeats_run']} runs; "
-                             f"P99 {sw['p99_spread_at_best_ms']} ms; worst bucket P99/P50 "
-                             f"{sw['worst_bucket_ratio_spread_at_best']})  (goal >= 0.7)")
+                lines.append(
+                    f"{oh['server']}: SLO rate {sw['best_rate']:.1f} req/s / closed-loop max {best:.1f}: "
+                    f"{sw['best_rate'] / best:.2f} (rate passed {sw['repeat_passes']}/{sw['repeats_run']} runs; "
+                    f"P99 {sw['p99_spread_at_best_ms']} ms; worst bucket P99/P50 "
+                    f"{sw['worst_bucket_ratio_spread_at_best']})  (goal >= 0.7)"
+                )
                 nsw = naive.get("sweep") if naive else None
                 if nsw and nsw["best_rate"]:
-                    lines.append(f"{oh['server']}: SLO rate / naive-{backend}'s {nsw['best_rate']:.1f}: "
-                                 f"{sw['best_rate'] / nsw['best_rate']:.2f}  (goal >= 2)")
+                    lines.append(
+                        f"{oh['server']}: SLO rate / naive-{backend}'s {nsw['best_rate']:.1f}: "
+                        f"{sw['best_rate'] / nsw['best_rate']:.2f}  (goal >= 2)"
+                    )
                 elif nsw:
                     lines.append(f"{oh['server']}: naive-{backend} met the SLO at no rate tried")
             elif sw:
@@ -260,8 +359,10 @@ def ratios(results: list[dict], ceiling: dict[str, float]) -> list[str]:
         if oh["noisy"]:
             busy = [n["busy"]["throughput_rps"] / n["quiet"]["throughput_rps"] for n in oh["noisy"]]
             errors = sum(n["busy"]["errors"] + n["quiet"]["errors"] for n in oh["noisy"])
-            lines.append(f"{oh['server']}: throughput with one core busy / quiet: {spread(busy)}, errors {errors}  "
-                         "(goal >= 0.4, no errors)")
+            lines.append(
+                f"{oh['server']}: throughput with one core busy / quiet: {spread(busy)}, errors {errors}  "
+                "(goal >= 0.4, no errors)"
+            )
     return lines
 
 
@@ -277,8 +378,7 @@ def markdown(results: list[dict], clients: list[int]) -> str:
         p50 = [x["p50"] for x in per.get(1, []) if x["p50"]]
         sw = r["sweep"]
         slo = "-" if not sw else ("none" if sw["best_rate"] is None else f"{sw['best_rate']:.1f}")
-        lines.append(f"| {r['server']} | " + " | ".join(cells)
-                     + f" | {spread(p50) if p50 else '-'} | {slo} |")
+        lines.append(f"| {r['server']} | " + " | ".join(cells) + f" | {spread(p50) if p50 else '-'} | {slo} |")
     return "\n".join(lines)
 
 
@@ -291,11 +391,20 @@ def main() -> None:
     p.add_argument("--warmup", type=float, default=2.0)
     p.add_argument("--max-chars", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--repeats", type=int, default=3, help="runs (seeds seed, seed+1, ...) per closed-loop point, sweep "
-                   "rate and noisy-neighbour pair; the engine ceiling takes the best of as many rounds")
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="runs (seeds seed, seed+1, ...) per closed-loop point, sweep "
+        "rate and noisy-neighbour pair; the engine ceiling takes the best of as many rounds",
+    )
     p.add_argument("--sweep-servers", default=None, help="comma list of servers to sweep (default: all; '' = none)")
-    p.add_argument("--sweep-requests", type=int, default=1500,
-                   help="each sweep run lasts at least this many requests (about 500 in each of the two main buckets)")
+    p.add_argument(
+        "--sweep-requests",
+        type=int,
+        default=1500,
+        help="each sweep run lasts at least this many requests (about 500 in each of the two main buckets)",
+    )
     p.add_argument("--sweep-start", type=float, default=0.6, help="first sweep rate, x the best closed-loop throughput")
     p.add_argument("--sweep-bisect", type=int, default=2)
     p.add_argument("--noisy", default="", help="comma list of openhood servers to measure with one core busy")

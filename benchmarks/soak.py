@@ -34,15 +34,35 @@ NAIVE_SERVER = Path(__file__).resolve().parent / "naive_server.py"
 
 def run(label: str, target: list[str], args, out: Path) -> dict:
     """One soak; ``target`` is ``--model … --serve-args …`` or ``--url …``."""
-    cmd = [sys.executable, "-m", "openhood.cli", "soak", *target, "--seconds", str(args.seconds),
-           "--requests", str(args.requests), "--max-growth", str(args.max_growth), "--out", str(out),
-           "--sample-every", str(args.sample_every), "--ready-timeout", "1800"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "openhood.cli",
+        "soak",
+        *target,
+        "--seconds",
+        str(args.seconds),
+        "--requests",
+        str(args.requests),
+        "--max-growth",
+        str(args.max_growth),
+        "--out",
+        str(out),
+        "--sample-every",
+        str(args.sample_every),
+        "--ready-timeout",
+        "1800",
+    ]
     load_start = os.getloadavg()[0]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if not (out / "soak.json").is_file():
         raise SystemExit(f"{label}: soak failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
-    return {"label": label, "exit": proc.returncode, "load": (load_start, os.getloadavg()[0]),
-            **json.loads((out / "soak.json").read_text())["analysis"]}
+    return {
+        "label": label,
+        "exit": proc.returncode,
+        "load": (load_start, os.getloadavg()[0]),
+        **json.loads((out / "soak.json").read_text())["analysis"],
+    }
 
 
 def wait_ready(url: str, server: subprocess.Popen, seconds: float = 1800.0) -> None:
@@ -63,8 +83,11 @@ def run_naive(args, out: Path) -> dict:
     port = free_port()
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "server.log", "wb") as log:
-        server = subprocess.Popen([sys.executable, str(NAIVE_SERVER), "--backend", "onnxruntime", "--port", str(port),
-                                   "--debug-memory"], stdout=log, stderr=subprocess.STDOUT)
+        server = subprocess.Popen(
+            [sys.executable, str(NAIVE_SERVER), "--backend", "onnxruntime", "--port", str(port), "--debug-memory"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         try:
             wait_ready(f"http://127.0.0.1:{port}/health/ready", server)
             return run("naive FastAPI + ORT", ["--url", f"http://127.0.0.1:{port}"], args, out)
@@ -85,8 +108,11 @@ def main() -> None:
     args = ap.parse_args()
     base = Path(args.out or tempfile.mkdtemp(prefix="openhood-soak-bench-"))
     model = str(default_model_dir())
-    configs = {"numpy": (model, "--backend numpy"), "onnxruntime": (model, "--backend onnxruntime"),
-               "int8": (args.int8_model, "--backend numpy --precision int8")}
+    configs = {
+        "numpy": (model, "--backend numpy"),
+        "onnxruntime": (model, "--backend onnxruntime"),
+        "int8": (args.int8_model, "--backend numpy --precision int8"),
+    }
     rows = []
     for name in args.backends.split(","):
         if name == "naive":
@@ -97,14 +123,18 @@ def main() -> None:
             print(f"{name}: skipped (give --int8-model)", file=sys.stderr)
             continue
         rows.append(run(name, ["--model", folder, "--serve-args", serve_args], args, base / name))
-    print(f"| backend | requests | seconds | RSS mid → end (MB) | growth (fitted) | raw | slope KB/s | verdict (limit {args.max_growth:g}%) | top site | load avg start → end |")
+    print(
+        f"| backend | requests | seconds | RSS mid → end (MB) | growth (fitted) | raw | slope KB/s | verdict (limit {args.max_growth:g}%) | top site | load avg start → end |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         g = r["growth"]["rss"]
         site = r["top_sites"][0] if r["top_sites"] else {"site": "-", "size_delta": 0}
-        print(f"| {r['label']} | {r['requests']} | {r['duration_s']:.0f} | {g['fit_mid'] / 2**20:.1f} → {g['fit_end'] / 2**20:.1f} "
-              f"| {g['growth_pct']:+.2f}% | {g['raw_growth_pct']:+.2f}% | {g['slope_per_s'] / 1024:+.1f} | {r['verdict']} "
-              f"| `{Path(site['site']).name}` {site['size_delta'] / 1024:+.0f} KB | {r['load'][0]:.1f} → {r['load'][1]:.1f} |")
+        print(
+            f"| {r['label']} | {r['requests']} | {r['duration_s']:.0f} | {g['fit_mid'] / 2**20:.1f} → {g['fit_end'] / 2**20:.1f} "
+            f"| {g['growth_pct']:+.2f}% | {g['raw_growth_pct']:+.2f}% | {g['slope_per_s'] / 1024:+.1f} | {r['verdict']} "
+            f"| `{Path(site['site']).name}` {site['size_delta'] / 1024:+.0f} KB | {r['load'][0]:.1f} → {r['load'][1]:.1f} |"
+        )
     print(f"reports: {base}", file=sys.stderr)
 
 

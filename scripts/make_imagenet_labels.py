@@ -32,7 +32,11 @@ def main() -> None:
             wheel = glob.glob(f"{tmp}/timm-*.whl")[0]
         with zipfile.ZipFile(wheel) as zf:
             synsets = zf.read("timm/data/_info/imagenet_synsets.txt").decode().split()
-            lemmas = dict(line.split("\t", 1) for line in zf.read("timm/data/_info/imagenet_synset_to_lemma.txt").decode().splitlines() if "\t" in line)
+            lemmas = dict(
+                line.split("\t", 1)
+                for line in zf.read("timm/data/_info/imagenet_synset_to_lemma.txt").decode().splitlines()
+                if "\t" in line
+            )
     if len(synsets) != 1000 or len(set(synsets)) != 1000:
         raise SystemExit(f"expected 1000 distinct synsets, got {len(synsets)}")
     OUT.write_text("".join(f"{s}\t{lemmas[s].strip()}\n" for s in synsets), encoding="utf-8")

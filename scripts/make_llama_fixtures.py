@@ -67,11 +67,15 @@ def main() -> None:
     g = GGUFFile(path)
     tok = hf_bpe_tokenizer(spec_from_gguf(g))
     template = jinja2.Environment().from_string(g.require("tokenizer.chat_template"))
-    model = transformers.AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        str(path.parent), gguf_file=path.name, dtype=torch.float32
+    )
     model.eval()
 
     def chat(prompt: str) -> list[int]:
-        return tok.encode(template.render(messages=[{"role": "user", "content": prompt}], add_generation_prompt=True)).ids
+        return tok.encode(
+            template.render(messages=[{"role": "user", "content": prompt}], add_generation_prompt=True)
+        ).ids
 
     rng = np.random.default_rng(0)
     vocab_slice = np.sort(rng.choice(model.config.vocab_size, N_VOCAB_SLICE, replace=False))
@@ -103,9 +107,20 @@ def main() -> None:
                 inp = torch.tensor([[nxt]])
             greedy.append({"prompt": prompt, "ids": ids, "greedy": out, "top2_gap": gaps})
             print(f"{prompt[:40]!r}: {tok.decode(out)[:60]!r}  min gap {min(gaps):.4f}")
-    (FIXTURES / "llama_greedy.json").write_text(json.dumps({
-        "model": path.name, "transformers": transformers.__version__, "torch": torch.__version__,
-        "steps": N_STEPS, "cases": greedy}, ensure_ascii=False) + "\n", encoding="utf-8")
+    (FIXTURES / "llama_greedy.json").write_text(
+        json.dumps(
+            {
+                "model": path.name,
+                "transformers": transformers.__version__,
+                "torch": torch.__version__,
+                "steps": N_STEPS,
+                "cases": greedy,
+            },
+            ensure_ascii=False,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     print("wrote", FIXTURES / "llama_logits.npz", FIXTURES / "llama_greedy.json")
 
 

@@ -53,8 +53,10 @@ def main() -> None:
                 layers.append(torch.nn.ReLU())
         net = torch.nn.Sequential(*layers)
         linears = [m for m in net if isinstance(m, torch.nn.Linear)]
-        groups = [{"params": [m.weight for m in linears], "weight_decay": hp["weight_decay"]},
-                  {"params": [m.bias for m in linears], "weight_decay": 0.0}]
+        groups = [
+            {"params": [m.weight for m in linears], "weight_decay": hp["weight_decay"]},
+            {"params": [m.bias for m in linears], "weight_decay": 0.0},
+        ]
         if name == "sgd":
             opt = torch.optim.SGD(groups, lr=hp["lr"], momentum=hp["momentum"])
         else:

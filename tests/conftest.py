@@ -118,7 +118,13 @@ def digits_mlp_dir(tmp_path_factory):
     from openhood.train.trainer import TrainConfig, train_mlp
 
     ds = load_digits_dataset()
-    model, _ = train_mlp(ds.x_train, ds.y_train, 10, TrainConfig(hidden=(32,), epochs=8, augment=False, seed=0), image_shape=ds.image_shape)
+    model, _ = train_mlp(
+        ds.x_train,
+        ds.y_train,
+        10,
+        TrainConfig(hidden=(32,), epochs=8, augment=False, seed=0),
+        image_shape=ds.image_shape,
+    )
     folder = tmp_path_factory.mktemp("digits-mlp")
     save_model(model, model_config(model, labels=[str(i) for i in range(10)], image_shape=ds.image_shape), folder)
     return folder

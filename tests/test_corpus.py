@@ -11,8 +11,10 @@ def test_limit_and_blank_lines(tmp_path: Path):
     assert corpus.read_texts(p, limit=2) == ["x", "y"]
 
 
-@pytest.mark.parametrize("line, why", [("not json", "not JSON"), ('{"text": 3}', "no string field 'text'"),
-                                       ("[1, 2]", "no string field 'text'")])
+@pytest.mark.parametrize(
+    "line, why",
+    [("not json", "not JSON"), ('{"text": 3}', "no string field 'text'"), ("[1, 2]", "no string field 'text'")],
+)
 def test_bad_lines_name_the_line(tmp_path: Path, line: str, why: str):
     p = tmp_path / "c.jsonl"
     p.write_text('{"text": "ok"}\n' + line + "\n", encoding="utf-8")

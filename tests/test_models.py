@@ -36,12 +36,19 @@ def test_model_specs_from_flags_and_toml(tmp_path: Path):
     with pytest.raises(models.ModelSpecError, match="NAME=PATH"):
         models.parse_model_spec("=/x")
     toml = tmp_path / "models.toml"
-    toml.write_text('[server]\nport = 9001\n\n[[models]]\nname = "minilm"\n\n'
-                    '[[models]]\nname = "para"\npath = "/m/para"\nbackend = "onnxruntime"\nbuckets = [32, 128]\n')
+    toml.write_text(
+        '[server]\nport = 9001\n\n[[models]]\nname = "minilm"\n\n'
+        '[[models]]\nname = "para"\npath = "/m/para"\nbackend = "onnxruntime"\nbuckets = [32, 128]\n'
+    )
     server, specs = models.read_model_file(toml)
     assert server == {"port": 9001}
     assert specs[0] == models.ModelSpec(name="minilm")
-    assert (specs[1].name, specs[1].path, specs[1].backend, specs[1].buckets) == ("para", "/m/para", "onnxruntime", (32, 128))
+    assert (specs[1].name, specs[1].path, specs[1].backend, specs[1].buckets) == (
+        "para",
+        "/m/para",
+        "onnxruntime",
+        (32, 128),
+    )
     toml.write_text("[server]\n")
     with pytest.raises(models.ModelSpecError, match=r"\[\[models\]\]"):
         models.read_model_file(toml)
@@ -61,8 +68,10 @@ def test_readiness_expects_unit_norm_only_from_a_normalizing_model(tmp_path: Pat
     shutil.copytree(src, plain, symlinks=True)
     modules = (plain / "modules.json").read_text()
     assert "Normalize" in modules
-    (plain / "modules.json").write_text('[{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},'
-                                        ' {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]')
+    (plain / "modules.json").write_text(
+        '[{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},'
+        ' {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]'
+    )
     model = models.load_model(models.ModelSpec(path=str(plain)), models.EngineOptions())
     try:
         assert model.name == "no-normalize" and not model.output.unit_norm and not model.info["normalized"]

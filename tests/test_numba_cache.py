@@ -29,7 +29,9 @@ print(json.dumps({
 
 
 def _probe(env: dict) -> dict:
-    out = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=600, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=600, check=True
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -45,6 +47,12 @@ def test_kernels_load_from_the_per_user_cache_in_a_second_process(tmp_path):
 
 def test_user_numba_cache_dir_wins(tmp_path):
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "mine")}
-    out = subprocess.run([sys.executable, "-c", "import openhood; print(openhood.NUMBA_CACHE_DIR)"], env=env,
-                         capture_output=True, text=True, timeout=60, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", "import openhood; print(openhood.NUMBA_CACHE_DIR)"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     assert out.stdout.strip() == str(tmp_path / "mine")

@@ -16,7 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_version_flag_prints_the_package_version():
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
-    proc = subprocess.run([sys.executable, "-m", "openhood.cli", "--version"], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "openhood.cli", "--version"], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == f"openhood {declared}\n"
     assert openhood.__version__ == version("openhood") == declared

@@ -46,8 +46,15 @@ class Embedder:
         self._pool: ThreadPoolExecutor | None = None
 
     @classmethod
-    def from_pretrained(cls, path: str | Path | None = None, backend: str = "numpy", precision: str = "fp32",
-                        threads: int | None = None, fusion: bool = True, workers: int = 1) -> Embedder:
+    def from_pretrained(
+        cls,
+        path: str | Path | None = None,
+        backend: str = "numpy",
+        precision: str = "fp32",
+        threads: int | None = None,
+        fusion: bool = True,
+        workers: int = 1,
+    ) -> Embedder:
         """``path=None`` → the bundled all-MiniLM-L6-v2; ``backend`` "numpy" | "onnxruntime";
         ``workers`` engines run batches side by side, ``threads`` intra-op threads each."""
         if workers < 1:
@@ -85,8 +92,9 @@ class Embedder:
         (``None``: only when stderr is a terminal and there is more than one batch). There is no
         torch here: ``convert_to_tensor=True`` and a device other than the CPU are refused."""
         if convert_to_tensor:
-            raise ValueError("convert_to_tensor=True needs torch, which openhood does not use; "
-                             "use convert_to_numpy=True")
+            raise ValueError(
+                "convert_to_tensor=True needs torch, which openhood does not use; use convert_to_numpy=True"
+            )
         if device not in (None, "cpu"):
             raise ValueError(f"openhood runs on the CPU; device={device!r} is not available")
         single = isinstance(sentences, str)

@@ -114,7 +114,9 @@ def test_non_mean_pooling_is_refused(tmp_path):
     src = default_model_dir()
     (tmp_path / "config.json").write_bytes((src / "config.json").read_bytes())
     (tmp_path / "1_Pooling").mkdir()
-    (tmp_path / "1_Pooling" / "config.json").write_text('{"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false}')
+    (tmp_path / "1_Pooling" / "config.json").write_text(
+        '{"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false}'
+    )
     with pytest.raises(ValueError, match="only mean pooling"):
         read_config(tmp_path)
 

@@ -50,8 +50,10 @@ def test_workers_side_by_side_write_the_same_bytes(jsonl, tmp_path):
 
 def test_bad_rows_go_to_the_errors_file_and_the_job_goes_on(tmp_path, embedder):
     src = tmp_path / "in.jsonl"
-    src.write_text('{"id": "a", "text": "fine"}\n{"id": "b", "txt": "secret"}\nsecret not json\n'
-                   '{"id": "c", "text": "also fine"}\n{"id": 9, "text": 12}\n')
+    src.write_text(
+        '{"id": "a", "text": "fine"}\n{"id": "b", "txt": "secret"}\nsecret not json\n'
+        '{"id": "c", "text": "also fine"}\n{"id": 9, "text": 12}\n'
+    )
     out, errs = tmp_path / "o.parquet", tmp_path / "bad.jsonl"
     assert main(["batch", "--input", str(src), "--output", str(out), "--errors", str(errs), *ARGS]) == 0
     ids, emb = embeddings(out)
@@ -82,8 +84,13 @@ def test_csv_and_parquet_inputs_give_the_jsonl_result(jsonl, tmp_path, texts):
 
 
 def _run(args, **kw):
-    return subprocess.Popen([sys.executable, "-m", "openhood.cli", "batch", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "openhood.cli", "batch", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
 
 
 def test_resume_after_sigkill_gives_identical_output(tmp_path):
@@ -111,21 +118,31 @@ def test_resume_after_sigkill_gives_identical_output(tmp_path):
     assert f"({finished} from an earlier run)" in out or f"({finished + 1} from an earlier run)" in out
     assert cut.read_bytes() == full.read_bytes()
     assert (tmp_path / "cut.errors.jsonl").read_bytes() == (tmp_path / "full.errors.jsonl").read_bytes()
-    assert json.loads((tmp_path / "cut.errors.jsonl").read_text()) == {"row": 300, "id": None, "reason": "not JSON (Expecting value)"}
+    assert json.loads((tmp_path / "cut.errors.jsonl").read_text()) == {
+        "row": 300,
+        "id": None,
+        "reason": "not JSON (Expecting value)",
+    }
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--input", "{d}/missing.jsonl", "--output", "{d}/o.parquet"], "does not exist"),
-    (["--input", "{d}/in.jsonl", "--output", "{d}/o.csv"], "must be a .parquet file"),
-    (["--input", "{d}/in.txt", "--output", "{d}/o.parquet"], "--format"),
-    (["--input", "{d}/in.jsonl", "--output", "{d}/o.parquet", "--shard-rows", "0"], ">= 1"),
-    (["--input", "{d}/in.jsonl", "--output", "{d}/o.parquet", "--engine", "ray", "--concurrency", "0"], ">= 1"),
-    (["--input", "{d}/in.jsonl", "--output", "{d}/o.parquet", "--workers", "0"], "--workers must be >= 1"),
-    (["--input", "{d}/in.jsonl", "--output", "{d}/o.parquet", "--engine", "ray", "--workers", "2"], "--concurrency"),
-    (["--input", "{d}/empty.jsonl", "--output", "{d}/o.parquet"], "has no rows"),
-    (["--input", "{d}/in.jsonl", "--output", "{d}/exists.parquet"], "--overwrite"),
-    (["--input", "{d}/in.jsonl", "--output", "{d}/other.parquet"], "different job (shard_rows changed)"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--input", "{d}/missing.jsonl", "--output", "{d}/o.parquet"], "does not exist"),
+        (["--input", "{d}/in.jsonl", "--output", "{d}/o.csv"], "must be a .parquet file"),
+        (["--input", "{d}/in.txt", "--output", "{d}/o.parquet"], "--format"),
+        (["--input", "{d}/in.jsonl", "--output", "{d}/o.parquet", "--shard-rows", "0"], ">= 1"),
+        (["--input", "{d}/in.jsonl", "--output", "{d}/o.parquet", "--engine", "ray", "--concurrency", "0"], ">= 1"),
+        (["--input", "{d}/in.jsonl", "--output", "{d}/o.parquet", "--workers", "0"], "--workers must be >= 1"),
+        (
+            ["--input", "{d}/in.jsonl", "--output", "{d}/o.parquet", "--engine", "ray", "--workers", "2"],
+            "--concurrency",
+        ),
+        (["--input", "{d}/empty.jsonl", "--output", "{d}/o.parquet"], "has no rows"),
+        (["--input", "{d}/in.jsonl", "--output", "{d}/exists.parquet"], "--overwrite"),
+        (["--input", "{d}/in.jsonl", "--output", "{d}/other.parquet"], "different job (shard_rows changed)"),
+    ],
+)
 def test_usage_mistakes_are_one_line_and_exit_2(tmp_path, capsys, argv, message):
     (tmp_path / "in.jsonl").write_text('{"text": "a"}\n')
     (tmp_path / "in.txt").write_text("a\n")

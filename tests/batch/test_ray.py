@@ -45,8 +45,13 @@ def test_ray_engine_matches_local_and_stays_on_loopback(jsonl, tmp_path):
     local, on_ray = tmp_path / "local.parquet", tmp_path / "ray.parquet"
     cli = [sys.executable, "-m", "openhood.cli", "batch"]
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    proc = subprocess.Popen([*cli, *common, "--output", str(on_ray), "--engine", "ray", "--ray-cpus", "2",
-                             "--concurrency", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [*cli, *common, "--output", str(on_ray), "--engine", "ray", "--ray-cpus", "2", "--concurrency", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     root = psutil.Process(proc.pid)
     foreign, names, polls = set(), set(), 0
     while proc.poll() is None:

@@ -40,8 +40,10 @@ def test_jsonl_shards_cover_every_line_once(tmp_path, shard_rows, trailing_newli
 
 def test_jsonl_bad_rows_carry_a_reason_not_the_text(tmp_path):
     path = tmp_path / "in.jsonl"
-    path.write_bytes(b'{"text": "ok"}\nnot json secret\n{"text": null, "id": 3}\n{"id": [1], "text": "x"}\n'
-                     b'["secret"]\n{"body": "secret"}\n{"text": "\xff\xfe"}\n')
+    path.write_bytes(
+        b'{"text": "ok"}\nnot json secret\n{"text": null, "id": 3}\n{"id": [1], "text": "x"}\n'
+        b'["secret"]\n{"body": "secret"}\n{"text": "\xff\xfe"}\n'
+    )
     _ids, values, errors = all_rows(Source.open(path), 3)
     assert values == ["ok"]
     reasons = {e.row: e.reason for e in errors}

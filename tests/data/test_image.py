@@ -152,7 +152,9 @@ def test_preprocess_geometry_matches_torchvision_resize_centercrop():
     assert out[0, 0, 0] in (60, 61) and out[0, 0, 1] in (20, 21)
     assert out[0, 59, 0] in (178, 179) and out[59, 0, 1] in (138, 139)
     # Portrait: the long side is truncated like torchvision's int(s * long / short).
-    tall = preprocess(encode(photo(99, 301), "PNG"), ImageSpec(resize_short=50, crop=50, resample="bilinear", **IMAGENET))
+    tall = preprocess(
+        encode(photo(99, 301), "PNG"), ImageSpec(resize_short=50, crop=50, resample="bilinear", **IMAGENET)
+    )
     assert tall.shape == (50, 50, 3)
 
 

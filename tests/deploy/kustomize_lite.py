@@ -16,8 +16,14 @@ from pathlib import Path
 import yaml
 
 SUPPORTED = {"apiVersion", "kind", "resources", "namespace", "labels", "images", "patches"}
-MERGE_KEYS = {"containers": "name", "initContainers": "name", "env": "name", "volumes": "name",
-              "volumeMounts": "mountPath", "ports": "containerPort"}
+MERGE_KEYS = {
+    "containers": "name",
+    "initContainers": "name",
+    "env": "name",
+    "volumes": "name",
+    "volumeMounts": "mountPath",
+    "ports": "containerPort",
+}
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
 
 

@@ -25,7 +25,11 @@ def test_hadolint_passes_and_can_fail(tmp_path):
     result = lint(DOCKERFILE)
     assert result.returncode == 0, result.stdout + result.stderr
     bad = tmp_path / "Dockerfile"
-    bad.write_text(DOCKERFILE.read_text().replace("FROM python:3.11-slim-bookworm\n", "FROM python:latest\nRUN pip install numpy\n"))
+    bad.write_text(
+        DOCKERFILE.read_text().replace(
+            "FROM python:3.11-slim-bookworm\n", "FROM python:latest\nRUN pip install numpy\n"
+        )
+    )
     result = lint(bad)
     assert result.returncode != 0 and "DL3007" in result.stdout  # the linter really looks
 

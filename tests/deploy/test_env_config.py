@@ -81,8 +81,12 @@ def test_model_file_server_table_sets_what_no_flag_set_over_a_variable(monkeypat
 
 def test_docs_env_table_is_the_parsers(capsys):
     """docs/server.md's table is generated (scripts/sync_env_table.py); stale → this fails."""
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "sync_env_table.py"), "--check"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "sync_env_table.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     table = env_table()
     assert {f"`{name}`" for name in serve_env_names()} <= set(re.findall(r"`OPENHOOD_[A-Z_]+`", table))
@@ -98,13 +102,26 @@ def test_env_table_shows_builtin_defaults_whatever_the_environment(monkeypatch):
 
 
 def test_environment_sets_defaults_and_flags_still_win(monkeypatch):
-    for name, value in {"OPENHOOD_PORT": "9001", "OPENHOOD_HOST": "0.0.0.0", "OPENHOOD_WORKERS": "4",
-                        "OPENHOOD_TRUNCATE": "false", "OPENHOOD_GRACE_PERIOD": "12.5", "OPENHOOD_PRIORITY": "oldest",
-                        "OPENHOOD_API_KEY": "k"}.items():
+    for name, value in {
+        "OPENHOOD_PORT": "9001",
+        "OPENHOOD_HOST": "0.0.0.0",
+        "OPENHOOD_WORKERS": "4",
+        "OPENHOOD_TRUNCATE": "false",
+        "OPENHOOD_GRACE_PERIOD": "12.5",
+        "OPENHOOD_PRIORITY": "oldest",
+        "OPENHOOD_API_KEY": "k",
+    }.items():
         monkeypatch.setenv(name, value)
     cfg = config_from_args(build_parser().parse_args(["serve"]))
-    assert (cfg.port, cfg.host, cfg.workers, cfg.truncate, cfg.grace_period_s, cfg.priority, cfg.api_key) == \
-        (9001, "0.0.0.0", 4, False, 12.5, "oldest", "k")
+    assert (cfg.port, cfg.host, cfg.workers, cfg.truncate, cfg.grace_period_s, cfg.priority, cfg.api_key) == (
+        9001,
+        "0.0.0.0",
+        4,
+        False,
+        12.5,
+        "oldest",
+        "k",
+    )
     assert config_from_args(build_parser().parse_args(["serve", "--port", "9002", "--truncate"])).port == 9002
 
 

@@ -38,8 +38,12 @@ def container(docs):
 
 def test_base_files_pass_strict_validation_with_the_cli():
     files = sorted(str(p) for p in BASE.glob("*.yaml") if p.name != "kustomization.yaml")
-    out = subprocess.run([str(Path(sys.executable).with_name("kubernetes-validate")), "--strict", "-k", K8S_VERSION, *files],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [str(Path(sys.executable).with_name("kubernetes-validate")), "--strict", "-k", K8S_VERSION, *files],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.count("passed") == len(files) == 4
 
@@ -116,8 +120,13 @@ def test_hpa_scales_on_a_metric_the_server_exports():
     assert f'\n{name}{{model="a"}} 3.0' in exported and f'\n{name}{{model="b"}} 4.0' in exported  # per model
     # The adapter sums the models of a pod: the HPA sees one series per pod.
     rules = yaml.safe_load((DEPLOY / "prometheus-adapter-values.yaml").read_text())["rules"]["custom"]
-    assert any(name in r["seriesQuery"] and r["name"]["as"] == name and "sum(" in r["metricsQuery"]
-               and "by (<<.GroupBy>>)" in r["metricsQuery"] for r in rules)
+    assert any(
+        name in r["seriesQuery"]
+        and r["name"]["as"] == name
+        and "sum(" in r["metricsQuery"]
+        and "by (<<.GroupBy>>)" in r["metricsQuery"]
+        for r in rules
+    )
     annotations = by_kind(render(BASE))["Deployment"]["spec"]["template"]["metadata"]["annotations"]
     assert annotations["prometheus.io/path"] == "/metrics"
     assert annotations["prometheus.io/port"] == str(container(render(BASE))["ports"][0]["containerPort"])

@@ -18,4 +18,3 @@ def tokenizer(bert):
     from openhood.tokenizer import Tokenizer
 
     return Tokenizer.from_pretrained(bert.folder)
-

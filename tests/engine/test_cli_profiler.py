@@ -19,7 +19,9 @@ def test_profiler_counts_gemm_flops_exactly(bert):
     rows = {r["op"]: r for r in prof.rows(peak_gflops=100.0)}
     n = b * t
     # per forward: 6 x (qkv 384->1152), 6 x (up 384->1536), 12 x (384->384 out, 1536->384 down)
-    assert rows["Linear"]["calls"] == 6 and rows["Linear+Gelu"]["calls"] == 6 and rows["LinearAddLayerNorm"]["calls"] == 12
+    assert (
+        rows["Linear"]["calls"] == 6 and rows["Linear+Gelu"]["calls"] == 6 and rows["LinearAddLayerNorm"]["calls"] == 12
+    )
     # Exact per-forward arithmetic of each fused kind: GEMM 2*n*in*out plus its epilogue per
     # output element (bias 1, GELU 1+27; residual + bias + LayerNorm 2+9).
     per_forward = {

@@ -30,7 +30,10 @@ def test_same_padding_is_tensorflows():
     assert conv.same_padding(15, 3, 2) == (1, 1)  # odd input: symmetric
 
 
-@pytest.mark.parametrize("h,w,cin,cout,k,s", [(9, 7, 3, 5, 3, 2), (8, 8, 4, 6, 3, 1), (5, 6, 7, 4, 1, 1), (10, 11, 2, 3, 5, 2), (6, 6, 3, 4, 1, 2)])
+@pytest.mark.parametrize(
+    "h,w,cin,cout,k,s",
+    [(9, 7, 3, 5, 3, 2), (8, 8, 4, 6, 3, 1), (5, 6, 7, 4, 1, 1), (10, 11, 2, 3, 5, 2), (6, 6, 3, 4, 1, 2)],
+)
 @pytest.mark.parametrize("activation", [None, "relu6"])
 def test_conv2d_matches_reference(splitter, h, w, cin, cout, k, s, activation):
     rng = np.random.default_rng(h * 100 + k)
@@ -54,10 +57,14 @@ def test_conv2d_and_depthwise_split_over_threads(splitter, monkeypatch):
     got = conv.conv2d(x, Linear(stem.reshape(-1, 8)), 3, 2, splitter, "relu6")
     assert np.max(np.abs(got - conv.relu6_naive(conv.conv2d_naive(x, stem, None, 2)))) < 1e-4
     dw = rand(rng, 5, 5, 24)
-    assert np.max(np.abs(conv.depthwise_conv(x, dw, None, 1, splitter) - conv.depthwise_conv_naive(x, dw, None, 1))) < 1e-4
+    assert (
+        np.max(np.abs(conv.depthwise_conv(x, dw, None, 1, splitter) - conv.depthwise_conv_naive(x, dw, None, 1))) < 1e-4
+    )
 
 
-@pytest.mark.parametrize("h,w,c,k,s", [(9, 7, 5, 3, 2), (8, 8, 16, 3, 1), (14, 14, 40, 5, 2), (7, 7, 33, 5, 1), (112, 112, 32, 3, 2)])
+@pytest.mark.parametrize(
+    "h,w,c,k,s", [(9, 7, 5, 3, 2), (8, 8, 16, 3, 1), (14, 14, 40, 5, 2), (7, 7, 33, 5, 1), (112, 112, 32, 3, 2)]
+)
 def test_depthwise_matches_reference(splitter, h, w, c, k, s):
     rng = np.random.default_rng(c)
     n = 1 if h > 100 else 3
@@ -94,16 +101,27 @@ def test_layout_mistakes_are_type_errors(splitter):
     with pytest.raises(TypeError, match="float32"):
         conv.depthwise_conv(x, np.zeros((3, 3, 3), np.float32), None, 1, splitter)
     with pytest.raises(TypeError, match="C-contiguous"):
-        conv.conv2d(np.zeros((1, 3, 4, 4), np.float32).transpose(0, 2, 3, 1), Linear(np.zeros((3, 2), np.float32)), 1, 1, splitter)
+        conv.conv2d(
+            np.zeros((1, 3, 4, 4), np.float32).transpose(0, 2, 3, 1),
+            Linear(np.zeros((3, 2), np.float32)),
+            1,
+            1,
+            splitter,
+        )
 
 
-@pytest.mark.parametrize("h,cin,hidden,cout,k,s,expand,residual", [
-    (12, 8, 48, 8, 3, 1, True, True),  # stride 1, skip connection
-    (13, 8, 48, 12, 5, 2, True, False),  # odd size, stride 2, 5x5
-    (9, 16, 16, 8, 3, 1, False, False),  # no expansion (Lite0's first block)
-])
+@pytest.mark.parametrize(
+    "h,cin,hidden,cout,k,s,expand,residual",
+    [
+        (12, 8, 48, 8, 3, 1, True, True),  # stride 1, skip connection
+        (13, 8, 48, 12, 5, 2, True, False),  # odd size, stride 2, 5x5
+        (9, 16, 16, 8, 3, 1, False, False),  # no expansion (Lite0's first block)
+    ],
+)
 @pytest.mark.parametrize("tile_bytes", [1 << 30, 1 << 17, 32768, 4096])  # all images, 2 images, bands of rows, 1 row
-def test_mbconv_matches_its_three_convs(splitter, monkeypatch, h, cin, hidden, cout, k, s, expand, residual, tile_bytes):
+def test_mbconv_matches_its_three_convs(
+    splitter, monkeypatch, h, cin, hidden, cout, k, s, expand, residual, tile_bytes
+):
     monkeypatch.setattr(conv, "MBCONV_TILE_BYTES", tile_bytes)
     monkeypatch.setattr(conv, "MIN_PARALLEL_CONV", 0)  # tiles split over both threads
     rng = np.random.default_rng(h + k)

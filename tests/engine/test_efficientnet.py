@@ -56,7 +56,9 @@ def test_fusion_removes_every_batchnorm_activation_and_add(effnet):
     blocks = fused.nodes[1:17]
     assert [len(b.attrs["parts"]) for b in blocks] == [2] + [3] * 15  # block 0 has no expansion
     assert sum(len(b.inputs) == 2 for b in blocks) == 9  # the skip connections
-    assert [(b.attrs["kernel"], b.attrs["stride"]) for b in blocks] == [(s.kernel, s.stride) for s in efficientnet.blocks()]
+    assert [(b.attrs["kernel"], b.attrs["stride"]) for b in blocks] == [
+        (s.kernel, s.stride) for s in efficientnet.blocks()
+    ]
 
 
 def test_logits_match_pytorch(fused_out, vision_reference):
@@ -120,7 +122,9 @@ def test_preprocessing_convention_is_the_trained_one(effnet, pixels, fused_out, 
 
     ours = mean_top1(fused_out["logits"])
     torchvision_style = ImageSpec(256, 224, (0.485, 0.456, 0.406), (0.229, 0.224, 0.225), "bilinear", layout="NHWC")
-    other = image.normalize(np.stack([image.preprocess(p.read_bytes(), torchvision_style) for p in paths]), torchvision_style)
+    other = image.normalize(
+        np.stack([image.preprocess(p.read_bytes(), torchvision_style) for p in paths]), torchvision_style
+    )
     assert ours > mean_top1(run(effnet.graph(), other)["logits"]) + 0.05
     assert ours > mean_top1(run(effnet.graph(), np.ascontiguousarray(pixels[..., ::-1]))["logits"]) + 0.02
 
@@ -128,7 +132,9 @@ def test_preprocessing_convention_is_the_trained_one(effnet, pixels, fused_out, 
 def test_mismatched_checkpoint_is_refused(effnet):
     shapes = {k: v.shape for k, v in effnet.weights.items()}
     shapes["_blocks.3._depthwise_conv.weight"] = (144, 1, 3, 3)
-    with pytest.raises(ValueError, match=r"_blocks.3._depthwise_conv.weight has shape \(144, 1, 3, 3\), expected \(144, 1, 5, 5\)"):
+    with pytest.raises(
+        ValueError, match=r"_blocks.3._depthwise_conv.weight has shape \(144, 1, 3, 3\), expected \(144, 1, 5, 5\)"
+    ):
         efficientnet.architecture_config(shapes)
     shapes["_blocks.3._depthwise_conv.weight"] = (144, 1, 5, 5)
     del shapes["_fc.bias"]
@@ -148,8 +154,13 @@ def test_orientation_modes_and_alpha_reach_the_model_correctly(effnet, vision_re
     # Stored turned 90° counter-clockwise; EXIF orientation 6 says "display rotated 90° clockwise".
     rotated = encode(np.ascontiguousarray(np.rot90(rgb, k=1)), "PNG", exif=_orientation_exif(6))
     opaque = encode(Image.fromarray(rgb).convert("RGBA"), "PNG")
-    variants = [encode(rgb, "PNG"), rotated, opaque, encode(Image.fromarray(rgb).convert("CMYK"), "JPEG", quality=95),
-                encode(Image.fromarray(rgb).convert("L"), "PNG")]
+    variants = [
+        encode(rgb, "PNG"),
+        rotated,
+        opaque,
+        encode(Image.fromarray(rgb).convert("CMYK"), "JPEG", quality=95),
+        encode(Image.fromarray(rgb).convert("L"), "PNG"),
+    ]
     with Executor(effnet.graph(), threads=2) as ex:
         logits = ex.run({efficientnet.INPUT_NAME: effnet.pixels(variants)})["logits"]
     assert np.max(np.abs(logits[1] - logits[0])) < 1e-4  # orientation honoured
@@ -168,7 +179,9 @@ def _orientation_exif(value: int):
 
 
 @pytest.mark.parametrize("fused", [True, False])
-def test_onnx_export_runs_in_onnxruntime_with_the_same_logits(effnet_dir, effnet, pixels, fused_out, vision_reference, tmp_path, fused):
+def test_onnx_export_runs_in_onnxruntime_with_the_same_logits(
+    effnet_dir, effnet, pixels, fused_out, vision_reference, tmp_path, fused
+):
     import onnxruntime as ort
 
     from openhood.cli import main

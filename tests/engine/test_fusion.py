@@ -50,7 +50,12 @@ def test_all_passes_bert(bert, feeds, unfused_out):
     assert labels.count("Linear") == 6 and labels.count("Linear+Gelu") == 6
     assert labels.count("LinearAddLayerNorm") == 12
     assert "Gelu" not in labels and "Add" not in labels
-    assert list(fused.linears())[:4] == ["layer.0.attention.qkv", "layer.0.attention.out", "layer.0.ffn.up", "layer.0.ffn.down"]
+    assert list(fused.linears())[:4] == [
+        "layer.0.attention.qkv",
+        "layer.0.attention.out",
+        "layer.0.ffn.up",
+        "layer.0.ffn.down",
+    ]
     assert fused.node("layer.0.attention.self").attrs["scale"] == 1.0  # folded into the query weights
     assert np.max(np.abs(run(fused, feeds) - unfused_out)) <= 1e-5
 

@@ -92,8 +92,10 @@ def test_padded_rows_do_not_leak_into_real_rows(splitter):
     ref_rows = ops.gelu_(x.copy(), splitter)[:40]
     assert np.array_equal(ops.gelu_(garbage.copy(), splitter)[:40], ref_rows)
     gamma, beta = rand(1536, 1.0, 3), rand(1536, 1.0, 4)
-    assert np.array_equal(ops.layernorm_(garbage.copy(), gamma, beta, 1e-12, splitter)[:40],
-                          ops.layernorm_(x.copy(), gamma, beta, 1e-12, splitter)[:40])
+    assert np.array_equal(
+        ops.layernorm_(garbage.copy(), gamma, beta, 1e-12, splitter)[:40],
+        ops.layernorm_(x.copy(), gamma, beta, 1e-12, splitter)[:40],
+    )
 
 
 def test_threads_give_identical_results():
@@ -122,7 +124,11 @@ def test_nan_propagates(splitter):
     x = rand((3, 384))
     x[1, 17] = np.nan
     g = np.ones(384, np.float32)
-    for y in (ops.gelu_(x.copy(), splitter), ops.softmax_(x.copy(), splitter), ops.layernorm_(x.copy(), g, g, 1e-12, splitter)):
+    for y in (
+        ops.gelu_(x.copy(), splitter),
+        ops.softmax_(x.copy(), splitter),
+        ops.layernorm_(x.copy(), g, g, 1e-12, splitter),
+    ):
         assert np.isnan(y[1, 17]) and np.isfinite(y[[0, 2]]).all()
     assert np.isnan(ops.softmax_(x.copy(), splitter)[1]).all()  # the whole softmax row
 

@@ -22,9 +22,15 @@ FIXTURES = Path(__file__).parents[1] / "fixtures" / "vision"
 def expected_tiny() -> dict[str, np.ndarray]:
     """The same formulas as scripts/make_vision_fixtures.py:tiny_state_dict."""
     a = np.arange(12, dtype=np.float32).reshape(3, 4) / 4
-    return {"a": a, "a_t": a.T, "a_row1": a[1], "count": np.array(7, dtype=np.int64),
-            "half": (np.arange(5, dtype=np.float16) / 8), "bf16": np.array([[1.5, -2.0], [0.25, 3.0]], np.float32),
-            "flags": np.array([True, False, True])}
+    return {
+        "a": a,
+        "a_t": a.T,
+        "a_row1": a[1],
+        "count": np.array(7, dtype=np.int64),
+        "half": (np.arange(5, dtype=np.float16) / 8),
+        "bf16": np.array([[1.5, -2.0], [0.25, 3.0]], np.float32),
+        "flags": np.array([True, False, True]),
+    }
 
 
 @pytest.mark.parametrize("name", ["tiny_zip.pth", "tiny_legacy.pth"])
@@ -106,7 +112,12 @@ def test_convert_refuses_an_unsafe_checkpoint(tmp_path):
     src = tmp_path / "evil.pth"
     src.write_bytes(_zip_archive(pickle.dumps({"w": _RunsCode(marker)}, protocol=2)))
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "openhood.cli", "convert", str(src), str(out)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "openhood.cli", "convert", str(src), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "not needed to rebuild tensors" in proc.stderr
     assert not out.exists() and not marker.exists()

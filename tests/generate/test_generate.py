@@ -63,8 +63,9 @@ def test_max_tokens_stop_strings_and_stream_pieces(smollm2_gen):
     r = smollm2_gen.generate("Write a haiku about the sea.", cfg)
     assert len(r.token_ids) == 5 and r.finish_reason == "length"
     assert "".join(smollm2_gen.stream("Write a haiku about the sea.", cfg)) == r.text
-    stopped = smollm2_gen.generate("What is the capital of France?",
-                                   GenerationConfig(max_tokens=24, sampling=GREEDY, stop=("France",)))
+    stopped = smollm2_gen.generate(
+        "What is the capital of France?", GenerationConfig(max_tokens=24, sampling=GREEDY, stop=("France",))
+    )
     assert stopped.text == "The capital of " and stopped.finish_reason == "stop"
 
 
@@ -82,8 +83,9 @@ def test_raw_prompt_parses_special_tokens(smollm2_gen):
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "openhood.cli", "generate", *args], capture_output=True,
-                          text=True, timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "openhood.cli", "generate", *args], capture_output=True, text=True, timeout=180
+    )
 
 
 def test_cli_streams_only_the_continuation():

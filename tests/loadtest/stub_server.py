@@ -45,8 +45,13 @@ class StubState:
 def make_app(state: StubState):
     async def respond(send, status: int, payload: dict) -> None:
         body = json.dumps(payload).encode()
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
     async def read_body(receive) -> dict:
@@ -80,8 +85,9 @@ def make_app(state: StubState):
         await send(event({"choices": [{"index": 0, **end, "finish_reason": "length"}]}))
         if (body.get("stream_options") or {}).get("include_usage"):
             p = len(prompt.split()) + 5
-            await send(event({"choices": [], "usage": {"prompt_tokens": p, "completion_tokens": n,
-                                                       "total_tokens": p + n}}))
+            await send(
+                event({"choices": [], "usage": {"prompt_tokens": p, "completion_tokens": n, "total_tokens": p + n}})
+            )
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
 
     async def chat(scope, receive, send):
@@ -90,8 +96,13 @@ def make_app(state: StubState):
         idx = state.count
         if state.fail_every and idx % state.fail_every == 0:
             return await respond(send, state.fail_status, {"error": {"message": "injected failure"}})
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")],
+            }
+        )
         completions = scope["path"] == "/v1/completions"
         if state.serial:
             if state.lock is None:
@@ -131,8 +142,11 @@ def make_app(state: StubState):
                 await asyncio.sleep(delay)
         else:
             await asyncio.sleep(delay)
-        payload = {"object": "list", "model": "stub",
-                   "data": [{"object": "embedding", "index": i, "embedding": [0.0] * 4} for i in range(len(texts))]}
+        payload = {
+            "object": "list",
+            "model": "stub",
+            "data": [{"object": "embedding", "index": i, "embedding": [0.0] * 4} for i in range(len(texts))],
+        }
         if state.usage:
             payload["usage"] = {"prompt_tokens": tokens, "total_tokens": tokens}
         await respond(send, 200, payload)
@@ -178,8 +192,15 @@ def _serve(cfg: dict) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
-    config = uvicorn.Config(make_app(state), log_level="warning", loop="asyncio", http="h11",
-                            lifespan="on", backlog=1024, timeout_keep_alive=30)
+    config = uvicorn.Config(
+        make_app(state),
+        log_level="warning",
+        loop="asyncio",
+        http="h11",
+        lifespan="on",
+        backlog=1024,
+        timeout_keep_alive=30,
+    )
     server = uvicorn.Server(config)
 
     def announce() -> None:

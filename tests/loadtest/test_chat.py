@@ -83,9 +83,27 @@ def chat_report(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("chat-report")
     with StubServer(StubState(ttft_s=0.01, itl_s=0.004)) as s:
-        rc = main(["loadtest", s.url, "--chat", "--levels", "1,3", "--duration", "0.8", "--warmup", "0.2",
-                   "--output-tokens", "8-16", "--prompt-tokens", "lognormal:20:0.5", "--json", "--quiet",
-                   "--report", str(out)])
+        rc = main(
+            [
+                "loadtest",
+                s.url,
+                "--chat",
+                "--levels",
+                "1,3",
+                "--duration",
+                "0.8",
+                "--warmup",
+                "0.2",
+                "--output-tokens",
+                "8-16",
+                "--prompt-tokens",
+                "lognormal:20:0.5",
+                "--json",
+                "--quiet",
+                "--report",
+                str(out),
+            ]
+        )
     assert rc == 0
     return out
 
@@ -109,19 +127,26 @@ def test_chat_report_renders_in_headless_chromium(chat_report, missing_tool):
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:
         missing_tool("chromium is not installed (apt-get install -y chromium)", "OPENHOOD_REQUIRE_BROWSER")
-    proc = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
-                           (chat_report / "index.html").as_uri()], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", (chat_report / "index.html").as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     for pid in PLOT_IDS:
         assert f'id="{pid}"' in proc.stdout
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["--rate", "5"], "closed loop"),
-    ([], "--levels"),
-    (["--levels", "2", "--output-tokens", "lots"], "length distribution"),
-    (["--levels", "0,2"], "comma list"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--rate", "5"], "closed loop"),
+        ([], "--levels"),
+        (["--levels", "2", "--output-tokens", "lots"], "length distribution"),
+        (["--levels", "0,2"], "comma list"),
+    ],
+)
 def test_chat_usage_mistakes_are_one_line_and_exit_2(extra, message, capsys):
     assert main(["loadtest", "http://127.0.0.1:9", "--chat", "--wait-ready", "0", *extra]) == 2
     err = capsys.readouterr().err

@@ -12,8 +12,10 @@ from openhood.loadtest.chat_workload import ChatWorkload, LengthDist
 from openhood.loadtest.sse import MAX_EVENT_BYTES, SseError, SseParser
 from openhood.loadtest.stats import percentile_reference
 
-STREAM = (b"data: {\"a\": 1}\r\n\r\n: keep-alive comment\n\nevent: ignored\ndata: line one\ndata: line two\n\n"
-          b"data:no-space\r\rdata: caf\xc3\xa9\n\ndata: [DONE]\n\n")
+STREAM = (
+    b'data: {"a": 1}\r\n\r\n: keep-alive comment\n\nevent: ignored\ndata: line one\ndata: line two\n\n'
+    b"data:no-space\r\rdata: caf\xc3\xa9\n\ndata: [DONE]\n\n"
+)
 EVENTS = ['{"a": 1}', "line one\nline two", "no-space", "café", "[DONE]"]
 
 
@@ -51,8 +53,12 @@ def test_length_distributions_parse_draw_and_refuse():
 
 def test_workload_is_seeded_and_prompts_have_the_drawn_length():
     def draws(seed):
-        w = ChatWorkload(LengthDist.parse("5-50"), LengthDist.parse("lognormal:32:0.5"), seed,
-                         texts=["alpha beta gamma", "delta epsilon"])
+        w = ChatWorkload(
+            LengthDist.parse("5-50"),
+            LengthDist.parse("lognormal:32:0.5"),
+            seed,
+            texts=["alpha beta gamma", "delta epsilon"],
+        )
         return [w.draw() for _ in range(50)]
 
     a, b = draws(3), draws(3)
@@ -70,18 +76,25 @@ def test_chat_url_defaults_to_the_chat_endpoint():
 
 
 def _sample(start, times, status=200, out=None):
-    return ChatSample(start=start, done=(times[-1] if times else start) + 0.01, status=status,
-                      finish_reason="length" if status == 200 else None, prompt_words=10, max_tokens=8,
-                      prompt_tokens=-1, output_tokens=len(times) if out is None else out,
-                      token_times=np.asarray(times, dtype=np.float64))
+    return ChatSample(
+        start=start,
+        done=(times[-1] if times else start) + 0.01,
+        status=status,
+        finish_reason="length" if status == 200 else None,
+        prompt_words=10,
+        max_tokens=8,
+        prompt_tokens=-1,
+        output_tokens=len(times) if out is None else out,
+        token_times=np.asarray(times, dtype=np.float64),
+    )
 
 
 def test_ttft_inter_token_and_throughput_match_hand_computed_values():
     # Window [1, 3): A and B are measured; C started in warm-up (not in TTFT/gaps, but its tokens
     # that arrive in the window are real load); D failed (an error, its gaps not used).
-    a = _sample(1.0, [1.1, 1.2, 1.4])             # TTFT 100 ms, gaps 100, 200 ms
-    b = _sample(2.0, [2.3, 2.35])                 # TTFT 300 ms, gap 50 ms
-    c = _sample(0.5, [0.6, 1.05, 1.5], out=6)     # usage says 6 tokens in 3 chunks: weight 2
+    a = _sample(1.0, [1.1, 1.2, 1.4])  # TTFT 100 ms, gaps 100, 200 ms
+    b = _sample(2.0, [2.3, 2.35])  # TTFT 300 ms, gap 50 ms
+    c = _sample(0.5, [0.6, 1.05, 1.5], out=6)  # usage says 6 tokens in 3 chunks: weight 2
     d = _sample(2.5, [2.6, 2.9], status="incomplete_stream")
     level = LevelResult(concurrency=2, samples=[a, b, c, d], warmup=1.0, duration=2.0)
 
@@ -91,15 +104,15 @@ def test_ttft_inter_token_and_throughput_match_hand_computed_values():
     assert tokens_in_window(level.samples, 1.0, 3.0) == pytest.approx(11.0)
 
     s = level_summary(level)
-    assert s["ttft_ms"]["p50"] == pytest.approx(200.0)          # midway between 100 and 300
-    assert s["ttft_ms"]["p99"] == pytest.approx(298.0)          # 100 + 0.99 x 200
-    assert s["inter_token_ms"]["p50"] == pytest.approx(100.0)   # the middle of 50, 100, 200
-    assert s["inter_token_ms"]["p99"] == pytest.approx(198.0)   # 100 + 0.98 x 100
+    assert s["ttft_ms"]["p50"] == pytest.approx(200.0)  # midway between 100 and 300
+    assert s["ttft_ms"]["p99"] == pytest.approx(298.0)  # 100 + 0.99 x 200
+    assert s["inter_token_ms"]["p50"] == pytest.approx(100.0)  # the middle of 50, 100, 200
+    assert s["inter_token_ms"]["p99"] == pytest.approx(198.0)  # 100 + 0.98 x 100
     assert s["inter_token_ms"]["ratio"] == pytest.approx(1.98)
     assert s["output_tokens_per_s"] == pytest.approx(5.5)
     assert s["requests"] == 3 and s["ok"] == 2 and s["errors"] == {"incomplete_stream": 1}
     assert s["warmup_requests"] == 1 and s["finish_reasons"] == {"length": 2}
-    assert s["requests_per_s"] == pytest.approx(1.5)            # A, B and C finished in the window
+    assert s["requests_per_s"] == pytest.approx(1.5)  # A, B and C finished in the window
 
 
 def test_percentiles_agree_with_the_naive_reference_on_random_gaps():

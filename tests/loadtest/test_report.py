@@ -55,8 +55,23 @@ def report_dir(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("report")
     with StubServer(StubState(service_s=0.003, per_token_s=0.0002)) as s:
-        rc = main(["loadtest", s.url, "--rate", "80", "--duration", "1.5", "--warmup", "0.3", "--quiet",
-                   "--report", str(out), "--min-bucket-samples", "5"])
+        rc = main(
+            [
+                "loadtest",
+                s.url,
+                "--rate",
+                "80",
+                "--duration",
+                "1.5",
+                "--warmup",
+                "0.3",
+                "--quiet",
+                "--report",
+                str(out),
+                "--min-bucket-samples",
+                "5",
+            ]
+        )
     assert rc == 0
     return out
 
@@ -78,8 +93,16 @@ def test_report_raw_files(report_dir):
     summary = json.loads((report_dir / "summary.json").read_text())["run"]
     rows = list(csv.DictReader((report_dir / "requests.csv").open()))
     assert len(rows) == summary["requests"] > 50
-    assert set(rows[0]) == {"scheduled_s", "sent_s", "done_s", "latency_ms", "status", "n_texts", "chars",
-                            "tokens_per_text"}
+    assert set(rows[0]) == {
+        "scheduled_s",
+        "sent_s",
+        "done_s",
+        "latency_ms",
+        "status",
+        "n_texts",
+        "chars",
+        "tokens_per_text",
+    }
     assert "w" not in "".join(r["status"] for r in rows)  # no text in the CSV, only numbers
 
 
@@ -87,8 +110,12 @@ def test_report_renders_in_headless_chromium(report_dir, tmp_path, missing_tool)
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:
         missing_tool("chromium is not installed (apt-get install -y chromium)", "OPENHOOD_REQUIRE_BROWSER")
-    proc = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
-                           (report_dir / "index.html").as_uri()], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", (report_dir / "index.html").as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     for pid in PLOT_IDS:
         assert f'id="{pid}"' in proc.stdout

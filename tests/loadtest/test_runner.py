@@ -11,12 +11,30 @@ from openhood.loadtest.runner import RunConfig, poisson_schedule, run
 from openhood.loadtest.stats import summarize
 
 
-def _run(url, *, rate=None, concurrency=None, duration=1.0, warmup=0.0, pool=None, timeout=None, batch=1,
-         corpus=None, seed=0, budget=0.5):
-    cfg = RunConfig(url=url + "/v1/embeddings", rate=rate, concurrency=concurrency, duration=duration,
-                    warmup=warmup, batch=batch, seed=seed)
-    plan = plan_client(rate=rate, concurrency=concurrency, p99_budget_s=budget, timeout_s=timeout,
-                       max_connections=pool)
+def _run(
+    url,
+    *,
+    rate=None,
+    concurrency=None,
+    duration=1.0,
+    warmup=0.0,
+    pool=None,
+    timeout=None,
+    batch=1,
+    corpus=None,
+    seed=0,
+    budget=0.5,
+):
+    cfg = RunConfig(
+        url=url + "/v1/embeddings",
+        rate=rate,
+        concurrency=concurrency,
+        duration=duration,
+        warmup=warmup,
+        batch=batch,
+        seed=seed,
+    )
+    plan = plan_client(rate=rate, concurrency=concurrency, p99_budget_s=budget, timeout_s=timeout, max_connections=pool)
     return run(cfg, plan, (corpus or synthetic_corpus(200)).sampler(seed + 1))
 
 

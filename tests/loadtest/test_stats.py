@@ -21,12 +21,17 @@ def make_result(lat_s, tokens, status=None, chars=None, warmup=0.0, duration=10.
     scheduled = np.linspace(warmup, warmup + duration, n, endpoint=False)
     done = scheduled + np.asarray(lat_s, dtype=float)
     cfg = RunConfig(url="http://127.0.0.1:1/v1/embeddings", rate=max(n, 1) / duration, duration=duration, warmup=warmup)
-    return RunResult(config=cfg, plan=plan_client(rate=cfg.rate, concurrency=None, p99_budget_s=0.5),
-                     scheduled=scheduled, sent=scheduled.copy(), done=done,
-                     status=list(status) if status is not None else [200] * n,
-                     n_texts=np.ones(n, np.int32),
-                     chars=np.asarray(chars if chars is not None else np.full(n, 40), np.int64),
-                     tokens=np.asarray(tokens, np.int64))
+    return RunResult(
+        config=cfg,
+        plan=plan_client(rate=cfg.rate, concurrency=None, p99_budget_s=0.5),
+        scheduled=scheduled,
+        sent=scheduled.copy(),
+        done=done,
+        status=list(status) if status is not None else [200] * n,
+        n_texts=np.ones(n, np.int32),
+        chars=np.asarray(chars if chars is not None else np.full(n, 40), np.int64),
+        tokens=np.asarray(tokens, np.int64),
+    )
 
 
 @pytest.mark.parametrize("seed", range(5))

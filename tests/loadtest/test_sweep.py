@@ -12,10 +12,13 @@ def fake_runner(capacity, calls):
     def run_at(rate, seed):
         calls.append((rate, seed))
         ok = rate <= capacity
-        summary = {"latency_ms": {"p50": 10.0, "p99": 20.0 if ok else 900.0, "ratio": 2.0 if ok else 90.0},
-                   "buckets": [], "slo": {"pass": ok, "reasons": [] if ok else ["P99 900 ms > budget"],
-                                          "buckets_checked": []},
-                   "throughput_rps": min(rate, capacity), "error_count": 0}
+        summary = {
+            "latency_ms": {"p50": 10.0, "p99": 20.0 if ok else 900.0, "ratio": 2.0 if ok else 90.0},
+            "buckets": [],
+            "slo": {"pass": ok, "reasons": [] if ok else ["P99 900 ms > budget"], "buckets_checked": []},
+            "throughput_rps": min(rate, capacity),
+            "error_count": 0,
+        }
         return object(), summary
 
     return run_at
@@ -23,8 +26,9 @@ def fake_runner(capacity, calls):
 
 def test_sweep_steps_then_bisects_and_judges_every_rate_on_its_repeats():
     calls = []
-    sweep = rate_sweep(fake_runner(37.0, calls), start=10, max_rate=1000, seed=3, bisect_steps=3, repeats=3,
-                       p99_budget_ms=500)
+    sweep = rate_sweep(
+        fake_runner(37.0, calls), start=10, max_rate=1000, seed=3, bisect_steps=3, repeats=3, p99_budget_ms=500
+    )
     probed = [r["rate"] for r in sweep["rates"]]
     assert probed == [10, 20, 40, 30, 35, 37.5]  # steps x2 to the first failure, then bisection
     assert [r["phase"] for r in sweep["rates"]] == ["step"] * 3 + ["bisect"] * 3
@@ -78,9 +82,29 @@ def test_sweep_with_no_passing_rate_and_with_a_ceiling():
 
 def test_cli_sweep_against_the_stub(stub, capsys, tmp_path):
     s = stub(service_s=0.002)
-    rc = main(["loadtest", s.url, "--sweep", "--sweep-start", "15", "--sweep-max", "30", "--sweep-repeats", "1",
-               "--duration", "0.8", "--warmup", "0.2", "--p99-budget", "2000", "--quiet", "--json",
-               "--report", str(tmp_path / "rep")])
+    rc = main(
+        [
+            "loadtest",
+            s.url,
+            "--sweep",
+            "--sweep-start",
+            "15",
+            "--sweep-max",
+            "30",
+            "--sweep-repeats",
+            "1",
+            "--duration",
+            "0.8",
+            "--warmup",
+            "0.2",
+            "--p99-budget",
+            "2000",
+            "--quiet",
+            "--json",
+            "--report",
+            str(tmp_path / "rep"),
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     assert rc == 0
     assert [r["rate"] for r in out["sweep"]["runs"]] == [15, 30]
@@ -90,8 +114,9 @@ def test_cli_sweep_against_the_stub(stub, capsys, tmp_path):
 
 def test_cli_closed_loop_json_and_text(stub, capsys):
     s = stub(service_s=0.002)
-    assert main(["loadtest", s.url, "--concurrency", "2", "--duration", "0.5", "--warmup", "0", "--quiet",
-                 "--json"]) == 0
+    assert (
+        main(["loadtest", s.url, "--concurrency", "2", "--duration", "0.5", "--warmup", "0", "--quiet", "--json"]) == 0
+    )
     summary = json.loads(capsys.readouterr().out)
     assert summary["mode"] == "closed" and summary["ok"] > 0 and summary["concurrency"] == 2
     assert main(["loadtest", s.url, "--rate", "20", "--duration", "0.5", "--warmup", "0"]) == 0

@@ -18,9 +18,19 @@ def test_bad_urls_are_rejected(bad):
         parse_target(bad)
 
 
-@pytest.mark.parametrize("addr,expected", [("127.0.0.1", True), ("127.255.0.9", True), ("::1", True),
-                                           ("::ffff:127.0.0.1", True), ("10.0.0.1", False),
-                                           ("192.168.1.1", False), ("8.8.8.8", False), ("::2", False)])
+@pytest.mark.parametrize(
+    "addr,expected",
+    [
+        ("127.0.0.1", True),
+        ("127.255.0.9", True),
+        ("::1", True),
+        ("::ffff:127.0.0.1", True),
+        ("10.0.0.1", False),
+        ("192.168.1.1", False),
+        ("8.8.8.8", False),
+        ("::2", False),
+    ],
+)
 def test_loopback_classification(addr, expected):
     assert is_loopback(addr) is expected
 

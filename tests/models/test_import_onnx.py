@@ -16,14 +16,23 @@ from openhood.models.registry import packaged_file
 
 def test_folder_has_weights_config_pooling_and_a_checked_vocabulary(para_dir):
     cfg = json.loads((para_dir / "config.json").read_text())
-    assert (cfg["num_hidden_layers"], cfg["hidden_size"], cfg["num_attention_heads"], cfg["intermediate_size"]) == (3, 384, 12, 1536)
+    assert (cfg["num_hidden_layers"], cfg["hidden_size"], cfg["num_attention_heads"], cfg["intermediate_size"]) == (
+        3,
+        384,
+        12,
+        1536,
+    )
     assert cfg["vocab_size"] == 30522 and abs(cfg["layer_norm_eps"] - 1e-12) < 1e-15
     modules = json.loads((para_dir / "modules.json").read_text())
     assert [m["type"].rsplit(".", 1)[-1] for m in modules] == ["Transformer", "Pooling"]  # no Normalize
     assert json.loads((para_dir / "sentence_bert_config.json").read_text())["max_seq_length"] == 128
     info = json.loads((para_dir / "import_info.json").read_text())
     # Same vocabulary as the bundled MiniLM, checked rather than assumed: rows with equal ids align.
-    assert info["vocab_row_alignment"]["aligned_median_cosine"] > 0.5 > info["vocab_row_alignment"]["shuffled_median_cosine"]
+    assert (
+        info["vocab_row_alignment"]["aligned_median_cosine"]
+        > 0.5
+        > info["vocab_row_alignment"]["shuffled_median_cosine"]
+    )
     assert info["onnx_outputs"]["sentence_embedding"] == "461"
     assert not list(para_dir.glob("*.bin")) and (para_dir / "tokenizer.json").is_file()
 
@@ -41,7 +50,9 @@ def test_imported_model_is_served_unnormalized_and_meaningful(para_dir):
     try:
         assert (model.name, model.max_length, model.output.unit_norm) == ("paraphrase-MiniLM-L3-v2", 128, False)
         model.probe(0)  # readiness passes although the vectors are not unit norm
-        p = model.preprocessor.prepare(["A man is eating food.", "A man is eating a meal.", "The stock market crashed today."])
+        p = model.preprocessor.prepare(
+            ["A man is eating food.", "A man is eating a meal.", "The stock market crashed today."]
+        )
         v = model.run(0, p.payloads, max(p.lengths))
         v = v / np.linalg.norm(v, axis=1, keepdims=True)
         assert v[0] @ v[1] > 0.8 > 0.3 > v[0] @ v[2]  # paraphrases close, unrelated far: the ids are right

@@ -16,8 +16,17 @@ from openhood.engine.bert import BertConfig, build_graph
 from openhood.engine.fusion import fuse
 
 VOCAB, HIDDEN, LAYERS, FFN = 1000, 32, 2, 64
-CONFIG = BertConfig(hidden=HIDDEN, heads=4, layers=LAYERS, intermediate=FFN, eps=1e-12, max_positions=64,
-                    max_length=64, normalize=True, pooling="mean")
+CONFIG = BertConfig(
+    hidden=HIDDEN,
+    heads=4,
+    layers=LAYERS,
+    intermediate=FFN,
+    eps=1e-12,
+    max_positions=64,
+    max_length=64,
+    normalize=True,
+    pooling="mean",
+)
 
 
 def tiny_weights(seed: int = 0) -> dict[str, np.ndarray]:
@@ -35,9 +44,14 @@ def tiny_weights(seed: int = 0) -> dict[str, np.ndarray]:
     }
     for i in range(LAYERS):
         p = f"encoder.layer.{i}"
-        for name, (o, n) in {"attention.self.query": (HIDDEN, HIDDEN), "attention.self.key": (HIDDEN, HIDDEN),
-                             "attention.self.value": (HIDDEN, HIDDEN), "attention.output.dense": (HIDDEN, HIDDEN),
-                             "intermediate.dense": (FFN, HIDDEN), "output.dense": (HIDDEN, FFN)}.items():
+        for name, (o, n) in {
+            "attention.self.query": (HIDDEN, HIDDEN),
+            "attention.self.key": (HIDDEN, HIDDEN),
+            "attention.self.value": (HIDDEN, HIDDEN),
+            "attention.output.dense": (HIDDEN, HIDDEN),
+            "intermediate.dense": (FFN, HIDDEN),
+            "output.dense": (HIDDEN, FFN),
+        }.items():
             t[f"{p}.{name}.weight"] = w(o, n, std=0.3)
             t[f"{p}.{name}.bias"] = w(o, std=0.02)
         t[f"{p}.intermediate.dense.weight"][3] *= 12.0  # one outlier unit feeding ffn.down

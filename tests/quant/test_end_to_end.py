@@ -1,6 +1,5 @@
 """A tiny BERT quantized end to end: calibrate → sensitivity → plan → safetensors → both runtimes."""
 
-
 import numpy as np
 import onnx
 import pytest
@@ -27,8 +26,15 @@ def graph():
 @pytest.fixture(scope="module")
 def result(graph):
     logs = []
-    res = quantize(graph, token_seqs(96, seed=1), token_seqs(48, seed=2), pad_id=0, method="percentile",
-                   target_cosine=0.999, log=logs.append)
+    res = quantize(
+        graph,
+        token_seqs(96, seed=1),
+        token_seqs(48, seed=2),
+        pad_id=0,
+        method="percentile",
+        target_cosine=0.999,
+        log=logs.append,
+    )
     return res, logs
 
 
@@ -107,8 +113,10 @@ def _one_int8_layer(graph, name, mode, qmax, encoding="auto"):
     xs, xzp = ops.activation_qparams(np.percentile(x["x"], 5), np.percentile(x["x"], 95))  # some values clip
     codes, scale = ops.quantize_weight(graph.node(name).linear.weight.T, qmax=qmax)
     g = graph.clone()
-    g.replace_linear(name, Int8Linear(codes, scale, graph.node(name).linear.bias, mode, float(xs), int(xzp),
-                                      weight_encoding=encoding))
+    g.replace_linear(
+        name,
+        Int8Linear(codes, scale, graph.node(name).linear.bias, mode, float(xs), int(xzp), weight_encoding=encoding),
+    )
     return g, x["x"], codes, scale, (xs, xzp), ids
 
 
@@ -169,7 +177,9 @@ def test_safetensors_contents_and_metadata(graph, result, saved):
         if d.mode == "static":
             assert tensors[f"{d.layer}.input_zero_point"].dtype == np.uint8
     assert tensors["embeddings.word.int8"].dtype == np.int8
-    fp32_bytes = sum(lin.weight.nbytes for lin in graph.linears().values()) + graph.node("embeddings").params["word"].nbytes
+    fp32_bytes = (
+        sum(lin.weight.nbytes for lin in graph.linears().values()) + graph.node("embeddings").params["word"].nbytes
+    )
     # < 50% here; ~25% for MiniLM: with 32-wide rows, scales and fp32 LayerNorm/position tables weigh more.
     assert saved.stat().st_size < 0.5 * fp32_bytes
 
@@ -187,7 +197,12 @@ def test_apply_precision_hook(graph, saved, tmp_path):
     with pytest.raises(ValueError, match="unknown precision"):
         apply_precision(graph, "int4", tmp_path)
     fp16 = save_fp16(tmp_path / "model.fp16.safetensors", graph)
-    assert fp16.stat().st_size < 0.55 * sum(lin.weight.nbytes for lin in graph.linears().values()) + 0.55 * graph.node("embeddings").params["word"].nbytes + 20000
+    assert (
+        fp16.stat().st_size
+        < 0.55 * sum(lin.weight.nbytes for lin in graph.linears().values())
+        + 0.55 * graph.node("embeddings").params["word"].nbytes
+        + 20000
+    )
 
 
 def test_int8_file_for_another_model_is_refused(saved):

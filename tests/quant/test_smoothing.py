@@ -97,8 +97,15 @@ def test_smoothed_layer_numpy_and_onnx_runtime_agree_with_integer_arithmetic(mod
 @pytest.fixture(scope="module")
 def smoothed_run(tmp_path_factory):
     graph = tiny_graph()
-    res = quantize(graph, token_seqs(96, seed=1), token_seqs(48, seed=2), pad_id=0, target_cosine=0.999,
-                   smooth_alpha=0.5, log=lambda s: None)
+    res = quantize(
+        graph,
+        token_seqs(96, seed=1),
+        token_seqs(48, seed=2),
+        pad_id=0,
+        target_cosine=0.999,
+        smooth_alpha=0.5,
+        log=lambda s: None,
+    )
     path = tmp_path_factory.mktemp("int8s") / INT8_FILE
     save_int8(path, graph, res, {"smooth_alpha": 0.5})
     return graph, res, path

@@ -292,8 +292,9 @@ def test_stop_joins_every_worker_and_bad_settings_are_refused():
 
 def test_short_lane_worker_never_runs_a_long_bucket():
     lane, other = FakeBackend(max_length=64), FakeBackend(max_length=64)
-    batcher = DynamicBatcher([runner(lane), runner(other)], BUCKETS,
-                             BatchPolicy(max_batch_size=1, max_wait_ms=0, short_lane_tokens=16))
+    batcher = DynamicBatcher(
+        [runner(lane), runner(other)], BUCKETS, BatchPolicy(max_batch_size=1, max_wait_ms=0, short_lane_tokens=16)
+    )
     other.gate.clear()  # the other worker holds its first batch, so the lane must take short ones
     batcher.start()
     # The other worker stalls on its first batch, so the short items must reach the lane (else,

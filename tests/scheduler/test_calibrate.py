@@ -38,5 +38,7 @@ def test_calibrate_times_every_bucket_on_a_fake_engine():
     assert set(cal.cost_per_token) == set(bounds)
     assert all(1.5e-5 < c < 1e-3 for c in cal.cost_per_token.values())  # sleep only overshoots
     assert all(t <= b <= 512 for t, b in zip(bounds, cal.budgets, strict=True))  # one item fits; capped
-    assert cal.budgets == [token_budget(cal.lone_s, cal.cost_per_token[t], min_tokens=t, max_tokens=512) for t in bounds]
+    assert cal.budgets == [
+        token_budget(cal.lone_s, cal.cost_per_token[t], min_tokens=t, max_tokens=512) for t in bounds
+    ]
     assert cal.seconds < 1.0

@@ -22,13 +22,26 @@ VOCAB, EOS = 64, 63
 
 
 def tiny_llama(seed: int = 0) -> Llama:
-    cfg = LlamaConfig(n_layers=2, dim=32, ffn_dim=64, n_heads=4, n_kv_heads=2, vocab_size=VOCAB, context_length=128,
-                      rope_base=10000.0, norm_eps=1e-5)
+    cfg = LlamaConfig(
+        n_layers=2,
+        dim=32,
+        ffn_dim=64,
+        n_heads=4,
+        n_kv_heads=2,
+        vocab_size=VOCAB,
+        context_length=128,
+        rope_base=10000.0,
+        norm_eps=1e-5,
+    )
     rng = np.random.default_rng(seed)
     w = lambda *shape, s=0.2: (rng.standard_normal(shape) * s).astype(np.float32)  # noqa: E731
     kv = cfg.n_kv_heads * cfg.head_dim
-    layers = [LayerWeights(np.ones(32, np.float32), w(32 + 2 * kv, 32), w(32, 32), np.ones(32, np.float32),
-                           w(128, 32), w(32, 64)) for _ in range(cfg.n_layers)]
+    layers = [
+        LayerWeights(
+            np.ones(32, np.float32), w(32 + 2 * kv, 32), w(32, 32), np.ones(32, np.float32), w(128, 32), w(32, 64)
+        )
+        for _ in range(cfg.n_layers)
+    ]
     return Llama(cfg, w(VOCAB, 32, s=1.0), layers, np.ones(32, np.float32))
 
 
@@ -82,18 +95,34 @@ class Collector:
 
 
 def scheduler(policy: GenerationPolicy, steps: list | None = None) -> GenerationScheduler:
-    return GenerationScheduler(MODEL, policy, eos_ids=frozenset({EOS}), new_decoder=Letters, context_length=128,
-                               on_step=None if steps is None else steps.append)
+    return GenerationScheduler(
+        MODEL,
+        policy,
+        eos_ids=frozenset({EOS}),
+        new_decoder=Letters,
+        context_length=128,
+        on_step=None if steps is None else steps.append,
+    )
 
 
 def test_continuous_batching_equals_each_sequence_alone():
     rng = np.random.default_rng(1)
     prompts = [rng.integers(0, EOS, n).tolist() for n in (3, 21, 7, 40, 2, 13)]
-    configs = [GenerationConfig(max_tokens=m, sampling=s) for m, s in zip(
-        (6, 9, 5, 7, 8, 6),
-        (SamplingParams(temperature=0.0), SamplingParams(temperature=0.9, top_p=0.9, seed=3),
-         SamplingParams(temperature=0.0), SamplingParams(temperature=1.2, seed=11),
-         SamplingParams(temperature=0.7, top_k=5, seed=5), SamplingParams(temperature=0.0)), strict=True)]
+    configs = [
+        GenerationConfig(max_tokens=m, sampling=s)
+        for m, s in zip(
+            (6, 9, 5, 7, 8, 6),
+            (
+                SamplingParams(temperature=0.0),
+                SamplingParams(temperature=0.9, top_p=0.9, seed=3),
+                SamplingParams(temperature=0.0),
+                SamplingParams(temperature=1.2, seed=11),
+                SamplingParams(temperature=0.7, top_k=5, seed=5),
+                SamplingParams(temperature=0.0),
+            ),
+            strict=True,
+        )
+    ]
     steps: list = []
     # 3 slots for 6 sequences, prefill chunks of 8 tokens: sequences wait, join mid-flight, and the
     # 40-token prompt is spread over 5 steps while the others decode.

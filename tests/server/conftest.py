@@ -98,10 +98,16 @@ def server(tmp_path_factory):
     """The ordinary server every non-destructive test shares (Bearer auth on)."""
     srv = ServerProcess(
         tmp_path_factory.mktemp("server") / "server.log",
-        "--api-key", API_KEY,
-        "--max-inputs-per-request", "64",
-        "--max-body-bytes", "65536",
-        "--workers", "2", "--threads", "1",  # two workers, each its own 1-thread engine: every API test runs on both
+        "--api-key",
+        API_KEY,
+        "--max-inputs-per-request",
+        "64",
+        "--max-body-bytes",
+        "65536",
+        "--workers",
+        "2",
+        "--threads",
+        "1",  # two workers, each its own 1-thread engine: every API test runs on both
     )
     yield srv
     assert srv.stop() == 0

@@ -115,6 +115,13 @@ def fake_model(**backend_kwargs):
     from openhood.models.text import TextPreprocessor
 
     backend = FakeBackend(**backend_kwargs)
-    return ServedModel("fake/fake-model", "embed", Path("."), TextPreprocessor(FakeTokenizer(), backend.max_length),
-                       [backend], MeanPooling(normalize=True), OutputSpec((backend.dim,), unit_norm=True),
-                       info={"backend": "fake", "dim": backend.dim})
+    return ServedModel(
+        "fake/fake-model",
+        "embed",
+        Path("."),
+        TextPreprocessor(FakeTokenizer(), backend.max_length),
+        [backend],
+        MeanPooling(normalize=True),
+        OutputSpec((backend.dim,), unit_norm=True),
+        info={"backend": "fake", "dim": backend.dim},
+    )

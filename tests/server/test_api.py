@@ -91,10 +91,23 @@ def test_base64_is_little_endian_float32(client, embedder):
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl not installed")
 def test_curl(server, embedder):
     out = subprocess.run(
-        ["curl", "-sS", "--max-time", "60", server.url + "/v1/embeddings",
-         "-H", "Content-Type: application/json", "-H", f"Authorization: Bearer {API_KEY}",
-         "-d", json.dumps({"input": "curl says hello", "model": embedder.model_name})],
-        capture_output=True, text=True, timeout=90, check=True,
+        [
+            "curl",
+            "-sS",
+            "--max-time",
+            "60",
+            server.url + "/v1/embeddings",
+            "-H",
+            "Content-Type: application/json",
+            "-H",
+            f"Authorization: Bearer {API_KEY}",
+            "-d",
+            json.dumps({"input": "curl says hello", "model": embedder.model_name}),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=True,
     )
     vec = json.loads(out.stdout)["data"][0]["embedding"]
     assert cosine(vec, embedder.embed(["curl says hello"])[0]) >= 0.99999

@@ -21,9 +21,19 @@ from .conftest import ServerProcess
 
 @pytest.fixture(scope="module")
 def digits_server(tmp_path_factory, digits_mlp_dir):
-    srv = ServerProcess(tmp_path_factory.mktemp("classify") / "server.log",
-                        "--model", f"digits={digits_mlp_dir}", "--model", f"digits-b={digits_mlp_dir}",
-                        "--workers", "1", "--threads", "1", "--max-batch-size", "16")
+    srv = ServerProcess(
+        tmp_path_factory.mktemp("classify") / "server.log",
+        "--model",
+        f"digits={digits_mlp_dir}",
+        "--model",
+        f"digits-b={digits_mlp_dir}",
+        "--workers",
+        "1",
+        "--threads",
+        "1",
+        "--max-batch-size",
+        "16",
+    )
     yield srv
     assert srv.stop() == 0
 
@@ -60,18 +70,21 @@ def test_images_as_nested_rows_and_default_model(digits_server, digits):
     assert "top_k" not in flat[0]
 
 
-@pytest.mark.parametrize(("payload", "param", "fragment"), [
-    ({"input": [[1.0] * 63]}, "input[0]", "has 63 features, the model takes 64"),
-    ({"input": [[0.0] * 64, [0.0] * 65]}, "input[1]", "65 features"),
-    ({"input": []}, "input", "1 to"),
-    ({"input": "not a list"}, "input", "'input' must be a list"),
-    ({"input": [[0.0] * 63 + ["7"]]}, "input[0]", "str, not a number"),
-    ({"input": [[0.0] * 63 + [True]]}, "input[0]", "bool, not a number"),
-    ({"input": [[0.0] * 63 + [1e39]]}, "input[0]", "finite float32"),
-    ({"input": [[[0.0] * 8] * 7]}, "input[0]", "8 rows of 8 numbers"),
-    ({"input": [[0.0] * 64], "top_k": 11}, "top_k", "at most 10"),
-    ({"input": [[0.0] * 64], "top_k": 0}, "top_k", "positive integer"),
-])
+@pytest.mark.parametrize(
+    ("payload", "param", "fragment"),
+    [
+        ({"input": [[1.0] * 63]}, "input[0]", "has 63 features, the model takes 64"),
+        ({"input": [[0.0] * 64, [0.0] * 65]}, "input[1]", "65 features"),
+        ({"input": []}, "input", "1 to"),
+        ({"input": "not a list"}, "input", "'input' must be a list"),
+        ({"input": [[0.0] * 63 + ["7"]]}, "input[0]", "str, not a number"),
+        ({"input": [[0.0] * 63 + [True]]}, "input[0]", "bool, not a number"),
+        ({"input": [[0.0] * 63 + [1e39]]}, "input[0]", "finite float32"),
+        ({"input": [[[0.0] * 8] * 7]}, "input[0]", "8 rows of 8 numbers"),
+        ({"input": [[0.0] * 64], "top_k": 11}, "top_k", "at most 10"),
+        ({"input": [[0.0] * 64], "top_k": 0}, "top_k", "positive integer"),
+    ],
+)
 def test_bad_input_is_422_naming_the_field(digits_server, payload, param, fragment):
     with digits_server.client() as c:
         r = c.post("/v1/classify", json={"model": "digits", **payload})

@@ -21,7 +21,18 @@ def test_serve_defaults_match_server_config(monkeypatch):
 def test_serve_flags_and_env_key(monkeypatch):
     monkeypatch.setenv("OPENHOOD_API_KEY", "from-env")
     args = build_parser().parse_args(
-        ["serve", "--no-truncate", "--buckets", "32,64", "--max-wait-ms", "2.5", "--pad-to", "bucket", "--max-queue", "7"]
+        [
+            "serve",
+            "--no-truncate",
+            "--buckets",
+            "32,64",
+            "--max-wait-ms",
+            "2.5",
+            "--pad-to",
+            "bucket",
+            "--max-queue",
+            "7",
+        ]
     )
     cfg = config_from_args(args)
     assert cfg.api_key == "from-env" and cfg.truncate is False and cfg.buckets == (32, 64)
@@ -46,18 +57,27 @@ def test_serve_workers_and_priority_flags_and_how_cores_are_shared():
     assert default.worker_count(2) == 2 and default.engine_threads(2) == 1
     assert default.worker_count(1) == 1 and default.engine_threads(1) == 1
     assert default.worker_count(8) == 2 and default.engine_threads(8) == 4
-    cfg = config_from_args(build_parser().parse_args(["serve", "--workers", "3", "--priority", "oldest", "--max-age-ms", "50"]))
+    cfg = config_from_args(
+        build_parser().parse_args(["serve", "--workers", "3", "--priority", "oldest", "--max-age-ms", "50"])
+    )
     assert (cfg.workers, cfg.priority, cfg.max_age_ms) == (3, "oldest", 50)
     assert cfg.engine_threads(2) == 1 and cfg.engine_threads(12) == 4
     assert ServerConfig(workers=1, threads=2).engine_threads(2) == 2
-    for bad, match in (({"workers": 0}, "workers"), ({"short_lane_tokens": -1}, "short_lane_tokens"), ({"priority": "fifo"}, "priority"), ({"max_age_ms": -1}, "max_age_ms")):
+    for bad, match in (
+        ({"workers": 0}, "workers"),
+        ({"short_lane_tokens": -1}, "short_lane_tokens"),
+        ({"priority": "fifo"}, "priority"),
+        ({"max_age_ms": -1}, "max_age_ms"),
+    ):
         with pytest.raises(ValueError, match=match):
             ServerConfig(**bad)
 
 
 def test_buckets_command_derives_r2_buckets(tmp_path, capsys):
     # 50% ~6 words, 30% ~25 words, 15% ~60 words, 5% long: like short-query traffic.
-    texts = ["alpha beta gamma delta epsilon zeta"] * 50 + ["word " * 25] * 30 + ["token " * 60] * 15 + ["long " * 400] * 5
+    texts = (
+        ["alpha beta gamma delta epsilon zeta"] * 50 + ["word " * 25] * 30 + ["token " * 60] * 15 + ["long " * 400] * 5
+    )
     corpus = tmp_path / "c.jsonl"
     corpus.write_text("\n".join(json.dumps({"text": t}) for t in texts))
     assert main(["buckets", "--corpus", str(corpus)]) == 0
@@ -88,9 +108,12 @@ def test_serve_model_flags_and_usage_errors(tmp_path, capsys):
     assert model_specs(build_parser().parse_args(["serve"])) == ({}, [ModelSpec()])  # the bundled default
     toml = tmp_path / "m.toml"
     toml.write_text('[[models]]\nname = "m"\n')
-    for argv, needle in ((["--model", "=nothing"], "NAME=PATH"), (["--model", "a=/x", "--config", str(toml)], "not both"),
-                         (["--model", str(tmp_path / "missing")], "does not exist"),
-                         (["--config", str(tmp_path / "none.toml")], "cannot read")):
+    for argv, needle in (
+        (["--model", "=nothing"], "NAME=PATH"),
+        (["--model", "a=/x", "--config", str(toml)], "not both"),
+        (["--model", str(tmp_path / "missing")], "does not exist"),
+        (["--config", str(tmp_path / "none.toml")], "cannot read"),
+    ):
         assert main(["serve", *argv]) == 2
         err = capsys.readouterr().err
         assert needle in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -32,12 +32,26 @@ SECRET = "zebracorn"  # a word that must never reach a log line
 def gen_server(tmp_path_factory, smollm2_path):
     srv = ServerProcess(
         tmp_path_factory.mktemp("gen") / "server.log",
-        "--model", f"smollm2={smollm2_path}", "--model", "minilm=",
-        "--workers", "1", "--threads", "1", "--buckets", "32",
-        "--gen-max-running", "4", "--gen-max-tokens", "1000", "--gen-max-context", "1024",
+        "--model",
+        f"smollm2={smollm2_path}",
+        "--model",
+        "minilm=",
+        "--workers",
+        "1",
+        "--threads",
+        "1",
+        "--buckets",
+        "32",
+        "--gen-max-running",
+        "4",
+        "--gen-max-tokens",
+        "1000",
+        "--gen-max-context",
+        "1024",
         # With a generate model the drain cuts sequences a quarter of the grace period (at most
         # 3 s) before its end: room for a step (slow on shared cores) and the last chunks.
-        "--grace-period", "10",
+        "--grace-period",
+        "10",
     )
     yield srv
     assert srv.stop() == 0
@@ -66,8 +80,9 @@ def test_models_lists_the_generator_beside_the_embedder_and_readiness_generates(
 
 def test_greedy_completion_equals_the_generator(sdk, smollm2_gen):
     want = smollm2_gen.generate(QUESTION, GenerationConfig(max_tokens=12, sampling=GREEDY))
-    r = sdk.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": QUESTION}],
-                                    max_tokens=12, temperature=0)
+    r = sdk.chat.completions.create(
+        model="smollm2", messages=[{"role": "user", "content": QUESTION}], max_tokens=12, temperature=0
+    )
     assert r.choices[0].message.content == want.text and r.choices[0].finish_reason == want.finish_reason
     assert r.usage.prompt_tokens == len(smollm2_gen.encode_prompt(QUESTION))
     raw = "The three primary colors are"
@@ -83,9 +98,16 @@ def test_two_concurrent_streams_finish_with_the_right_text(sdk, smollm2_gen):
     got: dict[int, tuple[str, str | None, object]] = {}
 
     def stream(i: int) -> None:
-        chunks = list(sdk.chat.completions.create(
-            model="smollm2", messages=[{"role": "user", "content": questions[i]}], max_tokens=6, temperature=0,
-            stream=True, stream_options={"include_usage": True}))
+        chunks = list(
+            sdk.chat.completions.create(
+                model="smollm2",
+                messages=[{"role": "user", "content": questions[i]}],
+                max_tokens=6,
+                temperature=0,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+        )
         text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
         finish = next(ch.choices[0].finish_reason for ch in chunks if ch.choices and ch.choices[0].finish_reason)
         assert chunks[0].choices[0].delta.role == "assistant"
@@ -106,24 +128,38 @@ def test_stop_strings_are_never_emitted_even_across_tokens(gen_server, sdk):
     messages = [{"role": "user", "content": QUESTION}]
     r = sdk.chat.completions.create(model="smollm2", messages=messages, max_tokens=12, temperature=0, stop="s Pa")
     assert r.choices[0].message.content == full[: full.index("s Pa")] and r.choices[0].finish_reason == "stop"
-    pieces = [ch.choices[0].delta.content or "" for ch in sdk.chat.completions.create(
-        model="smollm2", messages=messages, max_tokens=12, temperature=0, stop=["nowhere", "s Pa"], stream=True)]
+    pieces = [
+        ch.choices[0].delta.content or ""
+        for ch in sdk.chat.completions.create(
+            model="smollm2", messages=messages, max_tokens=12, temperature=0, stop=["nowhere", "s Pa"], stream=True
+        )
+    ]
     assert "".join(pieces) == full[: full.index("s Pa")]
     assert not any("Pa" in p for p in pieces)
 
 
-@pytest.mark.parametrize(("body", "status", "param"), [
-    (b'{"messages": [', 400, None),  # malformed JSON
-    (b'{"messages": "hi"}', 422, "messages"),
-    (b'{"messages": [{"role": "user", "content": "hi"}], "temperature": "hot"}', 422, "temperature"),
-    (b'{"messages": [{"role": "user", "content": "hi"}], "temperature": 3}', 422, "temperature"),
-    (b'{"messages": [{"role": "user", "content": "hi"}], "n": 2}', 400, "n"),
-    (b'{"messages": [{"role": "user", "content": "hi"}], "model": "nope"}', 404, "model"),
-    (b'{"messages": [{"role": "user", "content": "hi"}], "model": "minilm"}', 400, "model"),  # an embedding model
-    (b'{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1001}', 400, "max_tokens"),  # > --gen-max-tokens
-    (b'{"messages": [{"role": "user", "content": "hi"}], "stream_options": {"include_usage": true}}', 400,
-     "stream_options"),
-])
+@pytest.mark.parametrize(
+    ("body", "status", "param"),
+    [
+        (b'{"messages": [', 400, None),  # malformed JSON
+        (b'{"messages": "hi"}', 422, "messages"),
+        (b'{"messages": [{"role": "user", "content": "hi"}], "temperature": "hot"}', 422, "temperature"),
+        (b'{"messages": [{"role": "user", "content": "hi"}], "temperature": 3}', 422, "temperature"),
+        (b'{"messages": [{"role": "user", "content": "hi"}], "n": 2}', 400, "n"),
+        (b'{"messages": [{"role": "user", "content": "hi"}], "model": "nope"}', 404, "model"),
+        (b'{"messages": [{"role": "user", "content": "hi"}], "model": "minilm"}', 400, "model"),  # an embedding model
+        (
+            b'{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1001}',
+            400,
+            "max_tokens",
+        ),  # > --gen-max-tokens
+        (
+            b'{"messages": [{"role": "user", "content": "hi"}], "stream_options": {"include_usage": true}}',
+            400,
+            "stream_options",
+        ),
+    ],
+)
 def test_bad_chat_requests(gen_server, body, status, param):
     with gen_server.client() as c:
         r = c.post("/v1/chat/completions", content=body, headers={"Content-Type": "application/json"})
@@ -145,8 +181,11 @@ def test_prompt_too_long_and_bad_completions(gen_server, sdk):
 def test_disconnect_frees_the_sequence(gen_server):
     with gen_server.client() as c:
         assert metric(c, "openhood_generation_running_sequences") == 0
-        with c.stream("POST", "/v1/completions", json={"prompt": "Count: 1, 2, 3,", "max_tokens": 64,
-                                                         "stream": True, "temperature": 0}) as r:
+        with c.stream(
+            "POST",
+            "/v1/completions",
+            json={"prompt": "Count: 1, 2, 3,", "max_tokens": 64, "stream": True, "temperature": 0},
+        ) as r:
             assert r.status_code == 200
             lines = r.iter_lines()
             assert next(line for line in lines if line.startswith("data: ")).startswith("data: {")
@@ -211,8 +250,14 @@ def test_sigterm_cuts_running_streams_at_the_grace_period(gen_server):
     started = threading.Event()
 
     def stream() -> None:
-        with srv.client() as c, c.stream("POST", "/v1/completions", json={
-                "prompt": "Once upon a time", "max_tokens": 1000, "stream": True, "temperature": 0}) as r:
+        with (
+            srv.client() as c,
+            c.stream(
+                "POST",
+                "/v1/completions",
+                json={"prompt": "Once upon a time", "max_tokens": 1000, "stream": True, "temperature": 0},
+            ) as r,
+        ):
             for line in r.iter_lines():
                 if line.startswith("data: "):
                     started.set()

@@ -40,8 +40,18 @@ def test_off_unless_enabled(client):
 
 @pytest.fixture(scope="module")
 def debug_server(tmp_path_factory):
-    srv = ServerProcess(tmp_path_factory.mktemp("debug") / "server.log", "--debug-endpoints", "--api-key", API_KEY,
-                        "--workers", "1", "--threads", "1", "--buckets", "32")
+    srv = ServerProcess(
+        tmp_path_factory.mktemp("debug") / "server.log",
+        "--debug-endpoints",
+        "--api-key",
+        API_KEY,
+        "--workers",
+        "1",
+        "--threads",
+        "1",
+        "--buckets",
+        "32",
+    )
     yield srv
     assert srv.stop() == 0
 

@@ -92,10 +92,20 @@ def test_docs_page_runs_in_chromium_without_network(server, missing_tool):
         missing_tool("chromium is not installed (apt-get install -y chromium)", "OPENHOOD_REQUIRE_BROWSER")
     # Every host name fails to resolve except the loopback address the test server listens on.
     proc = subprocess.run(
-        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-         "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1", "--virtual-time-budget=5000",
-         "--dump-dom", server.url + "/docs"],
-        capture_output=True, text=True, timeout=120,
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+            server.url + "/docs",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     # The inline script ran (it counts the try-it forms) and the server-rendered operations are there.

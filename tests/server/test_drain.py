@@ -15,7 +15,10 @@ GRACE_S = 30
 def test_sigterm_drains_in_flight_work_and_exits_zero(tmp_path):
     srv = ServerProcess(
         tmp_path / "server.log",
-        "--max-batch-size", "2", "--grace-period", str(GRACE_S),
+        "--max-batch-size",
+        "2",
+        "--grace-period",
+        str(GRACE_S),
         env={"OPENHOOD_FAULT_INJECT": "embed_sleep=0.5"},  # keeps work in flight at the signal
     )
     try:

@@ -20,7 +20,16 @@ def faulty(tmp_path_factory):
     srv = ServerProcess(
         tmp_path_factory.mktemp("faulty") / "server.log",
         # One worker: these tests hold *the* worker with a slow batch and watch what queues behind it.
-        "--workers", "1", "--max-queue", "3", "--max-batch-size", "1", "--stall-timeout", "0.15", "--health-timeout", "3",
+        "--workers",
+        "1",
+        "--max-queue",
+        "3",
+        "--max-batch-size",
+        "1",
+        "--stall-timeout",
+        "0.15",
+        "--health-timeout",
+        "3",
         env={"OPENHOOD_FAULT_INJECT": f"health,embed_len={POISON_TOKENS},embed_sleep={SLEEP_S}"},
         wait_ready=False,  # it never becomes ready: that is the point
     )
@@ -45,7 +54,9 @@ def test_readiness_is_503_when_the_engine_fails_and_live_stays_200(faulty):
 def test_readiness_reports_a_wedged_worker(faulty):
     seen = []
     with faulty.client() as c:
-        t = threading.Thread(target=lambda: seen.append(c.post("/v1/embeddings", json={"input": "slow one"}).status_code))
+        t = threading.Thread(
+            target=lambda: seen.append(c.post("/v1/embeddings", json={"input": "slow one"}).status_code)
+        )
         t.start()
         reasons = []
         while t.is_alive():
@@ -84,14 +95,20 @@ def test_engine_exception_fails_only_its_batch_and_server_keeps_serving(faulty):
         with faulty.client() as c:
             out[key] = c.post("/v1/embeddings", json={"input": text})
 
-    threads = [threading.Thread(target=send, args=("poison", poison_text())), threading.Thread(target=send, args=("ok", "fine"))]
+    threads = [
+        threading.Thread(target=send, args=("poison", poison_text())),
+        threading.Thread(target=send, args=("ok", "fine")),
+    ]
     [t.start() for t in threads]
     [t.join(60) for t in threads]
     assert out["poison"].status_code == 500 and out["poison"].json()["error"]["code"] == "inference_failed"
     assert out["ok"].status_code == 200
     with faulty.client() as c:
         assert c.post("/v1/embeddings", json={"input": "after the failure"}).status_code == 200
-        assert 'openhood_batches_total{model="sentence-transformers/all-MiniLM-L6-v2",outcome="error"} 1.0' in c.get("/metrics").text
+        assert (
+            'openhood_batches_total{model="sentence-transformers/all-MiniLM-L6-v2",outcome="error"} 1.0'
+            in c.get("/metrics").text
+        )
 
 
 def test_disconnected_client_is_dropped_before_inference(faulty):
@@ -104,7 +121,10 @@ def test_disconnected_client_is_dropped_before_inference(faulty):
         with socket.create_connection(("127.0.0.1", faulty.port), timeout=5) as s:
             s.sendall(
                 b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                + b"X-Request-ID: gone-away\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+                + b"X-Request-ID: gone-away\r\nContent-Length: "
+                + str(len(body)).encode()
+                + b"\r\n\r\n"
+                + body
             )
             time.sleep(0.2)  # queued behind the blocker
         blocker.join(30)

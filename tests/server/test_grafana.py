@@ -52,7 +52,9 @@ def adapter_rule() -> dict:
 
 def render_adapter(query: str, series: str, matchers: str, group_by: str) -> str:
     """prometheus-adapter's Go template for a metricsQuery, filled in as the adapter does."""
-    return query.replace("<<.Series>>", series).replace("<<.LabelMatchers>>", matchers).replace("<<.GroupBy>>", group_by)
+    return (
+        query.replace("<<.Series>>", series).replace("<<.LabelMatchers>>", matchers).replace("<<.GroupBy>>", group_by)
+    )
 
 
 def test_dashboard_is_well_formed():
@@ -68,8 +70,14 @@ def test_dashboard_is_well_formed():
             assert t["datasource"]["uid"] == "${datasource}"
     # Every TEI-style signal of docs/server.md § Metrics has a panel.
     exprs = " ".join(e for _, e in dashboard_queries())
-    for metric in ("openhood_requests_total", "openhood_request_failures_total", "openhood_request_stage_seconds",
-                   "openhood_queue_depth", "openhood_batch_size", "openhood_batch_tokens"):
+    for metric in (
+        "openhood_requests_total",
+        "openhood_request_failures_total",
+        "openhood_request_stage_seconds",
+        "openhood_queue_depth",
+        "openhood_batch_size",
+        "openhood_batch_tokens",
+    ):
         assert metric in exprs, metric
     assert "sum by (model, stage) (rate(openhood_request_stage_seconds_sum" in exprs  # the duration split
 
@@ -97,12 +105,20 @@ def prometheus(request, tmp_path_factory, missing_tool):
     port = free_port()
     log = open(work / "prometheus.log", "wb")  # noqa: SIM115 -- closed below, after the process
     proc = subprocess.Popen(
-        [binary, f"--config.file={work / 'prometheus.yml'}", f"--storage.tsdb.path={work / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=log, stderr=subprocess.STDOUT,
+        [
+            binary,
+            f"--config.file={work / 'prometheus.yml'}",
+            f"--storage.tsdb.path={work / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
-    api = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=httpx.Timeout(30.0, connect=2.0),
-                       limits=httpx.Limits(max_connections=4))
+    api = httpx.Client(
+        base_url=f"http://127.0.0.1:{port}",
+        timeout=httpx.Timeout(30.0, connect=2.0),
+        limits=httpx.Limits(max_connections=4),
+    )
     try:
         wait_for(lambda: proc.poll() is None and api.get("/-/ready").status_code == 200, "prometheus ready", proc, work)
         wait_for(lambda: scraped_up(api), "first scrape of the server", proc, work)
@@ -142,7 +158,12 @@ def traffic(prometheus, client):
     """About six seconds of mixed traffic (six scrapes), successes and failures on several routes."""
     t0 = time.time()
     for k in range(20):
-        assert client.post("/v1/embeddings", json={"input": [f"dashboard text {k}", "a second, longer one " * (k + 1)]}).status_code == 200
+        assert (
+            client.post(
+                "/v1/embeddings", json={"input": [f"dashboard text {k}", "a second, longer one " * (k + 1)]}
+            ).status_code
+            == 200
+        )
         assert client.post("/embed", json={"inputs": f"tei text {k}"}).status_code == 200
         assert client.post("/tokenize", json={"inputs": "tokens"}).status_code == 200
         assert client.post("/v1/embeddings", json={"input": "x", "model": "no-such-model"}).status_code == 404
@@ -153,7 +174,9 @@ def traffic(prometheus, client):
 
 
 def query_range(api: httpx.Client, expr: str, window: tuple[float, float]) -> list[dict]:
-    resp = api.get("/api/v1/query_range", params={"query": expr, "start": window[0], "end": window[1], "step": SCRAPE_S})
+    resp = api.get(
+        "/api/v1/query_range", params={"query": expr, "start": window[0], "end": window[1], "step": SCRAPE_S}
+    )
     body = resp.json()
     assert resp.status_code == 200 and body["status"] == "success", (expr, body)
     assert not body.get("warnings"), (expr, body["warnings"])

@@ -46,8 +46,11 @@ def status_of(response: bytes) -> int:
 
 def post_head(length: int, auth: str | None = AUTH) -> bytes:
     auth_line = b"Authorization: " + auth.encode() + b"\r\n" if auth else b""
-    return (b"POST /v1/embeddings HTTP/1.1\r\nHost: t\r\n" + auth_line
-            + b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % length)
+    return (
+        b"POST /v1/embeddings HTTP/1.1\r\nHost: t\r\n"
+        + auth_line
+        + b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % length
+    )
 
 
 def post(body: dict, auth: str | None = AUTH) -> bytes:
@@ -68,9 +71,24 @@ def limited(tmp_path_factory):
     """A server with tight, test-sized limits (auth on, so the key checks run here too)."""
     srv = ServerProcess(
         tmp_path_factory.mktemp("limited") / "server.log",
-        "--api-key", API_KEY, "--workers", "1",
-        "--header-timeout", "1", "--body-timeout", "1", "--keep-alive-timeout", "1",
-        "--max-connections", "16", "--max-header-bytes", "8192", "--max-headers", "30", "--max-request-line", "2048",
+        "--api-key",
+        API_KEY,
+        "--workers",
+        "1",
+        "--header-timeout",
+        "1",
+        "--body-timeout",
+        "1",
+        "--keep-alive-timeout",
+        "1",
+        "--max-connections",
+        "16",
+        "--max-header-bytes",
+        "8192",
+        "--max-headers",
+        "30",
+        "--max-request-line",
+        "2048",
     )
     yield srv
     assert srv.stop() == 0
@@ -96,6 +114,7 @@ def test_special_token_texts_never_compile_after_load():
 def test_special_token_request_does_not_freeze_the_loop(limited):
     """Finding 1, end to end: /health/live answers while a [MASK]/NUL request is served, as fast
     (within a loose factor of) as beside a plain request."""
+
     def live_during(text: str) -> float:
         worst = 0.0
         with limited.client(headers={"Authorization": AUTH}) as c, limited.client() as probe:
@@ -199,10 +218,17 @@ def test_keep_alive_idle_timeout(limited):
 def test_bearer_scheme_is_case_insensitive_and_key_checked(limited):
     """Finding 6: 'bearer' works; a wrong key of the same length is still refused."""
     for scheme in ("bearer", "BEARER", "Bearer"):
-        r = httpx.post(limited.url + "/v1/embeddings", json={"input": "x"}, headers={"Authorization": f"{scheme} {API_KEY}"}, timeout=30)
+        r = httpx.post(
+            limited.url + "/v1/embeddings",
+            json={"input": "x"},
+            headers={"Authorization": f"{scheme} {API_KEY}"},
+            timeout=30,
+        )
         assert r.status_code == 200, scheme
     wrong = "x" * len(API_KEY)
-    r = httpx.post(limited.url + "/v1/embeddings", json={"input": "x"}, headers={"Authorization": f"Bearer {wrong}"}, timeout=30)
+    r = httpx.post(
+        limited.url + "/v1/embeddings", json={"input": "x"}, headers={"Authorization": f"Bearer {wrong}"}, timeout=30
+    )
     assert r.status_code == 401
     assert any(e.get("message") == "auth: on" for e in limited.log_lines())
     assert API_KEY not in limited.log_text()
@@ -210,7 +236,9 @@ def test_bearer_scheme_is_case_insensitive_and_key_checked(limited):
 
 def test_whitespace_only_input_is_400(limited):
     """Finding 8: whitespace-only input is refused like an empty string, naming the index."""
-    r = httpx.post(limited.url + "/v1/embeddings", json={"input": ["fine", " \n\t "]}, headers={"Authorization": AUTH}, timeout=30)
+    r = httpx.post(
+        limited.url + "/v1/embeddings", json={"input": ["fine", " \n\t "]}, headers={"Authorization": AUTH}, timeout=30
+    )
     assert r.status_code == 400
     err = r.json()["error"]
     assert err["code"] == "empty_string" and "input[1]" in err["message"]
@@ -229,8 +257,13 @@ def test_help_never_prints_the_key_and_an_empty_key_is_an_error(tmp_path):
 def _cli(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     import os
 
-    return subprocess.run([sys.executable, "-m", "openhood.cli", *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "openhood.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
 
 
 @pytest.mark.parametrize(
@@ -271,7 +304,14 @@ def test_drain_deadline_stalled_body_and_connection_close(tmp_path):
     grace = 4.0
     srv = ServerProcess(
         tmp_path / "server.log",
-        "--workers", "1", "--max-batch-size", "1", "--grace-period", str(grace), "--body-timeout", "1.5",
+        "--workers",
+        "1",
+        "--max-batch-size",
+        "1",
+        "--grace-period",
+        str(grace),
+        "--body-timeout",
+        "1.5",
         env={"OPENHOOD_FAULT_INJECT": "embed_sleep=0.4"},  # 10 single-row batches: ~4 s of work
     )
     try:
@@ -308,8 +348,16 @@ def test_drain_deadline_stalled_body_and_connection_close(tmp_path):
 
 def test_second_signal_exits_at_once(tmp_path):
     """Finding 5: a second SIGTERM during a long drain exits at once, saying so."""
-    srv = ServerProcess(tmp_path / "server.log", "--workers", "1", "--max-batch-size", "1", "--grace-period", "60",
-                        env={"OPENHOOD_FAULT_INJECT": "embed_sleep=0.3"})
+    srv = ServerProcess(
+        tmp_path / "server.log",
+        "--workers",
+        "1",
+        "--max-batch-size",
+        "1",
+        "--grace-period",
+        "60",
+        env={"OPENHOOD_FAULT_INJECT": "embed_sleep=0.3"},
+    )
     try:
         sockets = [raw(srv, post({"input": f"slow {i}"}, auth=None)) for i in range(20)]
         with srv.client() as c:

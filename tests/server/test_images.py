@@ -22,9 +22,19 @@ PHOTOS = Path(__file__).parents[1] / "fixtures" / "vision" / "photos"
 
 @pytest.fixture(scope="module")
 def vision_server(tmp_path_factory, effnet_dir):
-    srv = ServerProcess(tmp_path_factory.mktemp("vision") / "server.log",
-                        "--model", f"effnet={effnet_dir}", "--model", f"minilm={default_model_dir()}",
-                        "--workers", "1", "--threads", "2", "--max-body-bytes", str(1 << 20))
+    srv = ServerProcess(
+        tmp_path_factory.mktemp("vision") / "server.log",
+        "--model",
+        f"effnet={effnet_dir}",
+        "--model",
+        f"minilm={default_model_dir()}",
+        "--workers",
+        "1",
+        "--threads",
+        "2",
+        "--max-body-bytes",
+        str(1 << 20),
+    )
     yield srv
     assert srv.stop() == 0
 
@@ -37,15 +47,23 @@ def huge_png_header(width: int = 20000, height: int = 20000) -> bytes:
     """A PNG whose header declares width×height pixels (400 Mpx) over a few bytes of data."""
     ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
     chunk = lambda kind, data: struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))  # noqa: E731
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\x00" * 64)) + chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\x00" * 64)) + chunk(b"IEND", b"")
+    )
 
 
 def test_classify_json_and_multipart_with_labels(vision_server, effnet, vision_reference):
     with vision_server.client() as c:
         models = {m["id"]: m["task"] for m in c.get("/v1/models").json()["data"]}
         assert models == {"effnet": "image-classify", "minilm": "embed"}
-        r = c.post("/v1/images/classify", json={"model": "effnet", "top_k": 3,
-                                                  "images": [b64("chelsea.jpg"), "data:image/jpeg;base64," + b64("coffee.jpg")]})
+        r = c.post(
+            "/v1/images/classify",
+            json={
+                "model": "effnet",
+                "top_k": 3,
+                "images": [b64("chelsea.jpg"), "data:image/jpeg;base64," + b64("coffee.jpg")],
+            },
+        )
         assert r.status_code == 200, r.text
         data = r.json()["data"]
         assert [d["index"] for d in data] == [0, 1] and all(len(d["labels"]) == 3 for d in data)
@@ -77,12 +95,15 @@ def test_embeddings_are_the_pooled_features(vision_server, effnet):
     assert vec.shape == (1280,) and np.max(np.abs(vec - want)) < 1e-4
 
 
-@pytest.mark.parametrize("payload,status,code", [
-    (base64.b64encode(b"this is plain text, not an image").decode(), 415, "unsupported_image"),
-    (base64.b64encode((PHOTOS / "flower.jpg").read_bytes()[:2500]).decode(), 422, "corrupt_image"),
-    (base64.b64encode(huge_png_header()).decode(), 413, "image_too_large"),
-    ("not base64 !!", 400, "invalid_request"),
-])
+@pytest.mark.parametrize(
+    "payload,status,code",
+    [
+        (base64.b64encode(b"this is plain text, not an image").decode(), 415, "unsupported_image"),
+        (base64.b64encode((PHOTOS / "flower.jpg").read_bytes()[:2500]).decode(), 422, "corrupt_image"),
+        (base64.b64encode(huge_png_header()).decode(), 413, "image_too_large"),
+        ("not base64 !!", 400, "invalid_request"),
+    ],
+)
 def test_bad_images_get_their_status(vision_server, payload, status, code):
     with vision_server.client() as c:
         r = c.post("/v1/images/classify", json={"images": [b64("china.jpg"), payload]})
@@ -108,7 +129,9 @@ def test_a_bad_request_never_fails_concurrent_good_ones(vision_server):
     def send(kind, body):
         with vision_server.client() as c:
             r = c.post("/v1/images/classify", json=body)
-            statuses.append((kind, r.status_code, r.json()["data"][0]["labels"][0]["label"] if r.status_code == 200 else ""))
+            statuses.append(
+                (kind, r.status_code, r.json()["data"][0]["labels"][0]["label"] if r.status_code == 200 else "")
+            )
 
     threads = [threading.Thread(target=send, args=("good", good) if i % 2 else ("bad", bad)) for i in range(8)]
     for t in threads:

@@ -16,9 +16,19 @@ TEXTS = ["A man is eating food.", "A man is eating a meal.", "Привет, ка
 
 @pytest.fixture(scope="module")
 def two_models(tmp_path_factory, para_dir):
-    srv = ServerProcess(tmp_path_factory.mktemp("multi") / "server.log",
-                        "--model", f"minilm={default_model_dir()}", "--model", f"para={para_dir}",
-                        "--workers", "1", "--threads", "1", "--buckets", "32")
+    srv = ServerProcess(
+        tmp_path_factory.mktemp("multi") / "server.log",
+        "--model",
+        f"minilm={default_model_dir()}",
+        "--model",
+        f"para={para_dir}",
+        "--workers",
+        "1",
+        "--threads",
+        "1",
+        "--buckets",
+        "32",
+    )
     yield srv
     assert srv.stop() == 0
 
@@ -34,7 +44,10 @@ def test_both_models_served_side_by_side_and_routed_by_name(two_models, para_onn
 
     with two_models.client() as c:
         listed = c.get("/v1/models").json()["data"]
-        assert [(m["id"], m["max_length"], m["normalized"]) for m in listed] == [("minilm", 256, True), ("para", 128, False)]
+        assert [(m["id"], m["max_length"], m["normalized"]) for m in listed] == [
+            ("minilm", 256, True),
+            ("para", 128, False),
+        ]
         para = c.post("/v1/embeddings", json={"input": TEXTS, "model": "para"})
         mini = c.post("/v1/embeddings", json={"input": TEXTS})  # no model: the first one
         assert para.status_code == mini.status_code == 200, (para.text, mini.text)

@@ -63,7 +63,9 @@ def test_failures_by_error_code(scraped):
 def test_stage_queue_and_batch_signals_exist(scraped):
     samples, model = scraped
     for stage in ("total", "tokenize", "queue", "inference", "postprocess"):
-        assert value(samples, "openhood_request_stage_seconds_count", model=model, stage=stage) == 3  # the 3 embeddings (/tokenize runs no model)
+        assert (
+            value(samples, "openhood_request_stage_seconds_count", model=model, stage=stage) == 3
+        )  # the 3 embeddings (/tokenize runs no model)
     assert ("openhood_queue_depth", (("model", model),)) in samples
     assert value(samples, "openhood_batch_size_count", model=model) >= 3
     assert value(samples, "openhood_batch_tokens_count", model=model) >= 3

@@ -52,7 +52,12 @@ def unit(v):
         ("POST", "/embed_all", {"inputs": ["hi there", "x"]}, "EmbedAllResponse"),
         ("POST", "/tokenize", {"inputs": ["Hello, naïve world", "東京"]}, "TokenizeResponse"),
         ("POST", "/decode", {"ids": [[101, 7592, 102], [7592]]}, "DecodeResponse"),
-        ("POST", "/similarity", {"inputs": {"source_sentence": "a cat", "sentences": ["a dog", "stocks"]}}, "SimilarityResponse"),
+        (
+            "POST",
+            "/similarity",
+            {"inputs": {"source_sentence": "a cat", "sentences": ["a dog", "stocks"]}},
+            "SimilarityResponse",
+        ),
         ("GET", "/info", None, "Info"),
         ("POST", "/embed", {"inputs": 3}, "ErrorResponse"),
     ],
@@ -150,7 +155,7 @@ def test_tokenize_offsets_and_decode_round_trip(client):
     tokens = client.post("/tokenize", json={"inputs": text}).json()[0]
     assert tokens[0]["special"] and tokens[-1]["special"] and tokens[0]["start"] is None
     inner = tokens[1:-1]
-    assert [text[t["start"]:t["stop"]] for t in inner] == ["Hello", ",", "naïve", "world", "!", "東", "京"]
+    assert [text[t["start"] : t["stop"]] for t in inner] == ["Hello", ",", "naïve", "world", "!", "東", "京"]
     assert [t["text"] for t in inner] == ["hello", ",", "naive", "world", "!", "東", "京"]
     bare = client.post("/tokenize", json={"inputs": text, "add_special_tokens": False}).json()[0]
     assert bare == inner
@@ -224,8 +229,10 @@ def test_unknown_model_is_404(client, path):
 @pytest.mark.parametrize("path", list(ROUTE_BODIES))
 def test_over_limits_is_413(client, path):
     body, field = ROUTE_BODIES[path]
-    many = {"/decode": {"ids": [[7592]] * 65},
-            "/similarity": {"inputs": {"source_sentence": "x", "sentences": ["y"] * 65}}}.get(path, {field: ["x"] * 65})
+    many = {
+        "/decode": {"ids": [[7592]] * 65},
+        "/similarity": {"inputs": {"source_sentence": "x", "sentences": ["y"] * 65}},
+    }.get(path, {field: ["x"] * 65})
     assert_tei_error(client.post(path, json=many), 413, "at most 64")
     big = {**body, "pad": "x" * 70_000}
     assert_tei_error(client.post(path, json=big), 413, "65536 bytes")
@@ -267,8 +274,14 @@ def test_huggingface_hub_inference_client(server, client):
 def test_langchain_openai_embeddings(server, client, embedder):
     from langchain_openai import OpenAIEmbeddings
 
-    kw = dict(model=embedder.model_name, base_url=server.url + "/v1", api_key=API_KEY,
-              check_embedding_ctx_length=False, timeout=60, max_retries=0)
+    kw = dict(
+        model=embedder.model_name,
+        base_url=server.url + "/v1",
+        api_key=API_KEY,
+        check_embedding_ctx_length=False,
+        timeout=60,
+        max_retries=0,
+    )
     texts = ["hello world", "Привет, как дела?", "東京は日本の首都です。"]
     docs = OpenAIEmbeddings(**kw).embed_documents(texts)
     np.testing.assert_allclose(docs, embedder.embed(texts), atol=1e-5)

@@ -15,11 +15,20 @@ def samples(rss_of_t, n: int = 21, site_bytes: int = 0) -> list[dict]:
     out = []
     for i in range(n):
         sites = [{"site": "/x/leak.py:7", "size_delta": site_bytes, "count_delta": 1}] if i and site_bytes else []
-        out.append({"t": float(i), "requests": 10 * i, "memory": {
-            "process": {"rss_bytes": rss_of_t(i), "uss_bytes": rss_of_t(i) - 10, "fds": 12, "threads": 5},
-            "tracemalloc": {"traced_bytes": 1000 + site_bytes * i, "sites": sites},
-            "gc": {"growing_types": [{"type": "Leaky", "count_delta": 3}] if site_bytes else [],
-                   "shrinking_types": []}}})
+        out.append(
+            {
+                "t": float(i),
+                "requests": 10 * i,
+                "memory": {
+                    "process": {"rss_bytes": rss_of_t(i), "uss_bytes": rss_of_t(i) - 10, "fds": 12, "threads": 5},
+                    "tracemalloc": {"traced_bytes": 1000 + site_bytes * i, "sites": sites},
+                    "gc": {
+                        "growing_types": [{"type": "Leaky", "count_delta": 3}] if site_bytes else [],
+                        "shrinking_types": [],
+                    },
+                },
+            }
+        )
     return out
 
 
@@ -37,7 +46,9 @@ def test_only_the_baseline_sample_fails_without_crashing():
 
 def test_warmup_growth_and_noise_pass():
     # fast growth during the first 30% (allocator pools filling), then flat with ±0.5% noise
-    a = analyze(samples(lambda t: int(100e6 * (0.8 + 0.02 * t if t < 6 else 1.0 + 0.005 * (-1) ** t))), max_growth_pct=2.0)
+    a = analyze(
+        samples(lambda t: int(100e6 * (0.8 + 0.02 * t if t < 6 else 1.0 + 0.005 * (-1) ** t))), max_growth_pct=2.0
+    )
     assert a["verdict"] == "pass", a["growth"]["rss"]
     assert a["top_sites"] == [] and a["top_types"] == []
 
@@ -53,7 +64,9 @@ def test_mix_is_seeded_and_covers_every_kind():
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "openhood.cli", "soak", *args], capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "openhood.cli", "soak", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 def test_remote_target_refused_with_one_line():
@@ -77,8 +90,12 @@ def test_report_renders_in_headless_chromium(tmp_path, missing_tool):
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:
         missing_tool("chromium is not installed (apt-get install -y chromium)", "OPENHOOD_REQUIRE_BROWSER")
-    proc = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", page.as_uri()],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     for pid in ("rss", "traced", "fds", "sites", "types", "verdict"):
         assert f'id="{pid}"' in proc.stdout

@@ -19,8 +19,18 @@ import pytest
 from openhood.models.registry import default_model_dir
 from openhood.server import planted_leak
 
-SOAK = ["--seconds", "20", "--sample-every", "1", "--max-growth", "3", "--concurrency", "3",
-        "--serve-args", "--workers 1 --threads 1 --buckets 32,64"]
+SOAK = [
+    "--seconds",
+    "20",
+    "--sample-every",
+    "1",
+    "--max-growth",
+    "3",
+    "--concurrency",
+    "3",
+    "--serve-args",
+    "--workers 1 --threads 1 --buckets 32,64",
+]
 
 
 def leak_site() -> str:
@@ -33,8 +43,13 @@ def soak(out: Path, plant: bool) -> tuple[int, dict, str]:
     env = {k: v for k, v in os.environ.items() if k != planted_leak.ENV_VAR}
     if plant:
         env[planted_leak.ENV_VAR] = "1"
-    proc = subprocess.run([sys.executable, "-m", "openhood.cli", "soak", "--model", str(default_model_dir()),
-                           "--out", str(out), *SOAK], env=env, capture_output=True, text=True, timeout=400)
+    proc = subprocess.run(
+        [sys.executable, "-m", "openhood.cli", "soak", "--model", str(default_model_dir()), "--out", str(out), *SOAK],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     doc = json.loads((out / "soak.json").read_text()) if (out / "soak.json").is_file() else {}
     return proc.returncode, doc, proc.stdout + proc.stderr
 
@@ -48,7 +63,9 @@ def test_planted_leak_fails_and_is_named(tmp_path):
     assert analysis["growth"]["rss"]["growth_pct"] > 3, analysis["growth"]
     sites = [s["site"] for s in analysis["top_sites"][:5]]
     assert any(s.endswith(leak_site()) for s in sites), (leak_site(), sites)
-    assert "openhood.server.planted_leak._RequestKey" in [t["type"] for t in analysis["top_types"]], analysis["top_types"]
+    assert "openhood.server.planted_leak._RequestKey" in [t["type"] for t in analysis["top_types"]], analysis[
+        "top_types"
+    ]
     html = (tmp_path / "index.html").read_text()
     assert "soak FAIL" in html and "<svg" in html and leak_site() in html
     assert "planted memory leak active" in (tmp_path / "server.log").read_text()

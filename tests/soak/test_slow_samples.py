@@ -9,8 +9,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from openhood.soak import runner
 from openhood.soak.runner import SoakConfig, run_soak
 
-MEMORY = {"process": {"rss_bytes": 1, "uss_bytes": 1, "fds": 1, "threads": 1}, "tracemalloc": None,
-          "gc": {"objects": 1, "top_types": [], "growing_types": [], "shrinking_types": [], "collections": [0, 0, 0]}}
+MEMORY = {
+    "process": {"rss_bytes": 1, "uss_bytes": 1, "fds": 1, "threads": 1},
+    "tracemalloc": None,
+    "gc": {"objects": 1, "top_types": [], "growing_types": [], "shrinking_types": [], "collections": [0, 0, 0]},
+}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -55,8 +58,13 @@ def soak(seconds: float, interrupt_at_post: int | None = None) -> runner.SoakRun
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        cfg = SoakConfig(base_url=f"http://127.0.0.1:{server.server_address[1]}", seconds=seconds, concurrency=2,
-                         sample_every_s=0.2, timeout_s=0.3)
+        cfg = SoakConfig(
+            base_url=f"http://127.0.0.1:{server.server_address[1]}",
+            seconds=seconds,
+            concurrency=2,
+            sample_every_s=0.2,
+            timeout_s=0.3,
+        )
         return run_soak(cfg)
     finally:
         server.shutdown()

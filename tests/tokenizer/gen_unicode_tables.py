@@ -39,9 +39,15 @@ def _py_lower(text: str) -> str:
 def probe(cps=None) -> dict:
     """Ask HF how it treats each code point (default: all); returns sets and fix-up maps."""
     cps = list(code_points() if cps is None else cps)
-    clean = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=False, strip_accents=False, lowercase=False)
-    strip = normalizers.BertNormalizer(clean_text=False, handle_chinese_chars=False, strip_accents=True, lowercase=False)
-    lower = normalizers.BertNormalizer(clean_text=False, handle_chinese_chars=False, strip_accents=False, lowercase=True)
+    clean = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=False, strip_accents=False, lowercase=False
+    )
+    strip = normalizers.BertNormalizer(
+        clean_text=False, handle_chinese_chars=False, strip_accents=True, lowercase=False
+    )
+    lower = normalizers.BertNormalizer(
+        clean_text=False, handle_chinese_chars=False, strip_accents=False, lowercase=True
+    )
     pre = pre_tokenizers.BertPreTokenizer()
     control, clean_space, space, punct, marks = set(), set(), set(), set(), set()
     stripped, lowered = {}, {}
@@ -118,7 +124,11 @@ def render(t: dict) -> str:
         _fmt_ranges("PUNCTUATION", t["punct"], "BertPreTokenizer isolates these (ASCII punctuation or Unicode P*)."),
         _fmt_ranges("NONSPACING_MARKS", t["marks"], "strip_accents drops these after NFD (category Mn)."),
         _fmt_map("NFD_FIXES", t["nfd_fix"], "Code points whose NFD (minus marks) differs between Python and HF."),
-        _fmt_map("LOWERCASE_FIXES", t["lower_fix"], "Code points whose lowercase differs between Python str.lower and Rust char::to_lowercase."),
+        _fmt_map(
+            "LOWERCASE_FIXES",
+            t["lower_fix"],
+            "Code points whose lowercase differs between Python str.lower and Rust char::to_lowercase.",
+        ),
     ]
     return "\n".join(parts)
 

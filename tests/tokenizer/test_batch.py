@@ -60,8 +60,12 @@ def test_lone_surrogate_is_a_value_error(tok):
 
 
 def test_take_gathers_rows_in_the_given_order():
-    rb = RaggedBatch(np.array([101, 7, 8, 102, 101, 102, 101, 9, 102], np.int32), np.array([4, 2, 3]),
-                     np.array([True, False, False]), pad_id=5)
+    rb = RaggedBatch(
+        np.array([101, 7, 8, 102, 101, 102, 101, 9, 102], np.int32),
+        np.array([4, 2, 3]),
+        np.array([True, False, False]),
+        pad_id=5,
+    )
     sub = rb.take([2, 0])
     assert [r.tolist() for r in sub] == [[101, 9, 102], [101, 7, 8, 102]]
     assert sub.truncated.tolist() == [False, True] and sub.pad_id == 5

@@ -85,7 +85,9 @@ def test_stream_decoder_holds_partial_utf8(bpe):
     assert dec.flush() == "\ufffd"
 
 
-_alphabet = st.one_of(st.characters(codec="utf-8"), st.sampled_from(list(" \t\n0123456789'sdlmtvre,.!?Ġ中😀\u0301\u00a0")))
+_alphabet = st.one_of(
+    st.characters(codec="utf-8"), st.sampled_from(list(" \t\n0123456789'sdlmtvre,.!?Ġ中😀\u0301\u00a0"))
+)
 
 
 @settings(max_examples=150, deadline=None, database=None)

@@ -38,8 +38,9 @@ VARIANTS = {
     "no-clean": _norm(clean_text=False),
     "no-chinese": _norm(handle_chinese_chars=False),
     "short-words": lambda d: d["model"].update(max_input_chars_per_word=5),
-    "bert-processing": lambda d: d.update(post_processor={"type": "BertProcessing", "sep": ["[SEP]", 102],
-                                                          "cls": ["[CLS]", 101]}),
+    "bert-processing": lambda d: d.update(
+        post_processor={"type": "BertProcessing", "sep": ["[SEP]", 102], "cls": ["[CLS]", 101]}
+    ),
 }
 
 
@@ -101,8 +102,11 @@ def test_pad_to_longest_matches_hf(tok, hf):
     texts = NASTY[:12]
     padded = tok.encode_batch(texts).pad()
     enc = ref.encode_batch(texts)
-    for got, field in ((padded.input_ids, "ids"), (padded.attention_mask, "attention_mask"),
-                       (padded.token_type_ids, "type_ids")):
+    for got, field in (
+        (padded.input_ids, "ids"),
+        (padded.attention_mask, "attention_mask"),
+        (padded.token_type_ids, "type_ids"),
+    ):
         assert got.dtype == np.int64
         np.testing.assert_array_equal(got, [getattr(e, field) for e in enc])
 

@@ -19,9 +19,16 @@ def probed():
     return probe(sorted(SAMPLE))
 
 
-@pytest.mark.parametrize("name,key", [("CONTROL", "control"), ("CLEAN_SPACE", "clean_space"),
-                                      ("WHITESPACE", "space"), ("PUNCTUATION", "punct"),
-                                      ("NONSPACING_MARKS", "marks")])
+@pytest.mark.parametrize(
+    "name,key",
+    [
+        ("CONTROL", "control"),
+        ("CLEAN_SPACE", "clean_space"),
+        ("WHITESPACE", "space"),
+        ("PUNCTUATION", "punct"),
+        ("NONSPACING_MARKS", "marks"),
+    ],
+)
 def test_ranges_match_fresh_probe(probed, name, key):
     committed = {cp for a, b in getattr(ut, name) for cp in range(a, b + 1)}
     assert committed & SAMPLE == probed[key]

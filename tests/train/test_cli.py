@@ -12,7 +12,9 @@ from openhood.train.checkpoint import load_model
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "openhood.cli", "train", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "openhood.cli", "train", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_train_writes_folder(tmp_path):
@@ -20,7 +22,13 @@ def test_train_writes_folder(tmp_path):
     r = run("--dataset", "digits", "--out", str(out), "--epochs", "3", "--hidden", "32")
     assert r.returncode == 0, r.stderr
     assert r.stderr.count("epoch ") == 3 and "loss" in r.stderr and "acc" in r.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["config.json", "confusion.json", "model.safetensors", "summary.json", "training.svg"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "config.json",
+        "confusion.json",
+        "model.safetensors",
+        "summary.json",
+        "training.svg",
+    ]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["epochs"] == 3 and summary["train_seconds"] > 0 and 0.3 < summary["test_accuracy"] <= 1
     assert np.sum(json.loads((out / "confusion.json").read_text())["matrix"]) == 360

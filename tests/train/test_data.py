@@ -40,16 +40,19 @@ def test_upsampling_matches_naive_and_keeps_range():
     assert ds.n_features == 784 and ds.image_shape == (28, 28)
 
 
-@pytest.mark.parametrize("x, y, kw, message", [
-    (np.zeros((0, 4)), np.zeros(0, int), {}, "non-empty"),
-    (np.ones((3, 4)), np.array([0, 1, 2]), {"n_features": 5}, "4 features per row, the model takes 5"),
-    (np.array([[1.0, np.nan], [0.0, 1.0]]), np.array([0, 1]), {}, "NaN/inf"),
-    (np.array([[1.0, np.inf], [0.0, 1.0]]), np.array([0, 1]), {}, "NaN/inf"),
-    (np.ones((2, 2)), np.array([0, 10]), {"n_classes": 10}, "labels out of range"),
-    (np.ones((2, 2)), np.array([0, -1]), {}, "labels out of range"),
-    (np.ones((2, 2)), np.array([0.5, 1.0]), {}, "integers"),
-    (np.ones((2, 2)), np.array([0, 1, 1]), {}, "labels of shape"),
-])
+@pytest.mark.parametrize(
+    "x, y, kw, message",
+    [
+        (np.zeros((0, 4)), np.zeros(0, int), {}, "non-empty"),
+        (np.ones((3, 4)), np.array([0, 1, 2]), {"n_features": 5}, "4 features per row, the model takes 5"),
+        (np.array([[1.0, np.nan], [0.0, 1.0]]), np.array([0, 1]), {}, "NaN/inf"),
+        (np.array([[1.0, np.inf], [0.0, 1.0]]), np.array([0, 1]), {}, "NaN/inf"),
+        (np.ones((2, 2)), np.array([0, 10]), {"n_classes": 10}, "labels out of range"),
+        (np.ones((2, 2)), np.array([0, -1]), {}, "labels out of range"),
+        (np.ones((2, 2)), np.array([0.5, 1.0]), {}, "integers"),
+        (np.ones((2, 2)), np.array([0, 1, 1]), {}, "labels of shape"),
+    ],
+)
 def test_bad_arrays_are_refused(x, y, kw, message):
     with pytest.raises(DataError, match=message):
         check_arrays(x, y, **kw)
@@ -60,7 +63,9 @@ def test_csv_and_npz(tmp_path):
     x, y = rng.standard_normal((20, 3)), rng.integers(0, 3, 20)
     y[:3] = [0, 1, 2]
     csv = tmp_path / "d.csv"
-    csv.write_text("a,b,c,label\n" + "\n".join(",".join(map(str, [*r, lab])) for r, lab in zip(x, y, strict=True)) + "\n")
+    csv.write_text(
+        "a,b,c,label\n" + "\n".join(",".join(map(str, [*r, lab])) for r, lab in zip(x, y, strict=True)) + "\n"
+    )
     ds = load_dataset(None, str(csv), test_fraction=0.25)
     assert ds.x_train.shape == (15, 3) and ds.x_test.shape == (5, 3) and ds.n_classes == 3
     np.testing.assert_allclose(ds.x_test, x[15:])

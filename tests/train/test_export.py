@@ -66,7 +66,9 @@ def test_onnx_export_equals_the_engine(digits_mlp_dir, pixels):
 
 
 def export(*args):
-    return subprocess.run([sys.executable, "-m", "openhood.cli", "export", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "openhood.cli", "export", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_export_command(digits_mlp_dir, tmp_path, pixels):

@@ -46,7 +46,12 @@ def test_finite_differences_every_parameter(sizes):
 
 def test_linear_fast_matches_naive():
     rng = np.random.default_rng(0)
-    x, w, b, dy = rng.standard_normal((6, 4)), rng.standard_normal((4, 3)), rng.standard_normal(3), rng.standard_normal((6, 3))
+    x, w, b, dy = (
+        rng.standard_normal((6, 4)),
+        rng.standard_normal((4, 3)),
+        rng.standard_normal(3),
+        rng.standard_normal((6, 3)),
+    )
     gw, gb = np.zeros_like(w), np.zeros_like(b)
     lin = L.Linear(w, b, gw, gb)
     np.testing.assert_allclose(lin.forward(x), L.linear_forward_naive(x, w, b), rtol=1e-12, atol=1e-12)

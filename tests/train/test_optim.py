@@ -23,7 +23,9 @@ def test_fast_optimizer_matches_naive(name):
     bufs, ms, vs = [None] * len(params), [np.zeros_like(p) for p in params], [np.zeros_like(p) for p in params]
     for t in range(1, 5):
         model.grads[...] = rng.standard_normal(model.grads.size)
-        grads = [g.copy() for g in [lin.grad_weight for lin in model.linears] + [lin.grad_bias for lin in model.linears]]
+        grads = [
+            g.copy() for g in [lin.grad_weight for lin in model.linears] + [lin.grad_bias for lin in model.linears]
+        ]
         lr = 0.05 / t
         opt.step(lr)
         if name == "sgd":

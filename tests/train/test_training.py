@@ -23,8 +23,9 @@ def test_same_seed_bit_identical_weights(digits):
     cfg = TrainConfig(hidden=(32,), epochs=3, seed=4)
     a, _ = train_mlp(digits.x_train, digits.y_train, 10, cfg, image_shape=digits.image_shape)
     b, _ = train_mlp(digits.x_train, digits.y_train, 10, cfg, image_shape=digits.image_shape)
-    c, _ = train_mlp(digits.x_train, digits.y_train, 10, TrainConfig(hidden=(32,), epochs=3, seed=5),
-                     image_shape=digits.image_shape)
+    c, _ = train_mlp(
+        digits.x_train, digits.y_train, 10, TrainConfig(hidden=(32,), epochs=3, seed=5), image_shape=digits.image_shape
+    )
     assert a.params.tobytes() == b.params.tobytes()
     assert a.params.tobytes() != c.params.tobytes()
 

@@ -37,8 +37,9 @@ def prepare_graph(graph, *, fusion: bool = True, precision: str = BASE_PRECISION
     return apply_precision(graph, precision, model_dir)
 
 
-def load_backend(name: str, build_graph: Callable[[], Graph], *, precision: str = BASE_PRECISION,
-                 threads: int | None = None) -> Backend:
+def load_backend(
+    name: str, build_graph: Callable[[], Graph], *, precision: str = BASE_PRECISION, threads: int | None = None
+) -> Backend:
     """A backend by name over ``build_graph()``, a prepared graph (``prepare_graph``).
     ``threads``: intra-op threads."""
     if name == "numpy":

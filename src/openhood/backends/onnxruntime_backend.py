@@ -44,7 +44,9 @@ class OnnxRuntimeBackend:
         self._int64 = {i.name for i in self.session.get_inputs() if i.type in _INT_INPUT_TYPES}
 
     @classmethod
-    def from_graph(cls, build_graph: Callable[[], Graph], precision: str = "fp32", threads: int | None = None) -> OnnxRuntimeBackend:
+    def from_graph(
+        cls, build_graph: Callable[[], Graph], precision: str = "fp32", threads: int | None = None
+    ) -> OnnxRuntimeBackend:
         """``build_graph()`` → a prepared engine graph, exported in memory at every (re)build."""
         from openhood.export.onnx_export import graph_to_onnx
 
@@ -59,9 +61,13 @@ class OnnxRuntimeBackend:
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         check_feeds(feeds, self.input_names)
-        arrays = {n: np.asarray(feeds[n]).astype(np.int64, copy=False) if n in self._int64 else np.asarray(feeds[n])
-                  for n in self.input_names}
-        return dict(zip(self.output_names, self.session.run(list(self.output_names), arrays, run_options()), strict=True))
+        arrays = {
+            n: np.asarray(feeds[n]).astype(np.int64, copy=False) if n in self._int64 else np.asarray(feeds[n])
+            for n in self.input_names
+        }
+        return dict(
+            zip(self.output_names, self.session.run(list(self.output_names), arrays, run_options()), strict=True)
+        )
 
     def replicate(self, threads: int | None = None) -> OnnxRuntimeBackend:
         """A new session built from the same source: a session owns its weights."""

@@ -65,7 +65,13 @@ def make_session(model: onnx.ModelProto | bytes | str | Path, threads: int | Non
 
     opts = session_options(threads or None)
     opts.log_severity_level = 3  # shape-merge warnings on dynamic dims are noise here
-    data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model) if isinstance(model, Path) else model
+    data = (
+        model.SerializeToString()
+        if isinstance(model, onnx.ModelProto)
+        else str(model)
+        if isinstance(model, Path)
+        else model
+    )
     return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
 
 
@@ -73,7 +79,10 @@ def embed_batches(session, batches: Iterable[Batch], output: str | None = None) 
     """Run every batch through a graph of ours (inputs: int64 input_ids, attention_mask);
     concatenate the first (or named) output → (N, dim) float32."""
     name = output or session.get_outputs()[0].name
-    parts = [session.run([name], {"input_ids": ids.astype(np.int64), "attention_mask": mask.astype(np.int64)})[0] for ids, mask in batches]
+    parts = [
+        session.run([name], {"input_ids": ids.astype(np.int64), "attention_mask": mask.astype(np.int64)})[0]
+        for ids, mask in batches
+    ]
     return np.concatenate(parts).astype(np.float32)
 
 

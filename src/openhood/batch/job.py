@@ -68,9 +68,17 @@ class BatchJob:
         st = os.stat(source.path)
         model = str(Path(self.model).resolve()) if self.model else None
         return {
-            "input": source.path, "input_size": st.st_size, "input_mtime_ns": st.st_mtime_ns, "format": source.format,
-            "column": self.column, "id_column": self.id_column, "shard_rows": self.shard_rows, "model": model,
-            "backend": self.backend, "precision": self.precision, "batch_size": self.batch_size,
+            "input": source.path,
+            "input_size": st.st_size,
+            "input_mtime_ns": st.st_mtime_ns,
+            "format": source.format,
+            "column": self.column,
+            "id_column": self.id_column,
+            "shard_rows": self.shard_rows,
+            "model": model,
+            "backend": self.backend,
+            "precision": self.precision,
+            "batch_size": self.batch_size,
         }
 
     def to_dict(self) -> dict:
@@ -106,8 +114,14 @@ def run_shard(task, source: Source, spec: ShardSpec):
     return table, sorted(errors, key=lambda e: e["row"])
 
 
-def run_job(job: BatchJob, engine: str = "local", stream=None, overwrite: bool = False,
-            concurrency: int | None = None, ray_cpus: int | None = None) -> JobSummary:
+def run_job(
+    job: BatchJob,
+    engine: str = "local",
+    stream=None,
+    overwrite: bool = False,
+    concurrency: int | None = None,
+    ray_cpus: int | None = None,
+) -> JobSummary:
     """Run (or resume) ``job``; raises ``InputError`` / ``JobMismatchError`` for usage mistakes."""
     import sys
     import time
@@ -125,8 +139,9 @@ def run_job(job: BatchJob, engine: str = "local", stream=None, overwrite: bool =
     store.open(job.identity(source), restart=overwrite)
     done = store.done()
     pending = [s for s in specs if s.index not in done]
-    progress = ProgressBar(sum(s.rows for s in specs), stream or sys.stderr,
-                           already_done=sum(s.rows for s in specs if s.index in done))
+    progress = ProgressBar(
+        sum(s.rows for s in specs), stream or sys.stderr, already_done=sum(s.rows for s in specs if s.index in done)
+    )
     if engine == "local":
         t_load = time.perf_counter()
         task = job.make_task() if pending else None
@@ -141,4 +156,6 @@ def run_job(job: BatchJob, engine: str = "local", stream=None, overwrite: bool =
         setup = run_on_ray(job, pending, progress, concurrency=concurrency, num_cpus=ray_cpus)
     progress.finish()
     rows, bad = store.assemble(len(specs), job.errors_path())
-    return JobSummary(rows, bad, len(specs), len(done), time.perf_counter() - t0, setup, Path(job.output), job.errors_path())
+    return JobSummary(
+        rows, bad, len(specs), len(done), time.perf_counter() - t0, setup, Path(job.output), job.errors_path()
+    )

@@ -71,13 +71,20 @@ def init_ray(num_cpus: int | None = None) -> bool:
     if os.environ.get("RAY_ADDRESS"):
         ray.init(address=os.environ["RAY_ADDRESS"], logging_level=logging.WARNING, log_to_driver=False)
     else:
-        ray.init(num_cpus=num_cpus, include_dashboard=False, _node_ip_address="127.0.0.1",
-                 logging_level=logging.WARNING, log_to_driver=False)
+        ray.init(
+            num_cpus=num_cpus,
+            include_dashboard=False,
+            _node_ip_address="127.0.0.1",
+            logging_level=logging.WARNING,
+            log_to_driver=False,
+        )
     logging.getLogger("ray.data").setLevel(logging.WARNING)
     return True
 
 
-def run_on_ray(job, pending: list[ShardSpec], progress, concurrency: int | None = None, num_cpus: int | None = None) -> float:
+def run_on_ray(
+    job, pending: list[ShardSpec], progress, concurrency: int | None = None, num_cpus: int | None = None
+) -> float:
     """Run ``pending`` shards on Ray; returns the seconds spent starting or joining Ray."""
     import time
 
@@ -95,9 +102,14 @@ def run_on_ray(job, pending: list[ShardSpec], progress, concurrency: int | None 
             concurrency = max(1, int(ray.cluster_resources().get("CPU", 1)) // threads)
         concurrency = min(concurrency, len(pending))
         items = ray.data.from_items([s.to_dict() for s in pending], override_num_blocks=len(pending))
-        ds = items.map_batches(ShardActor, fn_constructor_kwargs={"job": job.to_dict()}, batch_size=1,
-                            compute=ray.data.ActorPoolStrategy(size=concurrency), num_cpus=threads,
-                            batch_format="numpy")
+        ds = items.map_batches(
+            ShardActor,
+            fn_constructor_kwargs={"job": job.to_dict()},
+            batch_size=1,
+            compute=ray.data.ActorPoolStrategy(size=concurrency),
+            num_cpus=threads,
+            batch_format="numpy",
+        )
         for row in ds.iter_rows():
             progress.advance(int(row["rows"]))
         return setup

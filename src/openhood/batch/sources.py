@@ -22,7 +22,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 FORMATS = ("jsonl", "csv", "parquet")
-SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+SUFFIXES = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+    ".csv": "csv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
 READ_CHUNK = 1 << 20  # bytes per read while planning JSONL
 _ABSENT = object()  # a row without the field (as opposed to one whose value is null)
 
@@ -121,6 +128,7 @@ def _cut(ends, shard_rows: int, start: int = 0):
 
 # --- JSONL: one row per physical line; blank lines count as lines but are not rows ---------------
 
+
 def _line_ends(path: str):
     """(byte offset just past each line, lines so far); a last line without "\\n" counts too."""
     pos = lines = last_nl = 0
@@ -179,7 +187,11 @@ def _accept(out: ShardRows, row: int, raw_id, value, column: str) -> None:
     if value is _ABSENT:
         out.errors.append(RowError(row, rid, f"no field {column!r}"))
     elif not isinstance(value, str):
-        out.errors.append(RowError(row, rid, f"field {column!r} is {'null' if value is None else type(value).__name__}, expected a string"))
+        out.errors.append(
+            RowError(
+                row, rid, f"field {column!r} is {'null' if value is None else type(value).__name__}, expected a string"
+            )
+        )
     elif any("\udc80" <= ch <= "\udcff" for ch in value):  # surrogateescape'd bytes (CSV)
         out.errors.append(RowError(row, rid, "not UTF-8"))
     else:
@@ -189,6 +201,7 @@ def _accept(out: ShardRows, row: int, raw_id, value, column: str) -> None:
 
 
 # --- CSV: a header, then one row per record (quoted fields may span lines) -------------------------
+
 
 def _decoded_lines(f, consumed: list[int]):
     for raw in f:
@@ -237,6 +250,7 @@ def _read_csv(source: Source, spec: ShardSpec) -> ShardRows:
 
 # --- Parquet: rows by number; only the input and id columns are read --------------------------------
 
+
 def _parquet_columns(source: Source):
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -244,7 +258,9 @@ def _parquet_columns(source: Source):
     pf = pq.ParquetFile(source.path)
     schema = pf.schema_arrow
     if source.column not in schema.names:
-        raise InputError(f"{Path(source.path).name} has no column {source.column!r} (columns: {', '.join(schema.names)})")
+        raise InputError(
+            f"{Path(source.path).name} has no column {source.column!r} (columns: {', '.join(schema.names)})"
+        )
     kind = schema.field(source.column).type
     if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
         raise InputError(f"column {source.column!r} of {Path(source.path).name} is {kind}, expected strings")

@@ -29,12 +29,21 @@ class EmbedTask:
     side by side.
     """
 
-    def __init__(self, model: str | None = None, backend: str = "numpy", precision: str = "fp32",
-                 threads: int | None = None, batch_size: int = 32, workers: int = 1):
+    def __init__(
+        self,
+        model: str | None = None,
+        backend: str = "numpy",
+        precision: str = "fp32",
+        threads: int | None = None,
+        batch_size: int = 32,
+        workers: int = 1,
+    ):
         from openhood import Embedder
 
         options = {"threads": threads} if threads is not None else {}
-        self.embedder = Embedder.from_pretrained(model, backend=backend, precision=precision, workers=workers, **options)
+        self.embedder = Embedder.from_pretrained(
+            model, backend=backend, precision=precision, workers=workers, **options
+        )
         self.batch_size = batch_size
         for worker in range(workers):  # first-call costs (kernel loading, BLAS) belong to start-up
             self.embedder.model.warm_up(worker, (WARM_UP_LENGTH,))

@@ -80,4 +80,3 @@ def main(argv: list[str] | None = None) -> int:
         # one line and exit 2, like argparse's own errors.
         sys.stderr.write(f"openhood {args.command}: error: {exc}\n")
         return 2
-

@@ -19,7 +19,9 @@ from openhood.cli.validate import usage_error
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("convert", help="convert a PyTorch .pth checkpoint (EfficientNet-Lite0) into a safetensors model folder")
+    p = subparsers.add_parser(
+        "convert", help="convert a PyTorch .pth checkpoint (EfficientNet-Lite0) into a safetensors model folder"
+    )
     p.add_argument("source", metavar="SRC.pth", help="the checkpoint (zip or legacy format)")
     p.add_argument("output", metavar="OUT_DIR", help="folder to create (must not exist)")
     p.set_defaults(func=cmd_convert)
@@ -66,12 +68,16 @@ def cmd_convert(args: argparse.Namespace) -> int:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
-        save_file({k: v.astype("float32", copy=False) for k, v in weights.items()}, str(tmp / efficientnet.WEIGHTS_FILE))
+        save_file(
+            {k: v.astype("float32", copy=False) for k, v in weights.items()}, str(tmp / efficientnet.WEIGHTS_FILE)
+        )
         (tmp / efficientnet.CONFIG_FILE).write_text(json.dumps(config, indent=1) + "\n")
         tmp.rename(out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     size = (out / efficientnet.WEIGHTS_FILE).stat().st_size
-    print(f"wrote {out}: {len(weights)} tensors ({size / 1e6:.1f} MB), {config['architecture']}, {config['num_classes']} classes")
+    print(
+        f"wrote {out}: {len(weights)} tensors ({size / 1e6:.1f} MB), {config['architecture']}, {config['num_classes']} classes"
+    )
     return 0

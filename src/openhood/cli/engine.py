@@ -21,7 +21,7 @@ from openhood.cli import validate as v
 def register(subparsers) -> None:
     p = subparsers.add_parser("embed", help="embed texts with the NumPy engine (or ONNX Runtime)")
     p.add_argument("texts", nargs="*", help="texts to embed (or use --input)")
-    p.add_argument("--input", type=v.existing_file, help="JSONL file with one {\"text\": ...} per line")
+    p.add_argument("--input", type=v.existing_file, help='JSONL file with one {"text": ...} per line')
     p.add_argument("--output", help="where to write the .npy for --input (default: <input>.npy)")
     p.add_argument("--model", type=v.model_dir, help="model folder (default: the bundled all-MiniLM-L6-v2)")
     p.add_argument("--backend", default="numpy", choices=["numpy", "onnxruntime"])
@@ -33,18 +33,28 @@ def register(subparsers) -> None:
     p.add_argument("--batch", type=v.positive_int, default=32)
     p.add_argument("--seq", type=v.positive_int, default=128)
     p.add_argument("--runs", type=v.positive_int, default=3, help="profiled forward passes (after one warm-up)")
-    p.add_argument("--model", type=v.model_dir, help="model folder (default: the bundled all-MiniLM-L6-v2); a folder from "
-                   "'openhood convert' profiles the CNN (--batch images, --seq ignored) with a per-block table")
+    p.add_argument(
+        "--model",
+        type=v.model_dir,
+        help="model folder (default: the bundled all-MiniLM-L6-v2); a folder from "
+        "'openhood convert' profiles the CNN (--batch images, --seq ignored) with a per-block table",
+    )
     p.add_argument("--threads", type=v.positive_int, default=None, help="engine threads (default: available cores)")
     p.add_argument("--fusion", choices=["on", "off", "both"], default="both")
-    p.add_argument("--padded-fraction", type=v.unit_interval_or_zero, default=0.0, help="fraction of rows padded to half length")
+    p.add_argument(
+        "--padded-fraction", type=v.unit_interval_or_zero, default=0.0, help="fraction of rows padded to half length"
+    )
     p.add_argument("--show-graph", action="store_true", help="also print the node list of each graph")
     p.set_defaults(func=cmd_profile_ops)
 
     p = subparsers.add_parser("export", help="export the engine's graph to ONNX")
     p.add_argument("--output", required=True, help="path of the .onnx file to write")
-    p.add_argument("--model", type=v.model_dir, help="model folder: the bundled all-MiniLM-L6-v2 (default), a folder from "
-                   "`openhood convert` or from `openhood train`")
+    p.add_argument(
+        "--model",
+        type=v.model_dir,
+        help="model folder: the bundled all-MiniLM-L6-v2 (default), a folder from "
+        "`openhood convert` or from `openhood train`",
+    )
     p.add_argument("--no-fusion", action="store_true", help="export the unfused textbook graph")
     p.add_argument("--precision", default="fp32")
     p.set_defaults(func=cmd_export)
@@ -112,7 +122,9 @@ def cmd_profile_ops(args: argparse.Namespace) -> int:
         print()
         print(prof.table(peak, f"fusion {'on' if fused else 'off'}: ms per forward pass"))
     if len(totals) == 2:
-        print(f"\nfusion on / off time: {totals[True] / totals[False]:.3f}  (speed-up {totals[False] / totals[True]:.2f}x)")
+        print(
+            f"\nfusion on / off time: {totals[True] / totals[False]:.3f}  (speed-up {totals[False] / totals[True]:.2f}x)"
+        )
     return 0
 
 

@@ -21,10 +21,15 @@ from openhood.cli.validate import usage_error
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("generate", help="generate text with a decoder LLM (default: bundled SmolLM2-135M-Instruct)",
-                              description=__doc__.splitlines()[0])
+    p = subparsers.add_parser(
+        "generate",
+        help="generate text with a decoder LLM (default: bundled SmolLM2-135M-Instruct)",
+        description=__doc__.splitlines()[0],
+    )
     p.add_argument("prompt", help="the prompt (a user message, or the model's raw input with --raw)")
-    p.add_argument("--model", type=Path, default=None, help="a llama-architecture .gguf file (default: bundled SmolLM2)")
+    p.add_argument(
+        "--model", type=Path, default=None, help="a llama-architecture .gguf file (default: bundled SmolLM2)"
+    )
     p.add_argument("--max-tokens", type=int, default=256, help="most tokens to generate (default 256)")
     p.add_argument("--temperature", type=float, default=0.7, help="0 = greedy (default 0.7)")
     p.add_argument("--top-k", type=int, default=0, help="keep the k most likely tokens (0 = off)")

@@ -27,13 +27,23 @@ def register(subparsers) -> None:
     )
     p.add_argument("onnx", help="the .onnx file (e.g. paraphrase-MiniLM-L3-v2.onnx)")
     p.add_argument("out", help="output folder (created)")
-    p.add_argument("--tokenizer", default=None, help="folder with tokenizer.json & co. (default: the bundled all-MiniLM-L6-v2)")
-    p.add_argument("--max-length", type=int, default=None,
-                   help="max sequence length (default: the tokenizer folder's sentence-transformers max_seq_length)")
+    p.add_argument(
+        "--tokenizer", default=None, help="folder with tokenizer.json & co. (default: the bundled all-MiniLM-L6-v2)"
+    )
+    p.add_argument(
+        "--max-length",
+        type=int,
+        default=None,
+        help="max sequence length (default: the tokenizer folder's sentence-transformers max_seq_length)",
+    )
     p.add_argument("--name", default=None, help="model name recorded in the folder (default: the file's stem)")
-    p.add_argument("--check-corpus", default=None, metavar="FILE.jsonl",
-                   help="after importing, compare our NumPy engine on the folder with ONNX Runtime on the original "
-                   "file over these texts and print the worst/mean cosine")
+    p.add_argument(
+        "--check-corpus",
+        default=None,
+        metavar="FILE.jsonl",
+        help="after importing, compare our NumPy engine on the folder with ONNX Runtime on the original "
+        "file over these texts and print the worst/mean cosine",
+    )
     p.add_argument("--check-limit", type=int, default=None, help="only the first N texts of --check-corpus")
     p.set_defaults(func=run_import)
 
@@ -69,8 +79,10 @@ def import_onnx(args: argparse.Namespace) -> int:
     imported = bert_from_onnx(src)
     vocab = _tokenizer_vocab_size(tok_dir)
     if vocab != imported.config["vocab_size"]:
-        raise ValueError(f"the tokenizer in {tok_dir} has {vocab} ids but the model's embedding table has "
-                         f"{imported.config['vocab_size']} rows: not the model's vocabulary")
+        raise ValueError(
+            f"the tokenizer in {tok_dir} has {vocab} ids but the model's embedding table has "
+            f"{imported.config['vocab_size']} rows: not the model's vocabulary"
+        )
     alignment = _row_alignment(tok_dir, imported.tensors["embeddings.word_embeddings.weight"])
     st = _read_json(tok_dir / "sentence_bert_config.json") or {}
     max_length = args.max_length or int(st.get("max_seq_length", imported.config["max_position_embeddings"]))
@@ -78,34 +90,60 @@ def import_onnx(args: argparse.Namespace) -> int:
         raise ValueError(f"--max-length must be in [2, {imported.config['max_position_embeddings']}], got {max_length}")
 
     out.mkdir(parents=True, exist_ok=True)
-    save_file({k: np.ascontiguousarray(v, dtype=np.float32) for k, v in imported.tensors.items()}, str(out / "model.safetensors"),
-              metadata={"format": "pt", "source": src.name})
+    save_file(
+        {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in imported.tensors.items()},
+        str(out / "model.safetensors"),
+        metadata={"format": "pt", "source": src.name},
+    )
     (out / "config.json").write_text(json.dumps(imported.config, indent=2) + "\n")
-    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-               {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+    ]
     if imported.normalize:
         modules.append({"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"})
     (out / "modules.json").write_text(json.dumps(modules, indent=2) + "\n")
     (out / "1_Pooling").mkdir(exist_ok=True)
-    (out / "1_Pooling" / "config.json").write_text(json.dumps(
-        {"word_embedding_dimension": imported.config["hidden_size"], "pooling_mode_mean_tokens": True,
-         "pooling_mode_cls_token": False, "pooling_mode_max_tokens": False}, indent=2) + "\n")
-    (out / "sentence_bert_config.json").write_text(json.dumps(
-        {"max_seq_length": max_length, "do_lower_case": bool(st.get("do_lower_case", False))}, indent=2) + "\n")
+    (out / "1_Pooling" / "config.json").write_text(
+        json.dumps(
+            {
+                "word_embedding_dimension": imported.config["hidden_size"],
+                "pooling_mode_mean_tokens": True,
+                "pooling_mode_cls_token": False,
+                "pooling_mode_max_tokens": False,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+    (out / "sentence_bert_config.json").write_text(
+        json.dumps({"max_seq_length": max_length, "do_lower_case": bool(st.get("do_lower_case", False))}, indent=2)
+        + "\n"
+    )
     copied = [n for n in TOKENIZER_FILES if (tok_dir / n).is_file()]
     for name in copied:
         shutil.copy2(tok_dir / name, out / name)
-    info = {"source_onnx": str(src.resolve()), "name": args.name or src.stem, "tokenizer_from": str(tok_dir),
-            "onnx_outputs": imported.outputs, "normalize": imported.normalize, "max_length": max_length,
-            "vocab_row_alignment": alignment}
+    info = {
+        "source_onnx": str(src.resolve()),
+        "name": args.name or src.stem,
+        "tokenizer_from": str(tok_dir),
+        "onnx_outputs": imported.outputs,
+        "normalize": imported.normalize,
+        "max_length": max_length,
+        "vocab_row_alignment": alignment,
+    }
     (out / "import_info.json").write_text(json.dumps(info, indent=2) + "\n")
     cfg = imported.config
-    print(f"imported {src.name}: BERT {cfg['num_hidden_layers']} layers, hidden {cfg['hidden_size']}, "
-          f"{cfg['num_attention_heads']} heads, vocab {cfg['vocab_size']}, mean pooling, "
-          f"{'L2-normalized' if imported.normalize else 'not normalized'}, max length {max_length}")
+    print(
+        f"imported {src.name}: BERT {cfg['num_hidden_layers']} layers, hidden {cfg['hidden_size']}, "
+        f"{cfg['num_attention_heads']} heads, vocab {cfg['vocab_size']}, mean pooling, "
+        f"{'L2-normalized' if imported.normalize else 'not normalized'}, max length {max_length}"
+    )
     if alignment:
-        print(f"vocabulary check vs {tok_dir.name}: word-embedding rows aligned id by id, median cosine "
-              f"{alignment['aligned_median_cosine']:.3f} (shuffled pairing {alignment['shuffled_median_cosine']:.3f})")
+        print(
+            f"vocabulary check vs {tok_dir.name}: word-embedding rows aligned id by id, median cosine "
+            f"{alignment['aligned_median_cosine']:.3f} (shuffled pairing {alignment['shuffled_median_cosine']:.3f})"
+        )
     print(f"tokenizer files copied from {tok_dir}: {', '.join(copied)}; wrote {out}")
     if args.check_corpus:
         from openhood.corpus import read_texts
@@ -113,9 +151,11 @@ def import_onnx(args: argparse.Namespace) -> int:
         texts = read_texts(args.check_corpus, limit=args.check_limit)
         output = imported.outputs["sentence_embedding"]
         r = check_parity(out, src, output, texts)
-        print(f"parity on {r['texts']} texts ({r['tokens']} tokens): NumPy engine on {out.name} vs ONNX Runtime on "
-              f"{src.name} (output {output!r}): worst cosine {r['worst_cosine']:.7f}, mean {r['mean_cosine']:.7f}, "
-              f"max |diff| {r['max_abs_diff']:.2e} ({r['seconds']:.0f} s)")
+        print(
+            f"parity on {r['texts']} texts ({r['tokens']} tokens): NumPy engine on {out.name} vs ONNX Runtime on "
+            f"{src.name} (output {output!r}): worst cosine {r['worst_cosine']:.7f}, mean {r['mean_cosine']:.7f}, "
+            f"max |diff| {r['max_abs_diff']:.2e} ({r['seconds']:.0f} s)"
+        )
     return 0
 
 
@@ -150,8 +190,14 @@ def check_parity(folder, onnx_path, output: str, texts: list[str], batch_size: i
     finally:
         model.close()
         reference.close()
-    return {"texts": len(texts), "tokens": int(rb.lengths.sum()), "worst_cosine": float(cos.min()),
-            "mean_cosine": float(cos.mean()), "max_abs_diff": diff, "seconds": time.perf_counter() - t0}
+    return {
+        "texts": len(texts),
+        "tokens": int(rb.lengths.sum()),
+        "worst_cosine": float(cos.min()),
+        "mean_cosine": float(cos.mean()),
+        "max_abs_diff": diff,
+        "seconds": time.perf_counter() - t0,
+    }
 
 
 def _read_json(path):
@@ -186,4 +232,7 @@ def _row_alignment(folder, word) -> dict | None:
         return float(np.median((a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1) + 1e-12)))
 
     shuffled = other[np.random.default_rng(0).permutation(len(other))]
-    return {"aligned_median_cosine": round(median_cos(word, other), 4), "shuffled_median_cosine": round(median_cos(word, shuffled), 4)}
+    return {
+        "aligned_median_cosine": round(median_cos(word, other), 4),
+        "shuffled_median_cosine": round(median_cos(word, shuffled), 4),
+    }

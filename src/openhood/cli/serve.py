@@ -27,47 +27,109 @@ def register(subparsers, environ=os.environ) -> None:
         "for one or more models, routed by the request's 'model'. See docs/server.md.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--model", action=AppendOverDefault, default=None, metavar="[NAME=]PATH",
-                   help="a model folder (or a decoder's .gguf file) to serve, optionally named (repeatable; the first is "
-                   "the default of its task; default: the bundled all-MiniLM-L6-v2)")
-    p.add_argument("--config", default=None, metavar="FILE.toml",
-                   help="serve the [[models]] of this TOML file (name, path, task, backend, precision, buckets); "
-                   "its [server] table sets any flag left at its default (docs/server.md)")
+    p.add_argument(
+        "--model",
+        action=AppendOverDefault,
+        default=None,
+        metavar="[NAME=]PATH",
+        help="a model folder (or a decoder's .gguf file) to serve, optionally named (repeatable; the first is "
+        "the default of its task; default: the bundled all-MiniLM-L6-v2)",
+    )
+    p.add_argument(
+        "--config",
+        default=None,
+        metavar="FILE.toml",
+        help="serve the [[models]] of this TOML file (name, path, task, backend, precision, buckets); "
+        "its [server] table sets any flag left at its default (docs/server.md)",
+    )
     p.add_argument("--backend", default=d.backend, choices=("numpy", "onnxruntime"))
-    p.add_argument("--precision", default=d.precision, help="passed to the engine (fp32; others when the backend offers them)")
-    p.add_argument("--workers", type=v.positive_int, default=d.workers,
-                   help="inference worker threads, each with its own engine (default: 2 where there are 2+ cores); "
-                   "with more than one, a short request can start while a long batch runs (docs/benchmarks.md)")
-    p.add_argument("--threads", type=v.positive_int, default=d.threads,
-                   help="intra-op threads per engine (default: the cores divided by --workers)")
-    p.add_argument("--wide", action=argparse.BooleanOptionalAction, default=d.wide,
-                   help="run a lone request on an idle server on an extra engine with every core's threads "
-                   "(when the workers' engines have fewer); --no-wide: always the workers' engines")
+    p.add_argument(
+        "--precision", default=d.precision, help="passed to the engine (fp32; others when the backend offers them)"
+    )
+    p.add_argument(
+        "--workers",
+        type=v.positive_int,
+        default=d.workers,
+        help="inference worker threads, each with its own engine (default: 2 where there are 2+ cores); "
+        "with more than one, a short request can start while a long batch runs (docs/benchmarks.md)",
+    )
+    p.add_argument(
+        "--threads",
+        type=v.positive_int,
+        default=d.threads,
+        help="intra-op threads per engine (default: the cores divided by --workers)",
+    )
+    p.add_argument(
+        "--wide",
+        action=argparse.BooleanOptionalAction,
+        default=d.wide,
+        help="run a lone request on an idle server on an extra engine with every core's threads "
+        "(when the workers' engines have fewer); --no-wide: always the workers' engines",
+    )
     p.add_argument("--host", default=d.host)
     p.add_argument("--port", type=v.port, default=d.port)
     p.add_argument("--max-batch-size", type=v.positive_int, default=d.max_batch_size, help="rows per engine call")
-    p.add_argument("--max-batch-tokens", type=v.positive_int, default=d.max_batch_tokens,
-                   help="padded tokens (B x T) per engine call (default: calibrated at start-up so one batch costs "
-                   "at most 2x a lone short request on this machine; docs/server.md)")
-    p.add_argument("--max-wait-ms", type=v.non_negative_float, default=d.max_wait_ms, help="how long the oldest request may wait for batch-mates")
+    p.add_argument(
+        "--max-batch-tokens",
+        type=v.positive_int,
+        default=d.max_batch_tokens,
+        help="padded tokens (B x T) per engine call (default: calibrated at start-up so one batch costs "
+        "at most 2x a lone short request on this machine; docs/server.md)",
+    )
+    p.add_argument(
+        "--max-wait-ms",
+        type=v.non_negative_float,
+        default=d.max_wait_ms,
+        help="how long the oldest request may wait for batch-mates",
+    )
     p.add_argument(
         "--buckets",
         type=v.int_list,
         default=DEFAULT_BUCKETS,
         help="comma list of padded lengths (the model max is always added); derive yours with `openhood buckets --corpus`",
     )
-    p.add_argument("--pad-to", default=d.pad_to, choices=("longest", "bucket"), help="pad a batch to its longest sequence or to its bucket's bound")
-    p.add_argument("--priority", default=d.priority, choices=PRIORITIES,
-                   help="which ready bucket runs first: the shortest (unless another waited --max-age-ms) or the oldest")
-    p.add_argument("--max-age-ms", type=v.non_negative_float, default=d.max_age_ms, help="with --priority shortest: a request this old goes first")
-    p.add_argument("--short-lane-tokens", type=v.non_negative_int, default=d.short_lane_tokens,
-                   help="with 2+ workers, worker 0 only runs buckets up to this many tokens, so a short request "
-                   "never waits behind long batches on every worker (0 = off)")
-    p.add_argument("--max-queue", type=v.positive_int, default=d.max_queue, help="queued sequences before requests get 429")
-    p.add_argument("--max-inputs-per-request", "--max-client-batch-size", type=v.positive_int, default=d.max_inputs_per_request,
-                   help="inputs one request may carry (split over as many batches as needed); more: 413")
-    p.add_argument("--max-body-bytes", "--payload-limit", type=v.positive_int, default=d.max_body_bytes,
-                   help="request body bytes; more: 413 before parsing")
+    p.add_argument(
+        "--pad-to",
+        default=d.pad_to,
+        choices=("longest", "bucket"),
+        help="pad a batch to its longest sequence or to its bucket's bound",
+    )
+    p.add_argument(
+        "--priority",
+        default=d.priority,
+        choices=PRIORITIES,
+        help="which ready bucket runs first: the shortest (unless another waited --max-age-ms) or the oldest",
+    )
+    p.add_argument(
+        "--max-age-ms",
+        type=v.non_negative_float,
+        default=d.max_age_ms,
+        help="with --priority shortest: a request this old goes first",
+    )
+    p.add_argument(
+        "--short-lane-tokens",
+        type=v.non_negative_int,
+        default=d.short_lane_tokens,
+        help="with 2+ workers, worker 0 only runs buckets up to this many tokens, so a short request "
+        "never waits behind long batches on every worker (0 = off)",
+    )
+    p.add_argument(
+        "--max-queue", type=v.positive_int, default=d.max_queue, help="queued sequences before requests get 429"
+    )
+    p.add_argument(
+        "--max-inputs-per-request",
+        "--max-client-batch-size",
+        type=v.positive_int,
+        default=d.max_inputs_per_request,
+        help="inputs one request may carry (split over as many batches as needed); more: 413",
+    )
+    p.add_argument(
+        "--max-body-bytes",
+        "--payload-limit",
+        type=v.positive_int,
+        default=d.max_body_bytes,
+        help="request body bytes; more: 413 before parsing",
+    )
     p.add_argument(
         "--truncate",
         action=argparse.BooleanOptionalAction,
@@ -75,46 +137,117 @@ def register(subparsers, environ=os.environ) -> None:
         help="truncate over-long inputs to the model's max length and report it (--no-truncate: 413 instead)",
     )
     # No default here: argparse's help would print it, and the key comes from the environment.
-    p.add_argument("--api-key", default=None,
-                   help="require 'Authorization: Bearer KEY' on /v1/*; prefer the env variable OPENHOOD_API_KEY "
-                   "(a flag shows in `ps`; every option has its OPENHOOD_<OPTION>); an empty key is an error (default: no auth)")
-    p.add_argument("--grace-period", type=v.non_negative_float, default=d.grace_period_s, help="seconds to drain on SIGTERM before exiting")
-    p.add_argument("--health-timeout", type=v.positive_float, default=d.health_timeout_s, help="seconds the readiness probe may take")
-    p.add_argument("--stall-timeout", type=v.positive_float, default=d.stall_timeout_s, help="seconds inside one batch before the worker counts as wedged")
+    p.add_argument(
+        "--api-key",
+        default=None,
+        help="require 'Authorization: Bearer KEY' on /v1/*; prefer the env variable OPENHOOD_API_KEY "
+        "(a flag shows in `ps`; every option has its OPENHOOD_<OPTION>); an empty key is an error (default: no auth)",
+    )
+    p.add_argument(
+        "--grace-period",
+        type=v.non_negative_float,
+        default=d.grace_period_s,
+        help="seconds to drain on SIGTERM before exiting",
+    )
+    p.add_argument(
+        "--health-timeout",
+        type=v.positive_float,
+        default=d.health_timeout_s,
+        help="seconds the readiness probe may take",
+    )
+    p.add_argument(
+        "--stall-timeout",
+        type=v.positive_float,
+        default=d.stall_timeout_s,
+        help="seconds inside one batch before the worker counts as wedged",
+    )
     limits = p.add_argument_group("connection limits", "docs/server.md § Connection limits")
-    limits.add_argument("--max-connections", type=v.positive_int, default=d.max_connections,
-                        help="open connections; one more gets 503 and is closed at once")
-    limits.add_argument("--max-header-bytes", type=v.positive_int, default=d.max_header_bytes,
-                        help="request line + headers; more → 431")
+    limits.add_argument(
+        "--max-connections",
+        type=v.positive_int,
+        default=d.max_connections,
+        help="open connections; one more gets 503 and is closed at once",
+    )
+    limits.add_argument(
+        "--max-header-bytes", type=v.positive_int, default=d.max_header_bytes, help="request line + headers; more → 431"
+    )
     limits.add_argument("--max-headers", type=v.positive_int, default=d.max_headers, help="header count; more → 431")
-    limits.add_argument("--max-request-line", type=v.positive_int, default=d.max_request_line,
-                        help="request-line bytes; more → 414")
-    limits.add_argument("--header-timeout", type=v.positive_float, default=d.header_timeout_s,
-                        help="seconds for a request head to arrive (408; an idle new connection is closed)")
-    limits.add_argument("--body-timeout", type=v.positive_float, default=d.body_timeout_s,
-                        help="seconds for a request body to arrive after its head (408)")
-    limits.add_argument("--keep-alive-timeout", type=v.positive_int, default=d.keep_alive_timeout_s,
-                        help="seconds an idle keep-alive connection stays open")
-    g, gd = p.add_argument_group("generation", "the generate task's scheduler (docs/server.md § Generation)"), d.generation
-    g.add_argument("--gen-max-running", type=v.positive_int, default=gd.max_running,
-                   help="sequences decoded together (KV-cache slots)")
-    g.add_argument("--gen-kv-cache-mb", type=v.positive_int, default=gd.kv_cache_bytes // 2**20,
-                   help="KV-cache MiB reserved by running sequences (prompt + max_tokens each); beyond it requests wait")
-    g.add_argument("--gen-max-waiting", type=v.positive_int, default=gd.max_waiting,
-                   help="sequences waiting for a slot before requests get 429")
-    g.add_argument("--gen-prefill-chunk", type=v.positive_int, default=gd.prefill_chunk,
-                   help="prompt tokens prefilled per step, so a long prompt does not stall running streams")
-    g.add_argument("--gen-max-context", type=v.positive_int, default=gd.max_context,
-                   help="prompt + max_tokens of one request (clipped to the model's context); more: 400")
-    g.add_argument("--gen-max-tokens", type=v.positive_int, default=gd.max_tokens, help="the largest max_tokens a request may ask")
-    g.add_argument("--gen-timeout", type=v.positive_float, default=gd.timeout_s,
-                   help="seconds a request may generate; then it ends with finish_reason 'length'")
-    p.add_argument("--debug-endpoints", action="store_true",
-                   help="serve GET /debug/memory (tracemalloc site diff, gc counts by type; starts tracemalloc, "
-                   "which slows the server: docs/soak.md)")
+    limits.add_argument(
+        "--max-request-line", type=v.positive_int, default=d.max_request_line, help="request-line bytes; more → 414"
+    )
+    limits.add_argument(
+        "--header-timeout",
+        type=v.positive_float,
+        default=d.header_timeout_s,
+        help="seconds for a request head to arrive (408; an idle new connection is closed)",
+    )
+    limits.add_argument(
+        "--body-timeout",
+        type=v.positive_float,
+        default=d.body_timeout_s,
+        help="seconds for a request body to arrive after its head (408)",
+    )
+    limits.add_argument(
+        "--keep-alive-timeout",
+        type=v.positive_int,
+        default=d.keep_alive_timeout_s,
+        help="seconds an idle keep-alive connection stays open",
+    )
+    g, gd = (
+        p.add_argument_group("generation", "the generate task's scheduler (docs/server.md § Generation)"),
+        d.generation,
+    )
+    g.add_argument(
+        "--gen-max-running",
+        type=v.positive_int,
+        default=gd.max_running,
+        help="sequences decoded together (KV-cache slots)",
+    )
+    g.add_argument(
+        "--gen-kv-cache-mb",
+        type=v.positive_int,
+        default=gd.kv_cache_bytes // 2**20,
+        help="KV-cache MiB reserved by running sequences (prompt + max_tokens each); beyond it requests wait",
+    )
+    g.add_argument(
+        "--gen-max-waiting",
+        type=v.positive_int,
+        default=gd.max_waiting,
+        help="sequences waiting for a slot before requests get 429",
+    )
+    g.add_argument(
+        "--gen-prefill-chunk",
+        type=v.positive_int,
+        default=gd.prefill_chunk,
+        help="prompt tokens prefilled per step, so a long prompt does not stall running streams",
+    )
+    g.add_argument(
+        "--gen-max-context",
+        type=v.positive_int,
+        default=gd.max_context,
+        help="prompt + max_tokens of one request (clipped to the model's context); more: 400",
+    )
+    g.add_argument(
+        "--gen-max-tokens", type=v.positive_int, default=gd.max_tokens, help="the largest max_tokens a request may ask"
+    )
+    g.add_argument(
+        "--gen-timeout",
+        type=v.positive_float,
+        default=gd.timeout_s,
+        help="seconds a request may generate; then it ends with finish_reason 'length'",
+    )
+    p.add_argument(
+        "--debug-endpoints",
+        action="store_true",
+        help="serve GET /debug/memory (tracemalloc site diff, gc counts by type; starts tracemalloc, "
+        "which slows the server: docs/soak.md)",
+    )
     p.add_argument("--log-level", default=d.log_level, choices=("debug", "info", "warning", "error"))
-    p.add_argument("--help-env", action=EnvTableAction,
-                   help="print every OPENHOOD_<OPTION> variable as a Markdown table (docs/server.md) and exit")
+    p.add_argument(
+        "--help-env",
+        action=EnvTableAction,
+        help="print every OPENHOOD_<OPTION> variable as a Markdown table (docs/server.md) and exit",
+    )
     p.set_defaults(func=run_serve)
     env_defaults(p, environ)
 
@@ -124,7 +257,9 @@ def register(subparsers, environ=os.environ) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     b.add_argument("--corpus", required=True, type=v.existing_file, help='JSONL file of {"text": ...} lines')
-    b.add_argument("--model", default=None, type=v.model_dir, help="model folder whose tokenizer counts tokens (default: bundled)")
+    b.add_argument(
+        "--model", default=None, type=v.model_dir, help="model folder whose tokenizer counts tokens (default: bundled)"
+    )
     b.add_argument("--limit", type=v.positive_int, default=None, help="only the first N texts")
     b.set_defaults(func=run_buckets)
 
@@ -134,8 +269,12 @@ GENERATION_CUT_LEAD_S = 3.0  # with a generate model, running sequences are cut 
 TRUE, FALSE = ("1", "true", "yes"), ("0", "false", "no")
 # What a variable's value must look like, by the option's argparse type (docs table).
 VALUE_KINDS = {
-    v.port: "TCP port 1-65535", v.positive_int: "integer ≥ 1", v.non_negative_int: "integer ≥ 0",
-    v.positive_float: "number > 0", v.non_negative_float: "number ≥ 0", v.int_list: "comma list of integers",
+    v.port: "TCP port 1-65535",
+    v.positive_int: "integer ≥ 1",
+    v.non_negative_int: "integer ≥ 0",
+    v.positive_float: "number > 0",
+    v.non_negative_float: "number ≥ 0",
+    v.int_list: "comma list of integers",
 }
 NOT_ENV = ("help", "help_env")  # options that are actions, not settings
 
@@ -259,9 +398,13 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         log_level=args.log_level,
         debug_endpoints=args.debug_endpoints,
         generation=GenerationPolicy(
-            max_running=args.gen_max_running, kv_cache_bytes=args.gen_kv_cache_mb * 2**20,
-            max_waiting=args.gen_max_waiting, prefill_chunk=args.gen_prefill_chunk, max_context=args.gen_max_context,
-            max_tokens=args.gen_max_tokens, timeout_s=args.gen_timeout,
+            max_running=args.gen_max_running,
+            kv_cache_bytes=args.gen_kv_cache_mb * 2**20,
+            max_waiting=args.gen_max_waiting,
+            prefill_chunk=args.gen_prefill_chunk,
+            max_context=args.gen_max_context,
+            max_tokens=args.gen_max_tokens,
+            timeout_s=args.gen_timeout,
         ),
     )
 
@@ -304,19 +447,45 @@ def load_served_models(config: ServerConfig, specs: list) -> list:
     log = logging.getLogger("openhood.server")
     budget = core_budget()
     cores = budget.cores
-    options = EngineOptions(backend=config.backend, precision=config.precision, threads=config.engine_threads(cores),
-                            workers=config.worker_count(cores), wide_threads=config.wide_threads(cores))
+    options = EngineOptions(
+        backend=config.backend,
+        precision=config.precision,
+        threads=config.engine_threads(cores),
+        workers=config.worker_count(cores),
+        wide_threads=config.wide_threads(cores),
+    )
     models = load_models(specs, options)  # before any log line: a usage mistake stays one line on stderr
-    log.info("cpu: %s; %d workers x %d engine threads, wide engine for lone requests: %s", budget.describe(),
-             options.workers, options.threads, f"{options.wide_threads} threads" if options.wide_threads else "off",
-             extra={"fields": {"event": "cpu_layout", "message": "cores detected and threads sized",
-                               "cpu": budget.describe(), "cores": cores, "affinity": budget.affinity, "cgroup_quota": budget.quota,
-                               "workers": options.workers, "engine_threads": options.threads,
-                               "wide_threads": options.wide_threads}})
+    log.info(
+        "cpu: %s; %d workers x %d engine threads, wide engine for lone requests: %s",
+        budget.describe(),
+        options.workers,
+        options.threads,
+        f"{options.wide_threads} threads" if options.wide_threads else "off",
+        extra={
+            "fields": {
+                "event": "cpu_layout",
+                "message": "cores detected and threads sized",
+                "cpu": budget.describe(),
+                "cores": cores,
+                "affinity": budget.affinity,
+                "cgroup_quota": budget.quota,
+                "workers": options.workers,
+                "engine_threads": options.threads,
+                "wide_threads": options.wide_threads,
+            }
+        },
+    )
     for m in models:
-        log.info("model %s loaded (task %s, %s, %s, max length %d, %d workers): %.1f MB resident memory added",
-                 m.name, m.task, m.info.get("backend"), m.info.get("precision"), m.max_length, m.workers,
-                 m.memory_bytes / 2**20)
+        log.info(
+            "model %s loaded (task %s, %s, %s, max length %d, %d workers): %.1f MB resident memory added",
+            m.name,
+            m.task,
+            m.info.get("backend"),
+            m.info.get("precision"),
+            m.max_length,
+            m.workers,
+            m.memory_bytes / 2**20,
+        )
     if planted_leak.enabled():
         log.warning("TEST-ONLY planted memory leak active (%s=1): every embeddings request leaks", planted_leak.ENV_VAR)
     faults = parse_faults(os.environ.get(ENV_VAR))
@@ -369,10 +538,22 @@ def serve(config: ServerConfig, models: list) -> int:
     state = app.state.openhood
     log.info("auth: %s", "on" if config.api_key else "off")  # whether, never what
     for rt in state.runtimes.values():
-        log.info("serving %s (%s) on http://%s:%d: buckets=%s, workers=%d", rt.model.name, rt.model.task,
-                 config.host, config.port, rt.buckets, rt.model.workers)
-    log.info("batching: max_batch_size=%d, max_batch_tokens=%s, max_wait_ms=%g, priority=%s",
-             config.max_batch_size, config.max_batch_tokens or "calibrated at start-up", config.max_wait_ms, config.priority)
+        log.info(
+            "serving %s (%s) on http://%s:%d: buckets=%s, workers=%d",
+            rt.model.name,
+            rt.model.task,
+            config.host,
+            config.port,
+            rt.buckets,
+            rt.model.workers,
+        )
+    log.info(
+        "batching: max_batch_size=%d, max_batch_tokens=%s, max_wait_ms=%g, priority=%s",
+        config.max_batch_size,
+        config.max_batch_tokens or "calibrated at start-up",
+        config.max_wait_ms,
+        config.priority,
+    )
     uv_config = uvicorn.Config(
         app,
         host=config.host,
@@ -422,4 +603,3 @@ def run_buckets(args: argparse.Namespace) -> int:
         print(f"  <= {bound:4d}: {share:6.1%}")
     print(f"first two buckets hold {sum(shares[:2]):.1%} of the texts")
     return 0
-

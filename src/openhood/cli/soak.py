@@ -16,25 +16,40 @@ from openhood.cli.validate import usage_error
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "soak", help="soak-test a server with mixed traffic and hunt memory leaks (needs --debug-endpoints)",
+        "soak",
+        help="soak-test a server with mixed traffic and hunt memory leaks (needs --debug-endpoints)",
         description="Send mixed traffic (every served model, varied lengths, error requests, oversized and malformed "
-                    "bodies, client disconnects) while sampling the server's /debug/memory; fit RSS growth after a "
-                    "warm-up and report the top growing allocation sites and object types. Loopback only unless "
-                    "--allow-remote. Exit 0 = pass, 1 = growth over --max-growth, 2 = usage error.")
+        "bodies, client disconnects) while sampling the server's /debug/memory; fit RSS growth after a "
+        "warm-up and report the top growing allocation sites and object types. Loopback only unless "
+        "--allow-remote. Exit 0 = pass, 1 = growth over --max-growth, 2 = usage error.",
+    )
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--url", help="base URL of a running `openhood serve --debug-endpoints`")
-    where.add_argument("--model", action="append", metavar="[NAME=]PATH",
-                       help="start a server of our own serving this model (repeatable)")
+    where.add_argument(
+        "--model",
+        action="append",
+        metavar="[NAME=]PATH",
+        help="start a server of our own serving this model (repeatable)",
+    )
     p.add_argument("--serve-args", default="", help="extra `openhood serve` flags for --model, one string")
     p.add_argument("--requests", type=int, help="stop after N requests")
     p.add_argument("--seconds", type=float, help="stop after T seconds (default 60 when --requests is not given)")
     p.add_argument("--concurrency", type=int, default=4, help="client threads (default 4)")
     p.add_argument("--sample-every", type=float, default=1.0, help="seconds between /debug/memory samples (default 1)")
     p.add_argument("--warmup", type=float, default=0.3, help="fraction of the run left out of the fit (default 0.3)")
-    p.add_argument("--max-growth", type=float, default=2.0, help="fail when fitted RSS grows more than this %% from mid-run to end (default 2)")
+    p.add_argument(
+        "--max-growth",
+        type=float,
+        default=2.0,
+        help="fail when fitted RSS grows more than this %% from mid-run to end (default 2)",
+    )
     p.add_argument("--timeout", type=float, default=60.0, help="read timeout per request in s (default 60)")
-    p.add_argument("--ready-timeout", type=float, default=None,
-                   help="seconds to wait for /health/ready (default 300 with --model, 30 with --url)")
+    p.add_argument(
+        "--ready-timeout",
+        type=float,
+        default=None,
+        help="seconds to wait for /health/ready (default 300 with --model, 30 with --url)",
+    )
     p.add_argument("--api-key", help="Bearer key of the server (also for /debug/memory)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", metavar="DIR", help="write DIR/soak.json and DIR/index.html")
@@ -72,9 +87,17 @@ def cmd_soak(args) -> int:
             return _fail(str(exc))
     server = LaunchedServer(args.model, out / "server.log", shlex.split(args.serve_args)) if args.model else None
     base_url = server.url if server else args.url.rstrip("/")
-    cfg = SoakConfig(base_url=base_url, requests=args.requests, seconds=seconds, concurrency=args.concurrency,
-                     sample_every_s=args.sample_every, timeout_s=args.timeout, api_key=args.api_key, seed=args.seed,
-                     wait_ready_s=args.ready_timeout or (300.0 if server else 30.0))
+    cfg = SoakConfig(
+        base_url=base_url,
+        requests=args.requests,
+        seconds=seconds,
+        concurrency=args.concurrency,
+        sample_every_s=args.sample_every,
+        timeout_s=args.timeout,
+        api_key=args.api_key,
+        seed=args.seed,
+        wait_ready_s=args.ready_timeout or (300.0 if server else 30.0),
+    )
     with server or nullcontext():
         try:
             run = run_soak(cfg, progress=_progress)
@@ -95,5 +118,9 @@ def cmd_soak(args) -> int:
 
 def _progress(run) -> None:
     mem = run.samples[-1]["memory"]["process"]
-    print(f"\r{run.samples[-1]['t']:7.1f} s  {run.sent:7d} requests  RSS {mem['rss_bytes'] / 2**20:8.1f} MB",
-          end="", file=sys.stderr, flush=True)
+    print(
+        f"\r{run.samples[-1]['t']:7.1f} s  {run.sent:7d} requests  RSS {mem['rss_bytes'] / 2**20:8.1f} MB",
+        end="",
+        file=sys.stderr,
+        flush=True,
+    )

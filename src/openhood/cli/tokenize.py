@@ -22,14 +22,26 @@ from openhood.cli import validate as v
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("tokenize", help="tokenize text or a JSONL corpus with openhood's WordPiece or byte-level BPE tokenizer",
-                              description=__doc__.splitlines()[0])
+    p = subparsers.add_parser(
+        "tokenize",
+        help="tokenize text or a JSONL corpus with openhood's WordPiece or byte-level BPE tokenizer",
+        description=__doc__.splitlines()[0],
+    )
     p.add_argument("text", nargs="*", help="text(s) to tokenize (prints tokens and ids)")
-    p.add_argument("--model", default=None, type=v.tokenizer_source, help="model folder, tokenizer.json or a .gguf file (byte-level BPE) (default: bundled all-MiniLM-L6-v2)")
+    p.add_argument(
+        "--model",
+        default=None,
+        type=v.tokenizer_source,
+        help="model folder, tokenizer.json or a .gguf file (byte-level BPE) (default: bundled all-MiniLM-L6-v2)",
+    )
     p.add_argument("--input", type=v.existing_file, help='JSONL file of {"text": ...} lines')
     p.add_argument("--output", type=Path, help='JSONL file to write {"ids": [...]} lines to (with --input)')
-    p.add_argument("--max-length", type=v.positive_int, default=None, help="truncate to this many ids, specials included")
-    p.add_argument("--batch-size", type=v.positive_int, default=4096, help="texts per batch in file mode (default 4096)")
+    p.add_argument(
+        "--max-length", type=v.positive_int, default=None, help="truncate to this many ids, specials included"
+    )
+    p.add_argument(
+        "--batch-size", type=v.positive_int, default=4096, help="texts per batch in file mode (default 4096)"
+    )
     p.set_defaults(func=run)
 
 

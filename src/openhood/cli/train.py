@@ -41,9 +41,13 @@ def register(subparsers) -> None:
     p.add_argument("--no-augment", action="store_true", help="no affine jitter of image inputs")
     p.add_argument("--test-fraction", type=float, default=0.2, help="--data only: tail held out as test set")
     p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--threads", type=int, default=1,
-                   help="BLAS threads (default 1: a 64-row batch is too small to split; 2 threads measured ~80x "
-                        "slower per step on a loaded machine)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="BLAS threads (default 1: a 64-row batch is too small to split; 2 threads measured ~80x "
+        "slower per step on a loaded machine)",
+    )
     p.set_defaults(func=cmd_train)
 
 
@@ -64,32 +68,70 @@ def cmd_train(args: argparse.Namespace) -> int:
         ds = load_dataset(args.dataset, args.data, test_fraction=args.test_fraction)
     except DataError as exc:
         return _fail(str(exc))
-    cfg = TrainConfig(hidden=tuple(args.hidden), epochs=args.epochs, batch_size=args.batch_size,
-                      optimizer=args.optimizer, lr=args.lr, weight_decay=args.weight_decay, schedule=args.schedule,
-                      patience=args.patience, validation_fraction=args.validation_fraction,
-                      augment=not args.no_augment, seed=args.seed)
+    cfg = TrainConfig(
+        hidden=tuple(args.hidden),
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        optimizer=args.optimizer,
+        lr=args.lr,
+        weight_decay=args.weight_decay,
+        schedule=args.schedule,
+        patience=args.patience,
+        validation_fraction=args.validation_fraction,
+        augment=not args.no_augment,
+        seed=args.seed,
+    )
 
     def progress(e) -> None:
         done = int(20 * e.epoch / cfg.epochs)
         val = f" val_loss {e.val_loss:.4f} val_acc {e.val_accuracy:.4f}" if e.val_loss is not None else ""
-        print(f"epoch {e.epoch:>4}/{cfg.epochs} [{'#' * done}{'.' * (20 - done)}] loss {e.train_loss:.4f} "
-              f"acc {e.train_accuracy:.4f}{val} lr {e.lr:.2e} {e.seconds * 1e3:.0f} ms", file=sys.stderr, flush=True)
+        print(
+            f"epoch {e.epoch:>4}/{cfg.epochs} [{'#' * done}{'.' * (20 - done)}] loss {e.train_loss:.4f} "
+            f"acc {e.train_accuracy:.4f}{val} lr {e.lr:.2e} {e.seconds * 1e3:.0f} ms",
+            file=sys.stderr,
+            flush=True,
+        )
 
     try:
-        model, hist = train_mlp(ds.x_train, ds.y_train, ds.n_classes, cfg, image_shape=ds.image_shape, on_epoch=progress)
+        model, hist = train_mlp(
+            ds.x_train, ds.y_train, ds.n_classes, cfg, image_shape=ds.image_shape, on_epoch=progress
+        )
     except ValueError as exc:
         return _fail(str(exc))
     pred = model.predict_proba(ds.x_test).argmax(axis=1)
     test_acc = accuracy(ds.y_test, pred)
-    summary = {"dataset": ds.name, "sizes": list(model.sizes), "test_accuracy": test_acc, "test_samples": len(ds.y_test),
-               "epochs": len(hist.epochs), "best_epoch": hist.best_epoch, "stopped_early": hist.stopped_early,
-               "train_seconds": hist.train_seconds, "config": cfg.to_dict()}
+    summary = {
+        "dataset": ds.name,
+        "sizes": list(model.sizes),
+        "test_accuracy": test_acc,
+        "test_samples": len(ds.y_test),
+        "epochs": len(hist.epochs),
+        "best_epoch": hist.best_epoch,
+        "stopped_early": hist.stopped_early,
+        "train_seconds": hist.train_seconds,
+        "config": cfg.to_dict(),
+    }
     with staged_folder(args.out) as tmp:
-        save_model(model, model_config(model, labels=[str(i) for i in range(ds.n_classes)], image_shape=ds.image_shape,
-                                       extra={"dataset": ds.name, "train": cfg.to_dict()}), tmp)
-        (tmp / "confusion.json").write_text(json.dumps(
-            {"rows": "true class", "columns": "predicted class",
-             "matrix": confusion_matrix(ds.y_test, pred, ds.n_classes).tolist()}) + "\n")
+        save_model(
+            model,
+            model_config(
+                model,
+                labels=[str(i) for i in range(ds.n_classes)],
+                image_shape=ds.image_shape,
+                extra={"dataset": ds.name, "train": cfg.to_dict()},
+            ),
+            tmp,
+        )
+        (tmp / "confusion.json").write_text(
+            json.dumps(
+                {
+                    "rows": "true class",
+                    "columns": "predicted class",
+                    "matrix": confusion_matrix(ds.y_test, pred, ds.n_classes).tolist(),
+                }
+            )
+            + "\n"
+        )
         (tmp / "training.svg").write_text(plot_history(hist), encoding="utf-8")
         (tmp / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps({k: summary[k] for k in ("test_accuracy", "epochs", "train_seconds")}))
@@ -101,12 +143,26 @@ def plot_history(hist) -> str:
     from openhood.loadtest import svgplot
 
     ep = [e.epoch for e in hist.epochs]
-    loss = svgplot.lines([("train loss", ep, [e.train_loss for e in hist.epochs])]
-                         + ([("val loss", ep, [e.val_loss for e in hist.epochs])] if hist.epochs[0].val_loss is not None else []),
-                         title="loss per epoch", xlabel="epoch", ylabel="cross-entropy", plot_id="loss")
-    acc = svgplot.lines([("train accuracy", ep, [e.train_accuracy for e in hist.epochs])]
-                        + ([("val accuracy", ep, [e.val_accuracy for e in hist.epochs])] if hist.epochs[0].val_loss is not None else []),
-                        title="accuracy per epoch", xlabel="epoch", ylabel="accuracy", plot_id="accuracy")
+    loss = svgplot.lines(
+        [("train loss", ep, [e.train_loss for e in hist.epochs])]
+        + ([("val loss", ep, [e.val_loss for e in hist.epochs])] if hist.epochs[0].val_loss is not None else []),
+        title="loss per epoch",
+        xlabel="epoch",
+        ylabel="cross-entropy",
+        plot_id="loss",
+    )
+    acc = svgplot.lines(
+        [("train accuracy", ep, [e.train_accuracy for e in hist.epochs])]
+        + (
+            [("val accuracy", ep, [e.val_accuracy for e in hist.epochs])] if hist.epochs[0].val_loss is not None else []
+        ),
+        title="accuracy per epoch",
+        xlabel="epoch",
+        ylabel="accuracy",
+        plot_id="accuracy",
+    )
     w, h = svgplot.W, svgplot.H
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{2 * h}" viewBox="0 0 {w} {2 * h}">\n'
-            f'<g>{loss}</g>\n<g transform="translate(0,{h})">{acc}</g>\n</svg>\n')
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{2 * h}" viewBox="0 0 {w} {2 * h}">\n'
+        f'<g>{loss}</g>\n<g transform="translate(0,{h})">{acc}</g>\n</svg>\n'
+    )

@@ -35,7 +35,9 @@ def _number(kind, text: str):
     try:
         return kind(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected {'an integer' if kind is int else 'a number'}, got {text!r}"
+        ) from None
 
 
 def port(text: str) -> int:

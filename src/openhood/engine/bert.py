@@ -63,9 +63,13 @@ def read_config(folder: Path) -> BertConfig:
         raise ValueError("only absolute position embeddings are supported")
 
     pooling_cfg = _read_json(folder / "1_Pooling" / "config.json") or {"pooling_mode_mean_tokens": True}
-    others = [k for k, v in pooling_cfg.items() if k.startswith("pooling_mode_") and v and k != "pooling_mode_mean_tokens"]
+    others = [
+        k for k, v in pooling_cfg.items() if k.startswith("pooling_mode_") and v and k != "pooling_mode_mean_tokens"
+    ]
     if others or not pooling_cfg.get("pooling_mode_mean_tokens", False):
-        raise ValueError(f"only mean pooling is supported; 1_Pooling/config.json asks for {others or 'no mean pooling'}")
+        raise ValueError(
+            f"only mean pooling is supported; 1_Pooling/config.json asks for {others or 'no mean pooling'}"
+        )
 
     modules = _read_json(folder / "modules.json")
     # Without modules.json the folder is a bare HF encoder: we still L2-normalize (the engine
@@ -125,8 +129,14 @@ def build_graph(cfg: BertConfig, w: dict[str, np.ndarray], head: bool = True) ->
                 "token_type": t("embeddings.token_type_embeddings.weight"),
             },
         ),
-        Node("embeddings.norm", "LayerNorm", ("emb.sum",), ("h.0",), {"eps": eps},
-             {"gamma": t("embeddings.LayerNorm.weight"), "beta": t("embeddings.LayerNorm.bias")}),
+        Node(
+            "embeddings.norm",
+            "LayerNorm",
+            ("emb.sum",),
+            ("h.0",),
+            {"eps": eps},
+            {"gamma": t("embeddings.LayerNorm.weight"), "beta": t("embeddings.LayerNorm.bias")},
+        ),
         Node("attention_mask", "AttentionMask", ("attention_mask",), ("mask.bias",)),
     ]
     scale = 1.0 / math.sqrt(cfg.head_dim)
@@ -138,18 +148,44 @@ def build_graph(cfg: BertConfig, w: dict[str, np.ndarray], head: bool = True) ->
             Node(f"{p}.attention.query", "Linear", (h,), (f"{p}.q",), linear=lin(f"{src}.attention.self.query")),
             Node(f"{p}.attention.key", "Linear", (h,), (f"{p}.k",), linear=lin(f"{src}.attention.self.key")),
             Node(f"{p}.attention.value", "Linear", (h,), (f"{p}.v",), linear=lin(f"{src}.attention.self.value")),
-            Node(f"{p}.attention.self", "Attention", (f"{p}.q", f"{p}.k", f"{p}.v", "mask.bias"), (f"{p}.ctx",),
-                 {"heads": cfg.heads, "scale": scale}),
-            Node(f"{p}.attention.out", "Linear", (f"{p}.ctx",), (f"{p}.attn_proj",), linear=lin(f"{src}.attention.output.dense")),
+            Node(
+                f"{p}.attention.self",
+                "Attention",
+                (f"{p}.q", f"{p}.k", f"{p}.v", "mask.bias"),
+                (f"{p}.ctx",),
+                {"heads": cfg.heads, "scale": scale},
+            ),
+            Node(
+                f"{p}.attention.out",
+                "Linear",
+                (f"{p}.ctx",),
+                (f"{p}.attn_proj",),
+                linear=lin(f"{src}.attention.output.dense"),
+            ),
             Node(f"{p}.attention.residual", "Add", (f"{p}.attn_proj", h), (f"{p}.attn_sum",)),
-            Node(f"{p}.attention.norm", "LayerNorm", (f"{p}.attn_sum",), (f"{p}.attn",), {"eps": eps},
-                 {"gamma": t(f"{src}.attention.output.LayerNorm.weight"), "beta": t(f"{src}.attention.output.LayerNorm.bias")}),
+            Node(
+                f"{p}.attention.norm",
+                "LayerNorm",
+                (f"{p}.attn_sum",),
+                (f"{p}.attn",),
+                {"eps": eps},
+                {
+                    "gamma": t(f"{src}.attention.output.LayerNorm.weight"),
+                    "beta": t(f"{src}.attention.output.LayerNorm.bias"),
+                },
+            ),
             Node(f"{p}.ffn.up", "Linear", (f"{p}.attn",), (f"{p}.up",), linear=lin(f"{src}.intermediate.dense")),
             Node(f"{p}.ffn.act", "Gelu", (f"{p}.up",), (f"{p}.act",)),
             Node(f"{p}.ffn.down", "Linear", (f"{p}.act",), (f"{p}.down",), linear=lin(f"{src}.output.dense")),
             Node(f"{p}.ffn.residual", "Add", (f"{p}.down", f"{p}.attn"), (f"{p}.ffn_sum",)),
-            Node(f"{p}.ffn.norm", "LayerNorm", (f"{p}.ffn_sum",), (f"h.{i + 1}",), {"eps": eps},
-                 {"gamma": t(f"{src}.output.LayerNorm.weight"), "beta": t(f"{src}.output.LayerNorm.bias")}),
+            Node(
+                f"{p}.ffn.norm",
+                "LayerNorm",
+                (f"{p}.ffn_sum",),
+                (f"h.{i + 1}",),
+                {"eps": eps},
+                {"gamma": t(f"{src}.output.LayerNorm.weight"), "beta": t(f"{src}.output.LayerNorm.bias")},
+            ),
         ]
     last = f"h.{cfg.layers}"
     meta = {"hidden": cfg.hidden, "heads": cfg.heads, "layers": cfg.layers, "eps": eps, "fusions": []}

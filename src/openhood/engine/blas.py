@@ -33,10 +33,14 @@ class Blas:
                 break
             except OSError:
                 continue
-        self._corename = self._symbol("scipy_openblas_get_corename64_", "scipy_openblas_get_corename", "openblas_get_corename")
+        self._corename = self._symbol(
+            "scipy_openblas_get_corename64_", "scipy_openblas_get_corename", "openblas_get_corename"
+        )
         if self._corename is not None:
             self._corename.restype = ctypes.c_char_p
-        self._get_threads = self._symbol("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads", "openblas_get_num_threads")
+        self._get_threads = self._symbol(
+            "scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads", "openblas_get_num_threads"
+        )
         self._set_local = self._symbol("openblas_set_num_threads_local")
 
     def _symbol(self, *names: str) -> Any:

@@ -83,7 +83,9 @@ def conv2d_naive(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, str
     out = np.zeros((x.shape[0], oh, ow, weight.shape[3]))
     for a in range(kh):
         for b in range(kw):  # out[n, i, j] += xpad[n, i*s + a, j*s + b] @ W[a, b]
-            out += xp[:, a : a + stride * oh : stride, b : b + stride * ow : stride, :] @ np.asarray(weight[a, b], np.float64)
+            out += xp[:, a : a + stride * oh : stride, b : b + stride * ow : stride, :] @ np.asarray(
+                weight[a, b], np.float64
+            )
     return out if bias is None else out + bias
 
 
@@ -99,9 +101,17 @@ def depthwise_conv_naive(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | N
     return out if bias is None else out + bias
 
 
-def mbconv_naive(x: np.ndarray, expand: np.ndarray | None, expand_bias: np.ndarray | None, dw: np.ndarray,
-                 dw_bias: np.ndarray, stride: int, project: np.ndarray, project_bias: np.ndarray,
-                 residual: np.ndarray | None) -> np.ndarray:
+def mbconv_naive(
+    x: np.ndarray,
+    expand: np.ndarray | None,
+    expand_bias: np.ndarray | None,
+    dw: np.ndarray,
+    dw_bias: np.ndarray,
+    stride: int,
+    project: np.ndarray,
+    project_bias: np.ndarray,
+    residual: np.ndarray | None,
+) -> np.ndarray:
     """An inverted-residual block as its three convs: ReLU6(expand 1×1) → ReLU6(depthwise) →
     project 1×1 (+ residual). expand (Cin, hidden) or None, dw (KH, KW, hidden), project (hidden, Cout)."""
     h = x if expand is None else relu6_naive(conv2d_naive(x, expand[None, None], expand_bias, 1))
@@ -110,8 +120,9 @@ def mbconv_naive(x: np.ndarray, expand: np.ndarray | None, expand_bias: np.ndarr
     return y if residual is None else y + residual
 
 
-def batchnorm_naive(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, mean: np.ndarray, var: np.ndarray,
-                    eps: float) -> np.ndarray:
+def batchnorm_naive(
+    x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, mean: np.ndarray, var: np.ndarray, eps: float
+) -> np.ndarray:
     """Inference BatchNorm over the last (channel) axis."""
     x = np.asarray(x, dtype=np.float64)
     return np.asarray((x - mean) / np.sqrt(np.asarray(var, np.float64) + eps) * gamma + beta)
@@ -126,8 +137,15 @@ def global_avg_pool_naive(x: np.ndarray) -> np.ndarray:
     return np.asarray(np.asarray(x, dtype=np.float64).mean(axis=(1, 2)))
 
 
-def fold_batchnorm_naive(weight: np.ndarray, bias: np.ndarray | None, gamma: np.ndarray, beta: np.ndarray,
-                         mean: np.ndarray, var: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray]:
+def fold_batchnorm_naive(
+    weight: np.ndarray,
+    bias: np.ndarray | None,
+    gamma: np.ndarray,
+    beta: np.ndarray,
+    mean: np.ndarray,
+    var: np.ndarray,
+    eps: float,
+) -> tuple[np.ndarray, np.ndarray]:
     """Conv weight (..., Cout) and bias (Cout,) or None with BN after it → one conv (float64):
     W·γ/√(σ²+ε) and (b − μ)·γ/√(σ²+ε) + β."""
     scale = np.asarray(gamma, np.float64) / np.sqrt(np.asarray(var, np.float64) + eps)
@@ -140,7 +158,9 @@ def fold_batchnorm_naive(weight: np.ndarray, bias: np.ndarray | None, gamma: np.
 
 def _check(x: np.ndarray) -> np.ndarray:
     if x.dtype != np.float32 or x.ndim != 4 or not x.flags.c_contiguous:
-        raise TypeError(f"expected a C-contiguous (N, H, W, C) float32 array, got {x.dtype} {x.shape} (C-contiguous: {x.flags.c_contiguous})")
+        raise TypeError(
+            f"expected a C-contiguous (N, H, W, C) float32 array, got {x.dtype} {x.shape} (C-contiguous: {x.flags.c_contiguous})"
+        )
     return x
 
 
@@ -159,8 +179,16 @@ def _output(x: np.ndarray, stride: int, cout: int, out: np.ndarray | None) -> np
     return out
 
 
-def conv2d(x: np.ndarray, linear: Linear, kernel: int, stride: int, splitter: RowSplitter,
-           activation: str | None = None, residual: np.ndarray | None = None, out: np.ndarray | None = None) -> np.ndarray:
+def conv2d(
+    x: np.ndarray,
+    linear: Linear,
+    kernel: int,
+    stride: int,
+    splitter: RowSplitter,
+    activation: str | None = None,
+    residual: np.ndarray | None = None,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
     """x (N, H, W, Cin) → (N, OH, OW, Cout): SAME conv as GEMMs with ``linear`` (KH*KW*Cin, Cout),
     bias + residual + activation applied to each block of output rows right after its GEMM;
     written into ``out`` when given (e.g. a ``BufferPool`` buffer), else into a new array.
@@ -212,8 +240,15 @@ def block_rows(depth: int, cout: int) -> int:
     return max(64, (128 * 1024 // 4) // (depth + cout))
 
 
-def depthwise_conv(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, stride: int, splitter: RowSplitter,
-                   activation: str | None = None, out: np.ndarray | None = None) -> np.ndarray:
+def depthwise_conv(
+    x: np.ndarray,
+    weight: np.ndarray,
+    bias: np.ndarray | None,
+    stride: int,
+    splitter: RowSplitter,
+    activation: str | None = None,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
     """x (N, H, W, C), weight (KH, KW, C) → (N, OH, OW, C), SAME padding, bias + activation fused
     (into ``out`` when given)."""
     n, h, w, c = _check(x).shape
@@ -227,13 +262,27 @@ def depthwise_conv(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, s
     lo, hi = _bounds(activation)
     chunk = max(1, 32768 // (ow * c))  # output image rows per chunk: ~128 KB of output
     kern = conv_kernels.depthwise(kh)
-    splitter.run_chunks(lambda s, e: kern(x, weight, b, out, stride, pt, pl, lo, hi, 0, h, 0, 0, s, e),
-                        n * oh, chunk, ow * c * kh * kw, MIN_PARALLEL_CONV)
+    splitter.run_chunks(
+        lambda s, e: kern(x, weight, b, out, stride, pt, pl, lo, hi, 0, h, 0, 0, s, e),
+        n * oh,
+        chunk,
+        ow * c * kh * kw,
+        MIN_PARALLEL_CONV,
+    )
     return out
 
 
-def mbconv(x: np.ndarray, expand: Linear | None, dw: np.ndarray, dw_bias: np.ndarray, stride: int, project: Linear,
-           splitter: RowSplitter, residual: np.ndarray | None = None, out: np.ndarray | None = None) -> np.ndarray:
+def mbconv(
+    x: np.ndarray,
+    expand: Linear | None,
+    dw: np.ndarray,
+    dw_bias: np.ndarray,
+    stride: int,
+    project: Linear,
+    splitter: RowSplitter,
+    residual: np.ndarray | None = None,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
     """One inverted-residual block in one pass: x (N, H, W, Cin) → (N, OH, OW, Cout).
 
     ReLU6(x @ expand + b) → ReLU6(depthwise k×k, stride) → @ project + b (+ residual), computed

@@ -34,8 +34,19 @@ from numba import types
 from openhood.engine.kernels import LazyKernel
 
 
-def _im2col_rows(x: np.ndarray, cols: np.ndarray, out_h: int, out_w: int, stride: int, pad_top: int, pad_left: int,
-                 kh: int, kw: int, r0: int, r1: int) -> None:
+def _im2col_rows(
+    x: np.ndarray,
+    cols: np.ndarray,
+    out_h: int,
+    out_w: int,
+    stride: int,
+    pad_top: int,
+    pad_left: int,
+    kh: int,
+    kw: int,
+    r0: int,
+    r1: int,
+) -> None:
     """Patches of output image rows [r0, r1) (over N*OH) → cols ((r1 - r0) * OW, KH*KW*C)."""
     h, w, c = x.shape[1], x.shape[2], x.shape[3]
     for r in range(r0, r1):
@@ -61,9 +72,23 @@ def _im2col_rows(x: np.ndarray, cols: np.ndarray, out_h: int, out_w: int, stride
 def _depthwise_kernel(k: int) -> Callable[..., None]:
     """The depthwise kernel for a k×k filter: ``k`` is a compile-time constant of each variant."""
 
-    def depthwise(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, out: np.ndarray, stride: int, pad_top: int,
-                  pad_left: int, lo: float, hi: float, x_row0: int, h: int, out_row0: int, c0: int, r0: int,
-                  r1: int) -> None:
+    def depthwise(
+        x: np.ndarray,
+        weight: np.ndarray,
+        bias: np.ndarray,
+        out: np.ndarray,
+        stride: int,
+        pad_top: int,
+        pad_left: int,
+        lo: float,
+        hi: float,
+        x_row0: int,
+        h: int,
+        out_row0: int,
+        c0: int,
+        r0: int,
+        r1: int,
+    ) -> None:
         """x (N, HX, W, C), weight (k, k, CW), bias (CW,) → out (N, OHX, OW, C), clipped to [lo, hi].
 
         x and out may be horizontal bands of the images: x's row 0 is image row ``x_row0`` and
@@ -134,7 +159,9 @@ _I = types.int64
 _F = types.float32
 
 im2col_rows = LazyKernel(_im2col_rows, types.void(_IN4, types.float32[:, ::1], _I, _I, _I, _I, _I, _I, _I, _I, _I))
-_DEPTHWISE_SIGNATURE = types.void(_IN4, _IN3, _IN1, types.float32[:, :, :, ::1], _I, _I, _I, _F, _F, _I, _I, _I, _I, _I, _I)
+_DEPTHWISE_SIGNATURE = types.void(
+    _IN4, _IN3, _IN1, types.float32[:, :, :, ::1], _I, _I, _I, _F, _F, _I, _I, _I, _I, _I, _I
+)
 bias_act_rows = LazyKernel(_bias_act_rows, types.void(types.float32[:, ::1], _IN1, _IN2, _F, _F))
 _depthwise_variants: dict[int, LazyKernel] = {}
 _variants_lock = threading.Lock()

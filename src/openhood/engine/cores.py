@@ -111,8 +111,9 @@ def cgroup_quota(root: Path = CGROUP_ROOT, proc_self_cgroup: Path = PROC_SELF_CG
     return min(limits)
 
 
-def detect_cores(root: Path = CGROUP_ROOT, proc_self_cgroup: Path = PROC_SELF_CGROUP,
-                 affinity: int | None = None) -> CoreBudget:
+def detect_cores(
+    root: Path = CGROUP_ROOT, proc_self_cgroup: Path = PROC_SELF_CGROUP, affinity: int | None = None
+) -> CoreBudget:
     quota, source = cgroup_quota(root, proc_self_cgroup)
     return CoreBudget(affinity if affinity is not None else affinity_count(), quota, source)
 

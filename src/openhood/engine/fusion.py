@@ -83,7 +83,12 @@ def fuse_linear_activation(graph: Graph) -> Graph:
         if act.op not in ACTIVATIONS:
             continue
         lin = producer.get(act.inputs[0])
-        if lin is None or lin.op != "Linear" or lin.attrs.get("activation") or _single_reader(g, lin.outputs[0]) is not act:
+        if (
+            lin is None
+            or lin.op != "Linear"
+            or lin.attrs.get("activation")
+            or _single_reader(g, lin.outputs[0]) is not act
+        ):
             continue
         lin.attrs["activation"] = ACTIVATIONS[act.op]
         lin.outputs = act.outputs
@@ -107,7 +112,12 @@ def fuse_linear_add_layernorm(graph: Graph) -> Graph:
         lin, residual = None, ""
         for i, v in enumerate(add.inputs):
             cand = producer.get(v)
-            if cand is not None and cand.op == "Linear" and not cand.attrs.get("activation") and _single_reader(g, v) is add:
+            if (
+                cand is not None
+                and cand.op == "Linear"
+                and not cand.attrs.get("activation")
+                and _single_reader(g, v) is add
+            ):
                 lin, residual = cand, add.inputs[1 - i]
                 break
         if lin is None:
@@ -208,7 +218,12 @@ def fuse_conv_activation(graph: Graph) -> Graph:
         if act.op not in CONV_ACTIVATIONS:
             continue
         conv = producer.get(act.inputs[0])
-        if conv is None or conv.op not in CONV_OPS or conv.attrs.get("activation") or _single_reader(g, conv.outputs[0]) is not act:
+        if (
+            conv is None
+            or conv.op not in CONV_OPS
+            or conv.attrs.get("activation")
+            or _single_reader(g, conv.outputs[0]) is not act
+        ):
             continue
         conv.attrs["activation"] = CONV_ACTIVATIONS[act.op]
         conv.outputs = act.outputs
@@ -219,7 +234,13 @@ def fuse_conv_activation(graph: Graph) -> Graph:
 
 
 def _pointwise(node: Node | None) -> TypeGuard[Node]:
-    return node is not None and node.op == "Conv" and node.attrs["kernel"] == 1 and node.attrs["stride"] == 1 and type(node.linear) is Linear
+    return (
+        node is not None
+        and node.op == "Conv"
+        and node.attrs["kernel"] == 1
+        and node.attrs["stride"] == 1
+        and type(node.linear) is Linear
+    )
 
 
 def fuse_mbconv(graph: Graph) -> Graph:
@@ -237,15 +258,23 @@ def fuse_mbconv(graph: Graph) -> Graph:
         if not _pointwise(project) or project.attrs.get("activation") or project.inputs[0] != dw.outputs[0]:
             continue
         expand = producer.get(dw.inputs[0])
-        if not (_pointwise(expand) and expand.attrs.get("activation") == "relu6" and len(expand.inputs) == 1
-                and _single_reader(g, expand.outputs[0]) is dw):
+        if not (
+            _pointwise(expand)
+            and expand.attrs.get("activation") == "relu6"
+            and len(expand.inputs) == 1
+            and _single_reader(g, expand.outputs[0]) is dw
+        ):
             expand = None  # no expansion conv (Lite0's first block): the depthwise reads the input
         first = expand if expand is not None else dw
         block = dw.attrs.get("block", dw.name)
         parts = tuple(p for p in (expand, dw, project) if p is not None)
-        replace[project.name] = Node(f"{block}.mbconv", "MBConv", (first.inputs[0], *project.inputs[1:]), project.outputs,
-                                     {"kernel": dw.params["weight"].shape[0], "stride": dw.attrs["stride"], "block": block,
-                                      "parts": parts})
+        replace[project.name] = Node(
+            f"{block}.mbconv",
+            "MBConv",
+            (first.inputs[0], *project.inputs[1:]),
+            project.outputs,
+            {"kernel": dw.params["weight"].shape[0], "stride": dw.attrs["stride"], "block": block, "parts": parts},
+        )
         drop.update(p.name for p in parts[:-1])
     g.nodes = [replace.get(n.name, n) for n in g.nodes if n.name not in drop]
     g.meta["fusions"] = [*g.meta.get("fusions", []), "mbconv"]

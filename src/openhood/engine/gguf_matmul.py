@@ -51,11 +51,18 @@ class QuantMatrix:
         """Rows of several matrices of one kind, one after another (fused QKV, gate+up)."""
         kind = parts[0].kind
         m = np.concatenate([p.m for p in parts]) if kind == "Q4_1" else None
-        return cls(kind, (sum(p.shape[0] for p in parts), parts[0].shape[1]),
-                   np.concatenate([p.d for p in parts]), m, np.concatenate([p.q for p in parts]))
+        return cls(
+            kind,
+            (sum(p.shape[0] for p in parts), parts[0].shape[1]),
+            np.concatenate([p.d for p in parts]),
+            m,
+            np.concatenate([p.q for p in parts]),
+        )
 
     def permute_rows(self, order: np.ndarray) -> QuantMatrix:
-        return QuantMatrix(self.kind, self.shape, self.d[order], None if self.m is None else self.m[order], self.q[order])
+        return QuantMatrix(
+            self.kind, self.shape, self.d[order], None if self.m is None else self.m[order], self.q[order]
+        )
 
     def dequantize(self) -> np.ndarray:
         """The whole matrix (rows, cols) float32."""

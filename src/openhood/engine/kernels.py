@@ -42,10 +42,22 @@ _FASTMATH = {"contract", "reassoc", "nsz"}
 
 _F = np.float32
 # erf(x) ~= x P(x^2) / Q(x^2) on x in [-4, 4] (erf is +-1 in float32 beyond): Eigen / XLA.
-ERF_NUM = (-1.60960333262415e-02, -2.95459980854025e-03, -7.34990630326855e-04, -5.69250639462346e-05,
-           -2.10102402082508e-06, 2.77068142495902e-08, -2.72614225801306e-10)  # x^1, x^3, …, x^13
-ERF_DEN = (-1.42647390514189e-02, -7.37332916720468e-03, -1.68282697438203e-03, -2.13374055278905e-04,
-           -1.45660718464996e-05)  # x^0, x^2, …, x^8
+ERF_NUM = (
+    -1.60960333262415e-02,
+    -2.95459980854025e-03,
+    -7.34990630326855e-04,
+    -5.69250639462346e-05,
+    -2.10102402082508e-06,
+    2.77068142495902e-08,
+    -2.72614225801306e-10,
+)  # x^1, x^3, …, x^13
+ERF_DEN = (
+    -1.42647390514189e-02,
+    -7.37332916720468e-03,
+    -1.68282697438203e-03,
+    -2.13374055278905e-04,
+    -1.45660718464996e-05,
+)  # x^0, x^2, …, x^8
 ERF_CLAMP = 4.0
 # GELU(x) = x (0.5 + 0.5 erf(x / sqrt 2)): with u = x / sqrt 2, u^2 = x^2 / 2, so the
 # coefficients of x^(2j) get (1/2)^j, and the numerator also 0.5 / sqrt 2.
@@ -95,8 +107,9 @@ def _add_rows(y: np.ndarray, bias: np.ndarray) -> None:
             row[j] += bias[j]
 
 
-def _layernorm_rows(y: np.ndarray, bias: np.ndarray, residual: np.ndarray, gamma: np.ndarray, beta: np.ndarray,
-                    eps: float) -> None:
+def _layernorm_rows(
+    y: np.ndarray, bias: np.ndarray, residual: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float
+) -> None:
     """y (N, C) ← LayerNorm(y + bias + residual) · gamma + beta; residual (N, C) or (0, C) for none.
 
     Two-pass statistics (mean, then the mean of squared deviations) on the row while it is in
@@ -210,9 +223,9 @@ class LazyKernel:
         with self._lock:
             if self._compiled is None:
                 t0 = time.perf_counter()
-                self._compiled = njit(
-                    self.signature, nogil=True, fastmath=_FASTMATH, error_model="numpy", cache=True
-                )(self.py_func)
+                self._compiled = njit(self.signature, nogil=True, fastmath=_FASTMATH, error_model="numpy", cache=True)(
+                    self.py_func
+                )
                 self.compile_seconds = time.perf_counter() - t0
         return self._compiled
 

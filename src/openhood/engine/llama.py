@@ -150,15 +150,22 @@ class Llama:
         layers = []
         for i in range(cfg.n_layers):
             p = f"blk.{i}."
-            layers.append(LayerWeights(
-                attn_norm=g.dequantize(p + "attn_norm.weight"),
-                wqkv=fuse([matrix(p + "attn_q.weight", cfg.n_heads), matrix(p + "attn_k.weight", cfg.n_kv_heads),
-                           matrix(p + "attn_v.weight")]),
-                wo=packed(matrix(p + "attn_output.weight")),
-                ffn_norm=g.dequantize(p + "ffn_norm.weight"),
-                w_gate_up=fuse([matrix(p + "ffn_gate.weight"), matrix(p + "ffn_up.weight")]),
-                w_down=packed(matrix(p + "ffn_down.weight")),
-            ))
+            layers.append(
+                LayerWeights(
+                    attn_norm=g.dequantize(p + "attn_norm.weight"),
+                    wqkv=fuse(
+                        [
+                            matrix(p + "attn_q.weight", cfg.n_heads),
+                            matrix(p + "attn_k.weight", cfg.n_kv_heads),
+                            matrix(p + "attn_v.weight"),
+                        ]
+                    ),
+                    wo=packed(matrix(p + "attn_output.weight")),
+                    ffn_norm=g.dequantize(p + "ffn_norm.weight"),
+                    w_gate_up=fuse([matrix(p + "ffn_gate.weight"), matrix(p + "ffn_up.weight")]),
+                    w_down=packed(matrix(p + "ffn_down.weight")),
+                )
+            )
         return cls(cfg, packed(matrix("token_embd.weight")), layers, g.dequantize("output_norm.weight"))
 
     def embed_rows(self, ids: np.ndarray) -> np.ndarray:
@@ -209,8 +216,9 @@ class Llama:
         x = self.embed_rows(ids)  # (B, T, D)
         laps.mark("embedding", nbytes=x.nbytes)
         for li, L in enumerate(self.layers):
-            h = self._attention(rms_norm(x, L.attn_norm, c.norm_eps), L, li, slots, start, n_new, cos, sin,
-                                cache, n_keys, allowed, laps)
+            h = self._attention(
+                rms_norm(x, L.attn_norm, c.norm_eps), L, li, slots, start, n_new, cos, sin, cache, n_keys, allowed, laps
+            )
             x = x + h
             x = x + self._mlp(x, L, laps)
         cache.lengths[slots] = start + n_new
@@ -221,9 +229,21 @@ class Llama:
         laps.mark("matmul lm_head", flops=2 * B * c.vocab_size * c.dim, nbytes=self.embed.nbytes)
         return logits
 
-    def _attention(self, xn: np.ndarray, L: LayerWeights, li: int, slots: np.ndarray, start: np.ndarray,
-                   n_new: np.ndarray, cos: np.ndarray, sin: np.ndarray, cache: KVCache, n_keys: int,
-                   allowed: np.ndarray, laps: Any) -> np.ndarray:
+    def _attention(
+        self,
+        xn: np.ndarray,
+        L: LayerWeights,
+        li: int,
+        slots: np.ndarray,
+        start: np.ndarray,
+        n_new: np.ndarray,
+        cos: np.ndarray,
+        sin: np.ndarray,
+        cache: KVCache,
+        n_keys: int,
+        allowed: np.ndarray,
+        laps: Any,
+    ) -> np.ndarray:
         c = self.config
         B, T, D = xn.shape
         H, Hkv, hd = c.n_heads, c.n_kv_heads, c.head_dim

@@ -59,7 +59,15 @@ def profile_table(laps: OpLaps, wall: float, steps: int, bandwidth_gbs: float) -
     for label, sec in laps.seconds.items():
         mb = laps.nbytes[label] / steps / 1e6
         gbs = laps.nbytes[label] / max(sec, 1e-12) / 1e9
-        rows.append({"op": label, "ms_per_step": 1e3 * sec / steps, "share": sec / max(wall, 1e-12),
-                     "mb_per_step": mb, "gb_s": gbs, "roofline_pct": 100 * gbs / bandwidth_gbs})
+        rows.append(
+            {
+                "op": label,
+                "ms_per_step": 1e3 * sec / steps,
+                "share": sec / max(wall, 1e-12),
+                "mb_per_step": mb,
+                "gb_s": gbs,
+                "roofline_pct": 100 * gbs / bandwidth_gbs,
+            }
+        )
     rows.sort(key=lambda r: -r["ms_per_step"])
     return rows

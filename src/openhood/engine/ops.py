@@ -69,8 +69,9 @@ def linear_naive(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None) -> 
     return y if bias is None else y + bias
 
 
-def attention_naive(q: np.ndarray, k: np.ndarray, v: np.ndarray, attention_mask: np.ndarray, heads: int,
-                    scale: float) -> np.ndarray:
+def attention_naive(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, attention_mask: np.ndarray, heads: int, scale: float
+) -> np.ndarray:
     """q, k, v (B, T, C); attention_mask (B, T) 0/1 → context (B, T, C), float64."""
     b, t, c = q.shape
     dh = c // heads
@@ -105,7 +106,9 @@ def l2_normalize_naive(x: np.ndarray) -> np.ndarray:
 
 def _rows(y: np.ndarray) -> np.ndarray:
     if y.dtype != np.float32 or y.ndim != 2 or not y.flags.c_contiguous:
-        raise TypeError(f"expected a C-contiguous 2-D float32 array, got {y.dtype} {y.shape} (C-contiguous: {y.flags.c_contiguous})")
+        raise TypeError(
+            f"expected a C-contiguous 2-D float32 array, got {y.dtype} {y.shape} (C-contiguous: {y.flags.c_contiguous})"
+        )
     return y
 
 
@@ -244,7 +247,9 @@ def attention_(
             scores = splitter.scratch("scores", (g1 - g0, heads, t, t))
             np.matmul(qh[g0:g1], kt[g0:g1], out=scores)  # (g, H, T, T)
             # scale, mask and softmax in one compiled pass per row, (g*H*T, T)
-            kernels.softmax_rows(scores.reshape(-1, t), mask_rows[g0:g1] if bias is not None else mask_rows, rows_per_mask, scale32, bits)
+            kernels.softmax_rows(
+                scores.reshape(-1, t), mask_rows[g0:g1] if bias is not None else mask_rows, rows_per_mask, scale32, bits
+            )
             np.matmul(scores, vh[g0:g1], out=oh[g0:g1])  # (g, H, T, dh)
 
     splitter.run(work, b, heads * t * t)

@@ -45,7 +45,12 @@ class RowSplitter:
         # Workers call BLAS only on small blocks (attention's per-head products): keep them
         # single-threaded inside BLAS, the parallelism is ours.
         self._pool = (
-            ThreadPoolExecutor(self.threads - 1, thread_name_prefix="openhood-rows", initializer=blas().set_threads_local, initargs=(1,))
+            ThreadPoolExecutor(
+                self.threads - 1,
+                thread_name_prefix="openhood-rows",
+                initializer=blas().set_threads_local,
+                initargs=(1,),
+            )
             if self.threads > 1
             else None
         )
@@ -68,7 +73,9 @@ class RowSplitter:
             store[key] = buf
         return buf[:size].reshape(shape)
 
-    def run(self, fn: Callable[[int, int], None], n_rows: int, row_width: int, min_elements: int = MIN_PARALLEL_ELEMENTS) -> None:
+    def run(
+        self, fn: Callable[[int, int], None], n_rows: int, row_width: int, min_elements: int = MIN_PARALLEL_ELEMENTS
+    ) -> None:
         """Split ``range(n_rows)`` across the threads: ``fn(start, stop)`` once per thread;
         fewer than ``min_elements`` (n_rows * row_width) run on the calling thread."""
         threads = self.threads
@@ -86,8 +93,14 @@ class RowSplitter:
         for f in futures:
             f.result()
 
-    def run_chunks(self, fn: Callable[[int, int], None], n_rows: int, chunk: int, row_width: int,
-                   min_elements: int = MIN_PARALLEL_ELEMENTS) -> None:
+    def run_chunks(
+        self,
+        fn: Callable[[int, int], None],
+        n_rows: int,
+        chunk: int,
+        row_width: int,
+        min_elements: int = MIN_PARALLEL_ELEMENTS,
+    ) -> None:
         """Like ``run`` but dynamic: every thread takes the next ``chunk`` rows until none are
         left. On a loaded machine a thread that is descheduled for a while then costs only its
         current chunk, not half of the work (the others take the rest)."""

@@ -67,27 +67,33 @@ class OpProfile:
         out = []
         for label, sec in sorted(self.seconds.items(), key=lambda kv: -kv[1]):
             gflops = self.flops[label] / sec / 1e9 if sec > 0 else 0.0
-            out.append({
-                "op": label,
-                "calls": self.calls[label] // n,
-                "ms": sec / n * 1e3,
-                "pct": 100.0 * sec / total,
-                "gflop": self.flops[label] / n / 1e9,
-                "gflops": gflops,
-                "pct_peak": 100.0 * gflops / peak_gflops if peak_gflops else 0.0,
-            })
+            out.append(
+                {
+                    "op": label,
+                    "calls": self.calls[label] // n,
+                    "ms": sec / n * 1e3,
+                    "pct": 100.0 * sec / total,
+                    "gflop": self.flops[label] / n / 1e9,
+                    "gflops": gflops,
+                    "pct_peak": 100.0 * gflops / peak_gflops if peak_gflops else 0.0,
+                }
+            )
         return out
 
     def table(self, peak_gflops: float, title: str = "") -> str:
         lines = [title] if title else []
         lines.append(f"{'op':<22}{'calls':>6}{'ms':>10}{'% total':>9}{'GFLOP':>9}{'GFLOP/s':>9}{'% peak':>8}")
         for r in self.rows(peak_gflops):
-            lines.append(f"{r['op']:<22}{r['calls']:>6}{r['ms']:>10.2f}{r['pct']:>9.1f}{r['gflop']:>9.3f}{r['gflops']:>9.1f}{r['pct_peak']:>8.1f}")
+            lines.append(
+                f"{r['op']:<22}{r['calls']:>6}{r['ms']:>10.2f}{r['pct']:>9.1f}{r['gflop']:>9.3f}{r['gflops']:>9.1f}{r['pct_peak']:>8.1f}"
+            )
         n = max(1, self.forwards)
         flops = sum(self.flops.values()) / n
         sec = self.total_seconds / n
-        lines.append(f"{'total':<22}{sum(self.calls.values()) // n:>6}{sec * 1e3:>10.2f}{100.0:>9.1f}{flops / 1e9:>9.3f}"
-                     f"{flops / sec / 1e9:>9.1f}{100.0 * flops / sec / 1e9 / peak_gflops:>8.1f}")
+        lines.append(
+            f"{'total':<22}{sum(self.calls.values()) // n:>6}{sec * 1e3:>10.2f}{100.0:>9.1f}{flops / 1e9:>9.3f}"
+            f"{flops / sec / 1e9:>9.1f}{100.0 * flops / sec / 1e9 / peak_gflops:>8.1f}"
+        )
         return "\n".join(lines)
 
 
@@ -115,7 +121,9 @@ def profile_graph(graph: Graph, feeds: dict[str, np.ndarray], runs: int = 3, thr
         return prof
 
 
-def random_batch(batch: int, seq: int, vocab: int = 30522, padded_fraction: float = 0.0, seed: int = 0) -> dict[str, np.ndarray]:
+def random_batch(
+    batch: int, seq: int, vocab: int = 30522, padded_fraction: float = 0.0, seed: int = 0
+) -> dict[str, np.ndarray]:
     """Synthetic (B, T) ids/mask: random word pieces, the last ``padded_fraction`` of rows padded by half."""
     rng = np.random.default_rng(seed)
     ids = rng.integers(1000, vocab, size=(batch, seq)).astype(np.int64)

@@ -127,7 +127,9 @@ def k_attention(node: Node, ctx: RunContext, *args: np.ndarray) -> KernelResult:
     out = np.empty((b, t, c), dtype=np.float32)
     ops.attention_(q, k, v, bias, heads, node.attrs["scale"], out, ctx.splitter)
     scores = b * heads * t * t
-    return out.reshape(b * t, c), 4 * scores * (c // heads) + (2 + _ELEMENTWISE_FLOPS["Softmax"]) * scores  # QK, PV; scale+mask, softmax
+    return out.reshape(b * t, c), 4 * scores * (c // heads) + (
+        2 + _ELEMENTWISE_FLOPS["Softmax"]
+    ) * scores  # QK, PV; scale+mask, softmax
 
 
 def k_mean_pool(node: Node, ctx: RunContext, hidden: np.ndarray, attention_mask: np.ndarray) -> KernelResult:
@@ -159,8 +161,17 @@ def k_mbconv(node: Node, ctx: RunContext, x: np.ndarray, *residual: np.ndarray) 
     *expand, dw, project = node.attrs["parts"]
     w, s = dw.params["weight"], node.attrs["stride"]  # (KH, KW, hidden)
     out = ctx.buffers.take(conv.output_shape(x.shape, w.shape[0], s, project.linear.out_features))
-    y = conv.mbconv(x, expand[0].linear if expand else None, w, dw.params["bias"], s, project.linear, ctx.splitter,
-                    residual[0] if residual else None, out)
+    y = conv.mbconv(
+        x,
+        expand[0].linear if expand else None,
+        w,
+        dw.params["bias"],
+        s,
+        project.linear,
+        ctx.splitter,
+        residual[0] if residual else None,
+        out,
+    )
     hidden = y.size // project.linear.out_features * w.shape[2]  # depthwise outputs
     flops = project.linear.flops(y.size // project.linear.out_features) + y.size * (2 if residual else 1)
     flops += 2 * hidden * w.shape[0] * w.shape[1] + hidden
@@ -218,13 +229,17 @@ class Executor:
         for i, n in enumerate(graph.nodes):
             for v in n.inputs:
                 last_use[v] = i
-        self._free_after = [[v for v in set(n.inputs) if last_use[v] == i and v not in graph.outputs] for i, n in enumerate(graph.nodes)]
+        self._free_after = [
+            [v for v in set(n.inputs) if last_use[v] == i and v not in graph.outputs] for i, n in enumerate(graph.nodes)
+        ]
 
     def run(self, feeds: dict[str, np.ndarray], profiler: OpProfiler | None = None) -> dict[str, np.ndarray]:
         first = feeds[self.graph.inputs[0]]
         layout = self.graph.meta.get("input_layout", ("batch", "seq"))  # e.g. (batch, height, width, channels)
         if first.ndim != len(layout):
-            raise ValueError(f"{self.graph.inputs[0]} must be {len(layout)}-D ({', '.join(layout)}), got shape {first.shape}")
+            raise ValueError(
+                f"{self.graph.inputs[0]} must be {len(layout)}-D ({', '.join(layout)}), got shape {first.shape}"
+            )
         ctx = RunContext(batch=first.shape[0], seq=first.shape[1], splitter=self.splitter, buffers=self.buffers)
         # A graph whose ops do their own threading (the CNN: row-blocked convs) keeps BLAS on one
         # thread for the whole pass: waking OpenBLAS's idle pool costs more than a small GEMM on

@@ -33,7 +33,9 @@ def emit_matmul(builder, lin: object, x: str, prefix: str) -> str:
     if isinstance(lin, Linear):
         w = builder.initializer(f"{prefix}.weight", lin.weight)
         return builder.node("MatMul", [x, w], name=f"{prefix}.matmul")
-    raise NotImplementedError(f"{type(lin).__name__} of node {prefix!r} is not a Linear kind the exporter knows: cannot export it")
+    raise NotImplementedError(
+        f"{type(lin).__name__} of node {prefix!r} is not a Linear kind the exporter knows: cannot export it"
+    )
 
 
 def _int8(builder, lin: Int8Linear, x: str, prefix: str) -> str:
@@ -44,6 +46,14 @@ def _int8(builder, lin: Int8Linear, x: str, prefix: str) -> str:
         inv = builder.initializer(f"{prefix}.inv_smooth", lin.inv_smooth)
         x = builder.node("Mul", [x, inv], name=f"{prefix}.smooth")
     return emit_int8_matmul(
-        builder.initializer, node, x, prefix, lin.codes, lin.scale, lin.mode,
-        lin.input_scale, lin.input_zero_point, lin.weight_encoding,
+        builder.initializer,
+        node,
+        x,
+        prefix,
+        lin.codes,
+        lin.scale,
+        lin.mode,
+        lin.input_scale,
+        lin.input_zero_point,
+        lin.weight_encoding,
     )

@@ -115,7 +115,9 @@ def _attention(b: OnnxGraphBuilder, node: Node, args: list[str], output: str) ->
     p = b.node("Softmax", [s], name=f"{name}.softmax", axis=-1)
     ctx = b.node("MatMul", [p, vh], name=f"{name}.context")  # (B, H, T, dh)
     ctx = b.node("Transpose", [ctx], name=f"{name}.merge_transpose", perm=[0, 2, 1, 3])
-    return b.node("Reshape", [ctx, b.const([0, 0, -1], f"{name}.merge_shape", np.int64)], name=f"{name}.merge", output=output)
+    return b.node(
+        "Reshape", [ctx, b.const([0, 0, -1], f"{name}.merge_shape", np.int64)], name=f"{name}.merge", output=output
+    )
 
 
 def _conv_epilogue(b: OnnxGraphBuilder, node: Node, y: str, args: list[str], out: str) -> None:
@@ -145,7 +147,9 @@ def _conv(b: OnnxGraphBuilder, node: Node, args: list[str], out: str) -> None:
     inputs = [args[0], b.initializer(f"{name}.weight", np.ascontiguousarray(w, dtype=np.float32))]
     if bias is not None:
         inputs.append(b.initializer(f"{name}.bias", bias))
-    y = b.node("Conv", inputs, name=name, auto_pad="SAME_UPPER", strides=[stride, stride], kernel_shape=[k, k], group=group)
+    y = b.node(
+        "Conv", inputs, name=name, auto_pad="SAME_UPPER", strides=[stride, stride], kernel_shape=[k, k], group=group
+    )
     _conv_epilogue(b, node, y, args, out)
 
 
@@ -157,15 +161,31 @@ def _emit(b: OnnxGraphBuilder, node: Node, args: list[str]) -> None:
         if "word_int8" in p:  # an int8 model: the table stays int8 in the ONNX file too
             word = emit_int8_gather(b, f"{name}.word", p["word_int8"], p["word_scale"], ids)  # (B, T, C)
         else:
-            word = b.node("Gather", [b.initializer(f"{name}.word", p["word"]), ids], name=f"{name}.word_gather")  # (B, T, C)
+            word = b.node(
+                "Gather", [b.initializer(f"{name}.word", p["word"]), ids], name=f"{name}.word_gather"
+            )  # (B, T, C)
         seq = b.node("Shape", [ids], name=f"{name}.seq_len", start=1, end=2)  # [T]
-        pos = b.node("Slice", [b.initializer(f"{name}.position", p["position"]), b.const([0], "zero", np.int64), seq,
-                               b.const([0], "axis0", np.int64)], name=f"{name}.positions")  # (T, C)
+        pos = b.node(
+            "Slice",
+            [
+                b.initializer(f"{name}.position", p["position"]),
+                b.const([0], "zero", np.int64),
+                seq,
+                b.const([0], "axis0", np.int64),
+            ],
+            name=f"{name}.positions",
+        )  # (T, C)
         pos = b.node("Add", [pos, b.initializer(f"{name}.token_type0", p["token_type"][0])], name=f"{name}.pos_type")
         b.node("Add", [word, pos], name=name, output=out)
     elif op == "LayerNorm":
-        b.node("LayerNormalization", [args[0], b.initializer(f"{name}.gamma", p["gamma"]), b.initializer(f"{name}.beta", p["beta"])],
-               name=name, output=out, axis=-1, epsilon=float(node.attrs["eps"]))
+        b.node(
+            "LayerNormalization",
+            [args[0], b.initializer(f"{name}.gamma", p["gamma"]), b.initializer(f"{name}.beta", p["beta"])],
+            name=name,
+            output=out,
+            axis=-1,
+            epsilon=float(node.attrs["eps"]),
+        )
     elif op == "AttentionMask":
         m = b.node("Cast", [args[0]], name=f"{name}.cast", to=TensorProto.FLOAT)
         m = b.node("Sub", [b.const(1.0), m], name=f"{name}.invert")
@@ -181,8 +201,14 @@ def _emit(b: OnnxGraphBuilder, node: Node, args: list[str]) -> None:
     elif op == "LinearAddLayerNorm":
         y = _linear(b, node, args[0])
         y = b.node("Add", [y, args[1]], name=f"{name}.residual")
-        b.node("LayerNormalization", [y, b.initializer(f"{name}.gamma", p["gamma"]), b.initializer(f"{name}.beta", p["beta"])],
-               name=f"{name}.norm", output=out, axis=-1, epsilon=float(node.attrs["eps"]))
+        b.node(
+            "LayerNormalization",
+            [y, b.initializer(f"{name}.gamma", p["gamma"]), b.initializer(f"{name}.beta", p["beta"])],
+            name=f"{name}.norm",
+            output=out,
+            axis=-1,
+            epsilon=float(node.attrs["eps"]),
+        )
     elif op == "Add":
         b.node("Add", args, name=name, output=out)
     elif op in ("Gelu", "Relu", "Softmax"):
@@ -194,7 +220,9 @@ def _emit(b: OnnxGraphBuilder, node: Node, args: list[str]) -> None:
         m = b.node("Cast", [mask], name=f"{name}.cast", to=TensorProto.FLOAT)
         m = b.node("Unsqueeze", [m, b.const([2], "axes2", np.int64)], name=f"{name}.unsqueeze")  # (B, T, 1)
         axis1 = b.const([1], "axes1", np.int64)
-        summed = b.node("ReduceSum", [b.node("Mul", [h, m], name=f"{name}.masked"), axis1], name=f"{name}.sum", keepdims=0)
+        summed = b.node(
+            "ReduceSum", [b.node("Mul", [h, m], name=f"{name}.masked"), axis1], name=f"{name}.sum", keepdims=0
+        )
         count = b.node("ReduceSum", [m, axis1], name=f"{name}.count", keepdims=0)  # (B, 1)
         count = b.node("Max", [count, b.const(1e-9)], name=f"{name}.clamp")
         b.node("Div", [summed, count], name=name, output=out)
@@ -209,8 +237,13 @@ def _emit(b: OnnxGraphBuilder, node: Node, args: list[str]) -> None:
             x = y
         _conv(b, project, [x, *args[1:]], out)
     elif op == "BatchNorm":
-        b.node("BatchNormalization", [args[0]] + [b.initializer(f"{name}.{k}", p[k]) for k in ("gamma", "beta", "mean", "var")],
-               name=name, output=out, epsilon=float(node.attrs["eps"]))
+        b.node(
+            "BatchNormalization",
+            [args[0]] + [b.initializer(f"{name}.{k}", p[k]) for k in ("gamma", "beta", "mean", "var")],
+            name=name,
+            output=out,
+            epsilon=float(node.attrs["eps"]),
+        )
     elif op == "Relu6":
         b.node("Clip", [args[0], b.const(0.0), b.const(6.0)], name=name, output=out)
     elif op == "GlobalAvgPool":
@@ -234,8 +267,10 @@ def graph_to_onnx(graph: Graph, producer: str = "openhood") -> onnx.ModelProto:
     for node in graph.nodes:
         _emit(b, node, [rename.get(v, v) for v in node.inputs])
     inputs = [
-        helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "sequence"]) if n in INT_INPUTS
-        else helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", "height", "width", 3]) if images
+        helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "sequence"])
+        if n in INT_INPUTS
+        else helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", "height", "width", 3])
+        if images
         else helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", "features"])
         for n in graph.inputs
     ]
@@ -246,8 +281,9 @@ def graph_to_onnx(graph: Graph, producer: str = "openhood") -> onnx.ModelProto:
     dims = ["batch", "dim"] if pooled else ["batch", "sequence", "dim"]
     outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, dims) for n in graph.outputs]
     g = helper.make_graph(b.nodes, "openhood", inputs, outputs, b.initializers)
-    model = helper.make_model(g, producer_name=producer, producer_version=EXPORTER_VERSION,
-                              opset_imports=[helper.make_opsetid("", OPSET)])
+    model = helper.make_model(
+        g, producer_name=producer, producer_version=EXPORTER_VERSION, opset_imports=[helper.make_opsetid("", OPSET)]
+    )
     model.ir_version = min(model.ir_version, 9)  # readable by older ONNX Runtime releases too
     onnx.checker.check_model(model)
     return model

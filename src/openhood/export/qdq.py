@@ -89,7 +89,9 @@ def emit_int8_matmul(
         wzp_name = const(f"{prefix}.weight_zero_point", wzp)  # per column, like the scale
         node("QuantizeLinear", [x, xs, xzp], [f"{prefix}.x_q"], name=f"{prefix}.quantize")
         node("DequantizeLinear", [f"{prefix}.x_q", xs, xzp], [f"{prefix}.x_dq"], name=f"{prefix}.dequantize")
-        node("DequantizeLinear", [wq_name, ws, wzp_name], [f"{prefix}.w_dq"], name=f"{prefix}.weight_dequantize", axis=1)
+        node(
+            "DequantizeLinear", [wq_name, ws, wzp_name], [f"{prefix}.w_dq"], name=f"{prefix}.weight_dequantize", axis=1
+        )
         node("MatMul", [f"{prefix}.x_dq", f"{prefix}.w_dq"], [f"{prefix}.y"], name=f"{prefix}.matmul")
         return f"{prefix}.y"
     if mode != "dynamic":
@@ -108,7 +110,9 @@ def emit_int8_gather(builder, prefix: str, codes: np.ndarray, scale: np.ndarray,
     """``table[ids]`` for an int8 table stored per row: ``Gather`` the codes → ``Cast`` →
     ``Mul`` by the gathered row scales, so only looked-up rows are ever widened.
     ``codes`` (V, D) int8, ``scale`` (V,) float32; returns the (.., D) float output's name."""
-    q = builder.node("Gather", [builder.initializer(f"{prefix}.int8", codes.astype(np.int8)), ids], name=f"{prefix}.gather_codes")
+    q = builder.node(
+        "Gather", [builder.initializer(f"{prefix}.int8", codes.astype(np.int8)), ids], name=f"{prefix}.gather_codes"
+    )
     q = builder.node("Cast", [q], name=f"{prefix}.cast", to=TensorProto.FLOAT)
     row_scale = builder.initializer(f"{prefix}.row_scale", scale.astype(np.float32).reshape(-1, 1))  # (V, 1)
     s = builder.node("Gather", [row_scale, ids], name=f"{prefix}.gather_scales")

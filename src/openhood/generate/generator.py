@@ -134,16 +134,22 @@ class Generator:
         return ids
 
     # ---- generation -----------------------------------------------------------------------------
-    def stream(self, prompt: str | list[dict], config: GenerationConfig | None = None, raw: bool = False) -> Iterator[str]:
+    def stream(
+        self, prompt: str | list[dict], config: GenerationConfig | None = None, raw: bool = False
+    ) -> Iterator[str]:
         """Yield the continuation's text as it is produced (never the prompt, never EOS)."""
         config = config or GenerationConfig()
         for _, piece in self._run(self._start([self.encode_prompt(prompt, raw)], config), config):
             yield piece
 
-    def generate(self, prompt: str | list[dict], config: GenerationConfig | None = None, raw: bool = False) -> GenerationResult:
+    def generate(
+        self, prompt: str | list[dict], config: GenerationConfig | None = None, raw: bool = False
+    ) -> GenerationResult:
         return self.generate_batch([prompt], config, raw)[0]
 
-    def generate_batch(self, prompts: list, config: GenerationConfig | None = None, raw: bool = False) -> list[GenerationResult]:
+    def generate_batch(
+        self, prompts: list, config: GenerationConfig | None = None, raw: bool = False
+    ) -> list[GenerationResult]:
         config = config or GenerationConfig()
         seqs = self._start([self.encode_prompt(p, raw) for p in prompts], config)
         texts = [""] * len(prompts)
@@ -155,9 +161,13 @@ class Generator:
         limit = self.model.config.context_length
         for ids in encoded:
             if len(ids) + config.max_tokens > limit:
-                raise ValueError(f"prompt ({len(ids)} tokens) + max_tokens ({config.max_tokens}) exceeds the context of {limit}")
-        return [SequenceState(i, ids, config, self.tokenizer.stream_decoder(skip_special=True))
-                for i, ids in enumerate(encoded)]
+                raise ValueError(
+                    f"prompt ({len(ids)} tokens) + max_tokens ({config.max_tokens}) exceeds the context of {limit}"
+                )
+        return [
+            SequenceState(i, ids, config, self.tokenizer.stream_decoder(skip_special=True))
+            for i, ids in enumerate(encoded)
+        ]
 
     def _run(self, seqs: list[SequenceState], config: GenerationConfig) -> Iterator[tuple[int, str]]:
         """The step loop: yields (sequence slot, text) as pieces become final."""

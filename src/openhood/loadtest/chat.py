@@ -54,15 +54,15 @@ def chat_url(url: str) -> str:
 
 @dataclass(frozen=True)
 class ChatConfig:
-    url: str                            # the endpoint POSTed to
-    levels: tuple[int, ...]             # closed-loop concurrency levels, run in this order
-    duration: float = 15.0              # measured seconds per level
-    warmup: float = 2.0                 # seconds per level sent but not measured
+    url: str  # the endpoint POSTed to
+    levels: tuple[int, ...]  # closed-loop concurrency levels, run in this order
+    duration: float = 15.0  # measured seconds per level
+    warmup: float = 2.0  # seconds per level sent but not measured
     seed: int = 0
-    max_requests: int = 10_000          # per level
-    model: str | None = None            # the request's "model" field; omitted when None
+    max_requests: int = 10_000  # per level
+    model: str | None = None  # the request's "model" field; omitted when None
     temperature: float = 0.0
-    drain: float = 120.0                # seconds after the window for running streams to end
+    drain: float = 120.0  # seconds after the window for running streams to end
 
     def __post_init__(self):
         if not self.levels or any(not (1 <= c <= MAX_LEVEL) for c in self.levels):
@@ -90,15 +90,15 @@ class ChatSample:
 
     start: float
     done: float
-    status: int | str          # 200, an HTTP status, an error kind ("timeout", "incomplete_stream", ...)
-                               # or "unfinished" (still streaming at the level's drain deadline)
+    status: int | str  # 200, an HTTP status, an error kind ("timeout", "incomplete_stream", ...)
+    # or "unfinished" (still streaming at the level's drain deadline)
     finish_reason: str | None
-    prompt_words: int          # drawn prompt length (client-side estimate)
+    prompt_words: int  # drawn prompt length (client-side estimate)
     max_tokens: int
-    prompt_tokens: int         # usage.prompt_tokens, -1 when the server sent none
-    output_tokens: int         # usage.completion_tokens, else the number of text chunks
+    prompt_tokens: int  # usage.prompt_tokens, -1 when the server sent none
+    output_tokens: int  # usage.completion_tokens, else the number of text chunks
     token_times: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (K,) arrival of each text chunk
-    accepted: bool = False     # the server answered 200 and began the stream
+    accepted: bool = False  # the server answered 200 and began the stream
 
     @property
     def ok(self) -> bool:
@@ -120,7 +120,7 @@ class LevelResult:
     samples: list[ChatSample]  # every request of the level, warm-up ones included
     warmup: float
     duration: float
-    cancelled: int = 0         # still streaming at the drain deadline (counted as errors)
+    cancelled: int = 0  # still streaming at the drain deadline (counted as errors)
     wall_s: float = 0.0
 
     @property
@@ -132,15 +132,20 @@ class LevelResult:
 class ChatRunResult:
     config: ChatConfig
     plan: ClientPlan
-    workload: dict             # the length distributions, described
+    workload: dict  # the length distributions, described
     levels: list[LevelResult]
 
 
 def request_body(item: ChatItem, cfg: ChatConfig, seed: int) -> bytes:
     import orjson
 
-    body: dict[str, object] = {"max_tokens": item.max_tokens, "stream": True, "temperature": cfg.temperature,
-                               "seed": seed, "stream_options": {"include_usage": True}}
+    body: dict[str, object] = {
+        "max_tokens": item.max_tokens,
+        "stream": True,
+        "temperature": cfg.temperature,
+        "seed": seed,
+        "stream_options": {"include_usage": True},
+    }
     if cfg.completions:
         body["prompt"] = item.prompt
     else:
@@ -156,8 +161,16 @@ def hard_timeout(plan: ClientPlan) -> float:
     return plan.pool_timeout + plan.connect_timeout + 10 * plan.read_timeout
 
 
-async def stream_one(client, url: str, body: bytes, item: ChatItem, t0: float, hard: float,
-                     deadline: float | None = None, first_token: asyncio.Event | None = None) -> ChatSample:
+async def stream_one(
+    client,
+    url: str,
+    body: bytes,
+    item: ChatItem,
+    t0: float,
+    hard: float,
+    deadline: float | None = None,
+    first_token: asyncio.Event | None = None,
+) -> ChatSample:
     """Send one streaming request and time every text chunk; every failure becomes a status.
 
     ``deadline`` (seconds from ``t0``): the client closes the stream then and marks it unfinished.
@@ -177,8 +190,9 @@ async def stream_one(client, url: str, body: bytes, item: ChatItem, t0: float, h
     accepted = False
     try:
         async with asyncio.timeout(hard):
-            async with client.stream("POST", url, content=body, headers={"content-type": "application/json",
-                                                                         "accept": "text/event-stream"}) as resp:
+            async with client.stream(
+                "POST", url, content=body, headers={"content-type": "application/json", "accept": "text/event-stream"}
+            ) as resp:
                 status = resp.status_code
                 if status == 200:
                     accepted = True
@@ -213,14 +227,21 @@ async def stream_one(client, url: str, body: bytes, item: ChatItem, t0: float, h
         status = _error_kind(exc)
     if status == 200 and finish is None:
         status = "incomplete_stream"  # the server closed the stream without a finish_reason
-    return ChatSample(start=start, done=clock() - t0, status=status, finish_reason=finish,
-                      prompt_words=item.prompt_words, max_tokens=item.max_tokens, prompt_tokens=prompt_tokens,
-                      output_tokens=completion_tokens if completion_tokens >= 0 else len(times),
-                      token_times=np.asarray(times, dtype=np.float64), accepted=accepted)
+    return ChatSample(
+        start=start,
+        done=clock() - t0,
+        status=status,
+        finish_reason=finish,
+        prompt_words=item.prompt_words,
+        max_tokens=item.max_tokens,
+        prompt_tokens=prompt_tokens,
+        output_tokens=completion_tokens if completion_tokens >= 0 else len(times),
+        token_times=np.asarray(times, dtype=np.float64),
+        accepted=accepted,
+    )
 
 
-async def run_level(client, cfg: ChatConfig, plan: ClientPlan, concurrency: int,
-                    workload: ChatWorkload) -> LevelResult:
+async def run_level(client, cfg: ChatConfig, plan: ClientPlan, concurrency: int, workload: ChatWorkload) -> LevelResult:
     """N closed-loop clients for warm-up + duration seconds, then drain (bounded)."""
     t0 = time.perf_counter()
     end = cfg.warmup + cfg.duration
@@ -238,30 +259,51 @@ async def run_level(client, cfg: ChatConfig, plan: ClientPlan, concurrency: int,
 
     tasks = {asyncio.create_task(one_client()) for _ in range(concurrency)}
     cancelled = await _drain(tasks, deadline + 5.0)  # stream_one ends itself at the deadline
-    return LevelResult(concurrency=concurrency, samples=samples, warmup=cfg.warmup, duration=cfg.duration,
-                       cancelled=cancelled, wall_s=time.perf_counter() - t0)
+    return LevelResult(
+        concurrency=concurrency,
+        samples=samples,
+        warmup=cfg.warmup,
+        duration=cfg.duration,
+        cancelled=cancelled,
+        wall_s=time.perf_counter() - t0,
+    )
 
 
-async def run_chat_async(cfg: ChatConfig, plan: ClientPlan, make_workload: Callable[[], ChatWorkload],
-                         log: Callable[[str], None] = lambda s: None) -> ChatRunResult:
+async def run_chat_async(
+    cfg: ChatConfig,
+    plan: ClientPlan,
+    make_workload: Callable[[], ChatWorkload],
+    log: Callable[[str], None] = lambda s: None,
+) -> ChatRunResult:
     client = make_client(plan)
     levels = []
     try:
         for c in cfg.levels:
             # The same seed at every level: the levels differ in concurrency, not in what is asked.
             levels.append(level := await run_level(client, cfg, plan, c, make_workload()))
-            log(f"[chat x{c}] {len(level.samples)} requests ({sum(s.ok for s in level.samples)} ok) "
-                f"in {level.wall_s:.1f}s")
+            log(
+                f"[chat x{c}] {len(level.samples)} requests ({sum(s.ok for s in level.samples)} ok) "
+                f"in {level.wall_s:.1f}s"
+            )
     finally:
         await client.aclose()
     w = make_workload()
-    return ChatRunResult(config=cfg, plan=plan, levels=levels,
-                         workload={"prompt_tokens": w.prompt_dist.describe(), "output_tokens": w.output_dist.describe()})
+    return ChatRunResult(
+        config=cfg,
+        plan=plan,
+        levels=levels,
+        workload={"prompt_tokens": w.prompt_dist.describe(), "output_tokens": w.output_dist.describe()},
+    )
 
 
-def run_chat(cfg: ChatConfig, plan: ClientPlan, make_workload: Callable[[], ChatWorkload],
-             wait_ready_s: float = 0.0, ready_url: str | None = None,
-             log: Callable[[str], None] = lambda s: None) -> ChatRunResult:
+def run_chat(
+    cfg: ChatConfig,
+    plan: ClientPlan,
+    make_workload: Callable[[], ChatWorkload],
+    wait_ready_s: float = 0.0,
+    ready_url: str | None = None,
+    log: Callable[[str], None] = lambda s: None,
+) -> ChatRunResult:
     """Run every level to completion (blocking); see ``run_chat_async``."""
     loop = _new_loop()
     try:

@@ -62,9 +62,13 @@ def level_summary(level) -> dict:
     prompt_usage = [s.prompt_tokens for s in ok if s.prompt_tokens >= 0]
     return {
         "concurrency": level.concurrency,
-        "requests": len(measured) + level.cancelled, "ok": len(ok), "error_count": sum(errors.values()),
-        "unfinished": len(unfinished), "unfinished_without_token": sum(s.token_times.size == 0 for s in unfinished),
-        "errors": dict(sorted(errors.items())), "warmup_requests": len(level.samples) - len(measured),
+        "requests": len(measured) + level.cancelled,
+        "ok": len(ok),
+        "error_count": sum(errors.values()),
+        "unfinished": len(unfinished),
+        "unfinished_without_token": sum(s.token_times.size == 0 for s in unfinished),
+        "errors": dict(sorted(errors.items())),
+        "warmup_requests": len(level.samples) - len(measured),
         "finish_reasons": dict(sorted(Counter(str(s.finish_reason) for s in ok).items())),
         "output_tokens_per_s": tokens_in_window(level.samples, lo, hi) / level.duration,
         "requests_per_s": sum(lo <= s.done < hi for s in level.samples if s.ok) / level.duration,
@@ -79,9 +83,18 @@ def level_summary(level) -> dict:
 
 def summarize_chat(result) -> dict:
     cfg = result.config
-    return {"mode": "chat", "url": cfg.url, "duration_s": cfg.duration, "warmup_s": cfg.warmup, "seed": cfg.seed,
-            "temperature": cfg.temperature, "model": cfg.model, "client": result.plan.describe(),
-            "workload": result.workload, "levels": [level_summary(lv) for lv in result.levels]}
+    return {
+        "mode": "chat",
+        "url": cfg.url,
+        "duration_s": cfg.duration,
+        "warmup_s": cfg.warmup,
+        "seed": cfg.seed,
+        "temperature": cfg.temperature,
+        "model": cfg.model,
+        "client": result.plan.describe(),
+        "workload": result.workload,
+        "levels": [level_summary(lv) for lv in result.levels],
+    }
 
 
 def _fmt(v, spec=".1f") -> str:
@@ -91,27 +104,35 @@ def _fmt(v, spec=".1f") -> str:
 def format_chat_summary(s: dict) -> str:
     """The text table ``openhood loadtest --chat`` prints (times in ms)."""
     w = s["workload"]
-    lines = [f"chat, closed loop, {s['duration_s']:g}s per level (+{s['warmup_s']:g}s warm-up), seed {s['seed']}, "
-             f"temperature {s['temperature']:g}",
-             f"prompt lengths: {w['prompt_tokens']}; output lengths (max_tokens): {w['output_tokens']}",
-             f"client: {s['client']}",
-             f"{'streams':>7} {'req':>5} {'err':>4} {'out tok/s':>9} {'TTFT P50':>9} {'TTFT P99':>9} "
-             f"{'ITL P50':>8} {'ITL P99':>8} {'P99/P50':>7} {'out/req':>7}"]
+    lines = [
+        f"chat, closed loop, {s['duration_s']:g}s per level (+{s['warmup_s']:g}s warm-up), seed {s['seed']}, "
+        f"temperature {s['temperature']:g}",
+        f"prompt lengths: {w['prompt_tokens']}; output lengths (max_tokens): {w['output_tokens']}",
+        f"client: {s['client']}",
+        f"{'streams':>7} {'req':>5} {'err':>4} {'out tok/s':>9} {'TTFT P50':>9} {'TTFT P99':>9} "
+        f"{'ITL P50':>8} {'ITL P99':>8} {'P99/P50':>7} {'out/req':>7}",
+    ]
     for lv in s["levels"]:
         t, g = lv["ttft_ms"], lv["inter_token_ms"]
-        lines.append(f"{lv['concurrency']:>7} {lv['requests']:>5} {lv['error_count']:>4} "
-                     f"{lv['output_tokens_per_s']:>9.1f} {_fmt(t['p50']):>9} {_fmt(t['p99']):>9} "
-                     f"{_fmt(g['p50']):>8} {_fmt(g['p99']):>8} {_fmt(g['ratio'], '.2f'):>7} "
-                     f"{_fmt(lv['output_tokens_mean']):>7}")
+        lines.append(
+            f"{lv['concurrency']:>7} {lv['requests']:>5} {lv['error_count']:>4} "
+            f"{lv['output_tokens_per_s']:>9.1f} {_fmt(t['p50']):>9} {_fmt(t['p99']):>9} "
+            f"{_fmt(g['p50']):>8} {_fmt(g['p99']):>8} {_fmt(g['ratio'], '.2f'):>7} "
+            f"{_fmt(lv['output_tokens_mean']):>7}"
+        )
     errs = {lv["concurrency"]: lv["errors"] for lv in s["levels"] if lv["errors"]}
     if errs:
         lines.append(f"errors by level: {errs}")
     for lv in s["levels"]:
         if lv["unfinished"]:
-            lines.append(f"note: at {lv['concurrency']} streams {lv['unfinished']} request(s) were still streaming at "
-                         f"the drain deadline ({lv['unfinished_without_token']} without a first token): --drain "
-                         "cut them")
+            lines.append(
+                f"note: at {lv['concurrency']} streams {lv['unfinished']} request(s) were still streaming at "
+                f"the drain deadline ({lv['unfinished_without_token']} without a first token): --drain "
+                "cut them"
+            )
         if lv["requests"] == 0:
-            lines.append(f"note: at {lv['concurrency']} streams no request started inside the measured window "
-                         f"({lv['warmup_requests']} started in warm-up): the server is far slower than --duration allows")
+            lines.append(
+                f"note: at {lv['concurrency']} streams no request started inside the measured window "
+                f"({lv['warmup_requests']} started in warm-up): the server is far slower than --duration allows"
+            )
     return "\n".join(lines)

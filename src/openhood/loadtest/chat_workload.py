@@ -28,10 +28,12 @@ from dataclasses import dataclass
 
 # Short common words: each is a single token (with its leading space) in GPT-2-style BPE
 # vocabularies, so a prompt of N of them is close to N tokens.
-_WORDS = ("the of and to in is was for on that with as by at from it his an were are which this be "
-          "has had one not but all new they first two been more after who when there time into year "
-          "other some only over also city most new world state made back water light house small "
-          "river town south north day night green stone road").split()
+_WORDS = (
+    "the of and to in is was for on that with as by at from it his an were are which this be "
+    "has had one not but all new they first two been more after who when there time into year "
+    "other some only over also city most new world state made back water light house small "
+    "river town south north day night green stone road"
+).split()
 MAX_LENGTH = 32_768
 # An instruction in front of the drawn words, so a chat model answers at length rather than
 # asking what the words mean (outputs cut short by an early end-of-text measure little).
@@ -40,10 +42,10 @@ INSTRUCTION = "Continue this text:"
 
 @dataclass(frozen=True)
 class LengthDist:
-    kind: str          # "fixed", "uniform" or "lognormal"
-    a: float           # fixed: N; uniform: LO; lognormal: median
-    b: float = 0.0     # uniform: HI; lognormal: sigma
-    cap: int = 0       # lognormal: upper cut
+    kind: str  # "fixed", "uniform" or "lognormal"
+    a: float  # fixed: N; uniform: LO; lognormal: median
+    b: float = 0.0  # uniform: HI; lognormal: sigma
+    cap: int = 0  # lognormal: upper cut
 
     @classmethod
     def parse(cls, spec: str) -> LengthDist:
@@ -85,15 +87,14 @@ class LengthDist:
 @dataclass(frozen=True)
 class ChatItem:
     prompt: str
-    prompt_words: int   # the drawn prompt length (the client's estimate of its tokens)
+    prompt_words: int  # the drawn prompt length (the client's estimate of its tokens)
     max_tokens: int
 
 
 class ChatWorkload:
     """A seeded stream of chat requests: the i-th draw is the same for the same seed."""
 
-    def __init__(self, prompt_dist: LengthDist, output_dist: LengthDist, seed: int,
-                 texts: list[str] | None = None):
+    def __init__(self, prompt_dist: LengthDist, output_dist: LengthDist, seed: int, texts: list[str] | None = None):
         words = [w for t in (texts or []) for w in t.split()]
         self._words = words or list(_WORDS)
         self.prompt_dist, self.output_dist = prompt_dist, output_dist

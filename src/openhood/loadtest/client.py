@@ -34,12 +34,20 @@ class ClientPlan:
     pool_timeout: float
 
     def describe(self) -> str:
-        return (f"pool={self.max_connections} connect={self.connect_timeout:g}s "
-                f"read={self.read_timeout:g}s pool-wait={self.pool_timeout:g}s")
+        return (
+            f"pool={self.max_connections} connect={self.connect_timeout:g}s "
+            f"read={self.read_timeout:g}s pool-wait={self.pool_timeout:g}s"
+        )
 
 
-def plan_client(*, rate: float | None, concurrency: int | None, p99_budget_s: float,
-                timeout_s: float | None = None, max_connections: int | None = None) -> ClientPlan:
+def plan_client(
+    *,
+    rate: float | None,
+    concurrency: int | None,
+    p99_budget_s: float,
+    timeout_s: float | None = None,
+    max_connections: int | None = None,
+) -> ClientPlan:
     """Pool and timeouts for one run (see the module docstring for the rules)."""
     if p99_budget_s <= 0:
         raise ValueError("the P99 budget must be > 0")
@@ -54,18 +62,18 @@ def plan_client(*, rate: float | None, concurrency: int | None, p99_budget_s: fl
         else:
             raise ValueError("give a rate (open loop) or a concurrency (closed loop)")
     pool = max(MIN_POOL, min(MAX_POOL, int(max_connections)))
-    return ClientPlan(max_connections=pool, connect_timeout=CONNECT_TIMEOUT_S,
-                      read_timeout=read, pool_timeout=read)
+    return ClientPlan(max_connections=pool, connect_timeout=CONNECT_TIMEOUT_S, read_timeout=read, pool_timeout=read)
 
 
 def make_client(plan: ClientPlan):
     """An ``httpx.AsyncClient`` with the plan's limits and timeouts (httpx imported lazily)."""
     import httpx
 
-    limits = httpx.Limits(max_connections=plan.max_connections,
-                          max_keepalive_connections=plan.max_connections,
-                          keepalive_expiry=30.0)
-    timeout = httpx.Timeout(connect=plan.connect_timeout, read=plan.read_timeout,
-                            write=plan.read_timeout, pool=plan.pool_timeout)
+    limits = httpx.Limits(
+        max_connections=plan.max_connections, max_keepalive_connections=plan.max_connections, keepalive_expiry=30.0
+    )
+    timeout = httpx.Timeout(
+        connect=plan.connect_timeout, read=plan.read_timeout, write=plan.read_timeout, pool=plan.pool_timeout
+    )
     # trust_env=False: a proxy variable in the environment must not reroute loopback traffic.
     return httpx.AsyncClient(limits=limits, timeout=timeout, trust_env=False)

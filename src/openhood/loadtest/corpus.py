@@ -35,8 +35,9 @@ class TextCorpus:
         self.texts = texts
 
     @classmethod
-    def from_jsonl(cls, path: str | Path, field: str = "text", max_chars: int | None = None,
-                   limit: int | None = None) -> TextCorpus:
+    def from_jsonl(
+        cls, path: str | Path, field: str = "text", max_chars: int | None = None, limit: int | None = None
+    ) -> TextCorpus:
         """Read ``{"text": ...}`` lines; ``limit`` keeps the first N lines (tests, quick runs)."""
         texts = read_texts(path, field=field, limit=limit)
         return cls(texts, max_chars=max_chars)
@@ -66,8 +67,10 @@ def synthetic_corpus(n: int = 500, seed: int = 0) -> TextCorpus:
     queries mixed with paragraphs. Used when no ``--corpus`` is given and by the tests.
     """
     rng = random.Random(seed)
-    words = ("the server batches short requests together while long inputs wait in their own "
-             "bucket so latency stays predictable under load and every stage reports its cost").split()
+    words = (
+        "the server batches short requests together while long inputs wait in their own "
+        "bucket so latency stays predictable under load and every stage reports its cost"
+    ).split()
     texts = []
     for _ in range(n):
         k = max(1, min(400, int(rng.lognormvariate(2.5, 0.9))))

@@ -27,8 +27,10 @@ def find_py_spy() -> str:
         return str(local)
     found = shutil.which("py-spy")
     if found is None:
-        raise ProfilerError("py-spy is not installed: run `pip install 'openhood[profile]'` "
-                            "(or `make install`, which installs the profile extra)")
+        raise ProfilerError(
+            "py-spy is not installed: run `pip install 'openhood[profile]'` "
+            "(or `make install`, which installs the profile extra)"
+        )
     return found
 
 
@@ -43,8 +45,16 @@ def check_pid(pid: int) -> None:
         pass  # it exists; py-spy itself will say whether it may attach
 
 
-def record(pid: int, out: str | Path, duration_s: float = 30.0, rate_hz: int = 100, native: bool = False,
-           subprocesses: bool = False, idle: bool = False, py_spy: str | None = None) -> Path:
+def record(
+    pid: int,
+    out: str | Path,
+    duration_s: float = 30.0,
+    rate_hz: int = 100,
+    native: bool = False,
+    subprocesses: bool = False,
+    idle: bool = False,
+    py_spy: str | None = None,
+) -> Path:
     """Run ``py-spy record`` for ``duration_s`` and return the SVG path."""
     if not (0 < duration_s <= 3600):
         raise ProfilerError(f"--duration must be in (0, 3600] s, got {duration_s}")
@@ -52,8 +62,20 @@ def record(pid: int, out: str | Path, duration_s: float = 30.0, rate_hz: int = 1
     check_pid(pid)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [exe, "record", "--pid", str(pid), "--output", str(out), "--duration", str(max(1, round(duration_s))),
-           "--rate", str(rate_hz), "--format", "flamegraph"]
+    cmd = [
+        exe,
+        "record",
+        "--pid",
+        str(pid),
+        "--output",
+        str(out),
+        "--duration",
+        str(max(1, round(duration_s))),
+        "--rate",
+        str(rate_hz),
+        "--format",
+        "flamegraph",
+    ]
     if native:
         cmd.append("--native")  # py-spy must pause the process to unwind native stacks
     else:
@@ -71,7 +93,9 @@ def record(pid: int, out: str | Path, duration_s: float = 30.0, rate_hz: int = 1
         detail = msg[-1] if msg else f"exit code {proc.returncode}"
         hint = ""
         if "permission" in detail.lower() or "ptrace" in detail.lower():
-            hint = (" — py-spy needs ptrace rights: run as root, or set "
-                    "/proc/sys/kernel/yama/ptrace_scope to 0, or give the container CAP_SYS_PTRACE")
+            hint = (
+                " — py-spy needs ptrace rights: run as root, or set "
+                "/proc/sys/kernel/yama/ptrace_scope to 0, or give the container CAP_SYS_PTRACE"
+            )
         raise ProfilerError(f"py-spy failed: {detail}{hint}")
     return out

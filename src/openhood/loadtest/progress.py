@@ -46,8 +46,10 @@ class ProgressLine:
             lat = f"p50 {p50:6.1f}ms p99 {p99:6.1f}ms"
         else:
             lat = "p50      - p99      -"
-        return (f"[{self._label}] {min(elapsed, self._total):5.1f}/{self._total:g}s sent {sent} "
-                f"done {self.done} err {self.errors} in-flight {sent - self.done} {lat}")
+        return (
+            f"[{self._label}] {min(elapsed, self._total):5.1f}/{self._total:g}s sent {sent} "
+            f"done {self.done} err {self.errors} in-flight {sent - self.done} {lat}"
+        )
 
     def emit(self) -> None:
         if self.tty:

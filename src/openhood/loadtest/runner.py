@@ -41,14 +41,14 @@ MAX_DURATION_HARD_S = 3600.0
 @dataclass(frozen=True)
 class RunConfig:
     url: str
-    rate: float | None = None          # open loop: mean arrivals per second
-    concurrency: int | None = None     # closed loop: number of clients
-    duration: float = 15.0             # measured window, seconds
-    warmup: float = 2.0                # sent but not measured, seconds
-    batch: int = 1                     # texts per request
+    rate: float | None = None  # open loop: mean arrivals per second
+    concurrency: int | None = None  # closed loop: number of clients
+    duration: float = 15.0  # measured window, seconds
+    warmup: float = 2.0  # sent but not measured, seconds
+    batch: int = 1  # texts per request
     seed: int = 0
     max_requests: int = 200_000
-    model: str | None = None           # the request's "model" field; omitted when None
+    model: str | None = None  # the request's "model" field; omitted when None
 
     def __post_init__(self):
         if (self.rate is None) == (self.concurrency is None):
@@ -77,15 +77,15 @@ class RunResult:
 
     config: RunConfig
     plan: ClientPlan
-    scheduled: np.ndarray   # (N,) float64, when the request was due
-    sent: np.ndarray        # (N,) float64, when its headers went out on a connection
-    done: np.ndarray        # (N,) float64, when the response (or error) came back
-    status: list            # (N,) int HTTP status, or str error kind ("timeout", ...)
-    n_texts: np.ndarray     # (N,) int32
-    chars: np.ndarray       # (N,) int64, total characters of the request's texts
-    tokens: np.ndarray      # (N,) int64, usage.prompt_tokens, -1 when the response had none
+    scheduled: np.ndarray  # (N,) float64, when the request was due
+    sent: np.ndarray  # (N,) float64, when its headers went out on a connection
+    done: np.ndarray  # (N,) float64, when the response (or error) came back
+    status: list  # (N,) int HTTP status, or str error kind ("timeout", ...)
+    n_texts: np.ndarray  # (N,) int32
+    chars: np.ndarray  # (N,) int64, total characters of the request's texts
+    tokens: np.ndarray  # (N,) int64, usage.prompt_tokens, -1 when the response had none
     warmup_requests: int = 0
-    cancelled: int = 0      # still in flight at the drain deadline (also counted as errors)
+    cancelled: int = 0  # still in flight at the drain deadline (also counted as errors)
     wall_s: float = 0.0
 
     @property
@@ -94,7 +94,7 @@ class RunResult:
 
     @property
     def service(self) -> np.ndarray:
-        return self.done - self.sent       # (N,) from the first byte on the wire; omits client-side waits
+        return self.done - self.sent  # (N,) from the first byte on the wire; omits client-side waits
 
     @property
     def ok(self) -> np.ndarray:
@@ -132,17 +132,31 @@ def _encode_body(texts: list[str], model: str | None) -> bytes:
 def _error_kind(exc: BaseException) -> str:
     import httpx
 
-    for cls, name in ((httpx.PoolTimeout, "pool_timeout"), (httpx.ConnectTimeout, "connect_timeout"),
-                      (httpx.TimeoutException, "timeout"), (httpx.ConnectError, "connect_error"),
-                      (httpx.RemoteProtocolError, "protocol_error"), (httpx.ReadError, "read_error"),
-                      (httpx.WriteError, "write_error"), (TimeoutError, "timeout")):
+    for cls, name in (
+        (httpx.PoolTimeout, "pool_timeout"),
+        (httpx.ConnectTimeout, "connect_timeout"),
+        (httpx.TimeoutException, "timeout"),
+        (httpx.ConnectError, "connect_error"),
+        (httpx.RemoteProtocolError, "protocol_error"),
+        (httpx.ReadError, "read_error"),
+        (httpx.WriteError, "write_error"),
+        (TimeoutError, "timeout"),
+    ):
         if isinstance(exc, cls):
             return name
     return type(exc).__name__
 
 
-async def _one_request(client, url: str, texts: list[str], model: str | None, scheduled: float,
-                       t0: float, hard_timeout: float, rec: _Recorder) -> None:
+async def _one_request(
+    client,
+    url: str,
+    texts: list[str],
+    model: str | None,
+    scheduled: float,
+    t0: float,
+    hard_timeout: float,
+    rec: _Recorder,
+) -> None:
     # Timestamps use perf_counter, not loop.time(): uvloop's clock is cached per loop iteration
     # at 1 ms resolution, which would round and under-state latencies.
     clock = time.perf_counter
@@ -161,8 +175,9 @@ async def _one_request(client, url: str, texts: list[str], model: str | None, sc
         # A hard total on top of httpx's per-phase timeouts: a server trickling bytes resets
         # the read timeout on every chunk and could otherwise hold a request forever.
         async with asyncio.timeout(hard_timeout):
-            resp = await client.post(url, content=body, headers={"content-type": "application/json"},
-                                     extensions={"trace": trace})
+            resp = await client.post(
+                url, content=body, headers={"content-type": "application/json"}, extensions={"trace": trace}
+            )
         status = resp.status_code
         if status == 200:
             m = _PROMPT_TOKENS.search(resp.content)
@@ -195,8 +210,7 @@ def _hard_timeout(plan: ClientPlan) -> float:
     return plan.pool_timeout + plan.connect_timeout + 2 * plan.read_timeout
 
 
-async def _open_loop(client, cfg: RunConfig, plan: ClientPlan, sampler: TextSampler,
-                     rec: _Recorder, t0: float) -> int:
+async def _open_loop(client, cfg: RunConfig, plan: ClientPlan, sampler: TextSampler, rec: _Recorder, t0: float) -> int:
     assert cfg.rate is not None  # RunConfig.mode is "open" exactly when a rate is set
     schedule = poisson_schedule(cfg.rate, cfg.warmup + cfg.duration, cfg.seed, cfg.max_requests)
     hard = _hard_timeout(plan)
@@ -207,16 +221,18 @@ async def _open_loop(client, cfg: RunConfig, plan: ClientPlan, sampler: TextSamp
         while (delay := t0 + due - time.perf_counter()) > 0:
             await asyncio.sleep(delay)
         # If we are late (a busy loop), we still start now and the lateness is counted in latency.
-        task = asyncio.create_task(_one_request(client, cfg.url, sampler.draw(cfg.batch), cfg.model,
-                                                float(due), t0, hard, rec))
+        task = asyncio.create_task(
+            _one_request(client, cfg.url, sampler.draw(cfg.batch), cfg.model, float(due), t0, hard, rec)
+        )
         tasks.add(task)
         task.add_done_callback(tasks.discard)
         rec.sent += 1
     return await _drain(tasks, hard)
 
 
-async def _closed_loop(client, cfg: RunConfig, plan: ClientPlan, sampler: TextSampler,
-                       rec: _Recorder, t0: float) -> int:
+async def _closed_loop(
+    client, cfg: RunConfig, plan: ClientPlan, sampler: TextSampler, rec: _Recorder, t0: float
+) -> int:
     end = cfg.warmup + cfg.duration
     hard = _hard_timeout(plan)
 
@@ -253,8 +269,9 @@ async def wait_ready(ready_url: str, timeout_s: float) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     last = "no answer"
-    async with httpx.AsyncClient(timeout=httpx.Timeout(3.05, read=5.0), trust_env=False,
-                                 limits=httpx.Limits(max_connections=1)) as client:
+    async with httpx.AsyncClient(
+        timeout=httpx.Timeout(3.05, read=5.0), trust_env=False, limits=httpx.Limits(max_connections=1)
+    ) as client:
         while True:
             try:
                 r = await client.get(ready_url)
@@ -268,8 +285,9 @@ async def wait_ready(ready_url: str, timeout_s: float) -> None:
             await asyncio.sleep(0.2)
 
 
-async def run_async(cfg: RunConfig, plan: ClientPlan, sampler: TextSampler,
-                    progress: ProgressLine | None = None, client=None) -> RunResult:
+async def run_async(
+    cfg: RunConfig, plan: ClientPlan, sampler: TextSampler, progress: ProgressLine | None = None, client=None
+) -> RunResult:
     rec = _Recorder(cfg.warmup, progress)
     own_client = client is None
     client = client or make_client(plan)
@@ -293,12 +311,18 @@ async def run_async(cfg: RunConfig, plan: ClientPlan, sampler: TextSampler,
     rows = rec.rows
     cols = list(zip(*rows, strict=True)) if rows else [()] * 7
     return RunResult(
-        config=cfg, plan=plan,
-        scheduled=np.asarray(cols[0], dtype=np.float64), sent=np.asarray(cols[1], dtype=np.float64),
-        done=np.asarray(cols[2], dtype=np.float64), status=list(cols[3]),
-        n_texts=np.asarray(cols[4], dtype=np.int32), chars=np.asarray(cols[5], dtype=np.int64),
-        tokens=np.asarray(cols[6], dtype=np.int64), warmup_requests=rec.warmup_requests,
-        cancelled=cancelled, wall_s=wall,
+        config=cfg,
+        plan=plan,
+        scheduled=np.asarray(cols[0], dtype=np.float64),
+        sent=np.asarray(cols[1], dtype=np.float64),
+        done=np.asarray(cols[2], dtype=np.float64),
+        status=list(cols[3]),
+        n_texts=np.asarray(cols[4], dtype=np.int32),
+        chars=np.asarray(cols[5], dtype=np.int64),
+        tokens=np.asarray(cols[6], dtype=np.int64),
+        warmup_requests=rec.warmup_requests,
+        cancelled=cancelled,
+        wall_s=wall,
     )
 
 
@@ -313,8 +337,14 @@ def _new_loop() -> asyncio.AbstractEventLoop:
         return asyncio.new_event_loop()
 
 
-def run(cfg: RunConfig, plan: ClientPlan, sampler: TextSampler, progress: ProgressLine | None = None,
-        wait_ready_s: float = 0.0, ready_url: str | None = None) -> RunResult:
+def run(
+    cfg: RunConfig,
+    plan: ClientPlan,
+    sampler: TextSampler,
+    progress: ProgressLine | None = None,
+    wait_ready_s: float = 0.0,
+    ready_url: str | None = None,
+) -> RunResult:
     """Run one load test to completion (blocking); see ``run_async``."""
     loop = _new_loop()
     try:

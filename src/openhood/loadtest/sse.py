@@ -40,7 +40,7 @@ class SseParser:
             # A lone "\r" at the very end may be the first half of "\r\n": wait for the next byte.
             if m.group() == b"\r" and m.end() == len(self._buf):
                 break
-            line = self._buf[pos:m.start()]
+            line = self._buf[pos : m.start()]
             pos = m.end()
             if not line:  # blank line: the event is complete
                 if self._data:

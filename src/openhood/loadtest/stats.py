@@ -58,9 +58,15 @@ def latency_stats(lat_ms: np.ndarray) -> dict:
     if lat_ms.size == 0:
         return {"count": 0, "p50": None, "p90": None, "p99": None, "max": None, "mean": None, "ratio": None}
     p50, p90, p99 = np.percentile(lat_ms, [50, 90, 99])
-    return {"count": int(lat_ms.size), "p50": float(p50), "p90": float(p90), "p99": float(p99),
-            "max": float(lat_ms.max()), "mean": float(lat_ms.mean()),
-            "ratio": float(p99 / p50) if p50 > 0 else None}
+    return {
+        "count": int(lat_ms.size),
+        "p50": float(p50),
+        "p90": float(p90),
+        "p99": float(p99),
+        "max": float(lat_ms.max()),
+        "mean": float(lat_ms.mean()),
+        "ratio": float(p99 / p50) if p50 > 0 else None,
+    }
 
 
 def tokens_per_text(result) -> tuple[np.ndarray, str]:
@@ -104,11 +110,20 @@ def summarize(result, slo: Slo = Slo()) -> dict:
         buckets.append({"bucket": name, **st})
     overall = latency_stats(lat_ms[ok])
     summary = {
-        "mode": cfg.mode, "url": cfg.url, "offered_rate": cfg.rate, "concurrency": cfg.concurrency,
-        "duration_s": cfg.duration, "warmup_s": cfg.warmup, "batch": cfg.batch, "seed": cfg.seed,
+        "mode": cfg.mode,
+        "url": cfg.url,
+        "offered_rate": cfg.rate,
+        "concurrency": cfg.concurrency,
+        "duration_s": cfg.duration,
+        "warmup_s": cfg.warmup,
+        "batch": cfg.batch,
+        "seed": cfg.seed,
         "client": result.plan.describe(),
-        "requests": len(result.status) + result.cancelled, "ok": n_ok, "error_count": n_err,
-        "errors": dict(sorted(errors.items())), "warmup_requests": result.warmup_requests,
+        "requests": len(result.status) + result.cancelled,
+        "ok": n_ok,
+        "error_count": n_err,
+        "errors": dict(sorted(errors.items())),
+        "warmup_requests": result.warmup_requests,
         "throughput_rps": n_ok / span if span > 0 else 0.0,
         "texts_per_s": float(result.n_texts[ok].sum()) / span if span > 0 else 0.0,
         "latency_ms": overall,
@@ -135,9 +150,15 @@ def evaluate_slo(summary: dict, slo: Slo) -> dict:
             checked.append(b["bucket"])
             if b["ratio"] is not None and b["ratio"] > slo.bucket_ratio:
                 reasons.append(f"bucket {b['bucket']}: P99/P50 {b['ratio']:.2f} > {slo.bucket_ratio:g}")
-    return {"pass": not reasons, "reasons": reasons, "p99_budget_ms": slo.p99_budget_ms,
-            "bucket_ratio_limit": slo.bucket_ratio, "min_samples": slo.min_samples,
-            "buckets_checked": checked, "overall_ratio": overall["ratio"]}
+    return {
+        "pass": not reasons,
+        "reasons": reasons,
+        "p99_budget_ms": slo.p99_budget_ms,
+        "bucket_ratio_limit": slo.bucket_ratio,
+        "min_samples": slo.min_samples,
+        "buckets_checked": checked,
+        "overall_ratio": overall["ratio"],
+    }
 
 
 def _fmt(v, spec=".1f") -> str:
@@ -146,8 +167,11 @@ def _fmt(v, spec=".1f") -> str:
 
 def format_summary(s: dict) -> str:
     """A human-readable text report (what ``openhood loadtest`` prints without --json)."""
-    head = (f"open loop, offered {s['offered_rate']:g} req/s" if s["mode"] == "open"
-            else f"closed loop, {s['concurrency']} clients")
+    head = (
+        f"open loop, offered {s['offered_rate']:g} req/s"
+        if s["mode"] == "open"
+        else f"closed loop, {s['concurrency']} clients"
+    )
     lat = s["latency_ms"]
     lines = [
         f"{head}, {s['duration_s']:g}s (+{s['warmup_s']:g}s warm-up), {s['batch']} text(s)/request, seed {s['seed']}",
@@ -160,13 +184,19 @@ def format_summary(s: dict) -> str:
         f"  {'bucket':>8} {'n':>6} {'P50':>8} {'P90':>8} {'P99':>8} {'max':>8} {'P99/P50':>8}",
     ]
     for b in s["buckets"]:
-        lines.append(f"  {b['bucket']:>8} {b['count']:>6} {_fmt(b['p50']):>8} {_fmt(b['p90']):>8} "
-                     f"{_fmt(b['p99']):>8} {_fmt(b['max']):>8} {_fmt(b['ratio'], '.2f'):>8}")
+        lines.append(
+            f"  {b['bucket']:>8} {b['count']:>6} {_fmt(b['p50']):>8} {_fmt(b['p90']):>8} "
+            f"{_fmt(b['p99']):>8} {_fmt(b['max']):>8} {_fmt(b['ratio'], '.2f'):>8}"
+        )
     if s["requests"] == 0:
-        lines.append(f"note: no request started inside the measured window ({s['warmup_requests']} started during "
-                     "warm-up and were still running at its end): the server is far slower than --duration allows")
+        lines.append(
+            f"note: no request started inside the measured window ({s['warmup_requests']} started during "
+            "warm-up and were still running at its end): the server is far slower than --duration allows"
+        )
     slo = s["slo"]
     verdict = "PASS" if slo["pass"] else "FAIL: " + "; ".join(slo["reasons"])
-    lines.append(f"SLO (no errors, P99 <= {slo['p99_budget_ms']:g} ms, per-bucket P99/P50 <= "
-                 f"{slo['bucket_ratio_limit']:g} where n >= {slo['min_samples']}): {verdict}")
+    lines.append(
+        f"SLO (no errors, P99 <= {slo['p99_budget_ms']:g} ms, per-bucket P99/P50 <= "
+        f"{slo['bucket_ratio_limit']:g} where n >= {slo['min_samples']}): {verdict}"
+    )
     return "\n".join(lines)

@@ -60,28 +60,38 @@ def _fmt_tick(v: float) -> str:
 
 
 def _frame(ax: _Axes, title: str, xlabel: str, ylabel: str, plot_id: str, body: list[str]) -> str:
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" id="{escape(plot_id)}" class="plot" '
-           f'width="{W}" height="{H}" viewBox="0 0 {W} {H}" role="img" aria-label="{escape(title)}">',
-           f"<title>{escape(title)}</title>",
-           f'<rect x="0" y="0" width="{W}" height="{H}" fill="white"/>',
-           f'<text x="{W / 2}" y="20" text-anchor="middle" font-size="14" font-family="sans-serif">{escape(title)}</text>']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" id="{escape(plot_id)}" class="plot" '
+        f'width="{W}" height="{H}" viewBox="0 0 {W} {H}" role="img" aria-label="{escape(title)}">',
+        f"<title>{escape(title)}</title>",
+        f'<rect x="0" y="0" width="{W}" height="{H}" fill="white"/>',
+        f'<text x="{W / 2}" y="20" text-anchor="middle" font-size="14" font-family="sans-serif">{escape(title)}</text>',
+    ]
     for t in ax.yt:
         y = float(ax.py(t))
         out.append(f'<line x1="{PAD_L}" y1="{y:.1f}" x2="{W - PAD_R}" y2="{y:.1f}" stroke="#e5e5e5"/>')
-        out.append(f'<text x="{PAD_L - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="11" '
-                   f'font-family="sans-serif">{_fmt_tick(t)}</text>')
+        out.append(
+            f'<text x="{PAD_L - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="11" '
+            f'font-family="sans-serif">{_fmt_tick(t)}</text>'
+        )
     for t in ax.xt:
         x = float(ax.px(t))
         out.append(f'<line x1="{x:.1f}" y1="{H - PAD_B}" x2="{x:.1f}" y2="{H - PAD_B + 4}" stroke="#333"/>')
-        out.append(f'<text x="{x:.1f}" y="{H - PAD_B + 16}" text-anchor="middle" font-size="11" '
-                   f'font-family="sans-serif">{_fmt_tick(t)}</text>')
+        out.append(
+            f'<text x="{x:.1f}" y="{H - PAD_B + 16}" text-anchor="middle" font-size="11" '
+            f'font-family="sans-serif">{_fmt_tick(t)}</text>'
+        )
     out.extend(body)
     out.append(f'<line x1="{PAD_L}" y1="{H - PAD_B}" x2="{W - PAD_R}" y2="{H - PAD_B}" stroke="#333"/>')
     out.append(f'<line x1="{PAD_L}" y1="{PAD_T}" x2="{PAD_L}" y2="{H - PAD_B}" stroke="#333"/>')
-    out.append(f'<text x="{(PAD_L + W - PAD_R) / 2}" y="{H - 8}" text-anchor="middle" font-size="12" '
-               f'font-family="sans-serif">{escape(xlabel)}</text>')
-    out.append(f'<text x="14" y="{(PAD_T + H - PAD_B) / 2}" text-anchor="middle" font-size="12" '
-               f'font-family="sans-serif" transform="rotate(-90 14 {(PAD_T + H - PAD_B) / 2})">{escape(ylabel)}</text>')
+    out.append(
+        f'<text x="{(PAD_L + W - PAD_R) / 2}" y="{H - 8}" text-anchor="middle" font-size="12" '
+        f'font-family="sans-serif">{escape(xlabel)}</text>'
+    )
+    out.append(
+        f'<text x="14" y="{(PAD_T + H - PAD_B) / 2}" text-anchor="middle" font-size="12" '
+        f'font-family="sans-serif" transform="rotate(-90 14 {(PAD_T + H - PAD_B) / 2})">{escape(ylabel)}</text>'
+    )
     out.append("</svg>")
     return "\n".join(out)
 
@@ -92,8 +102,9 @@ def _empty(title: str, plot_id: str) -> str:
     return _frame(ax, title, "", "", plot_id, body)
 
 
-def histogram(values, *, title: str, xlabel: str, plot_id: str, bins: int = 40,
-              markers: dict[str, float] | None = None) -> str:
+def histogram(
+    values, *, title: str, xlabel: str, plot_id: str, bins: int = 40, markers: dict[str, float] | None = None
+) -> str:
     """Bars of counts; ``markers`` draws labelled vertical lines (e.g. P50, P99)."""
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v)]
@@ -107,17 +118,22 @@ def histogram(values, *, title: str, xlabel: str, plot_id: str, bins: int = 40,
         if c == 0:
             continue
         x0, x1, y = float(ax.px(a)), float(ax.px(b)), float(ax.py(c))
-        body.append(f'<rect class="bar" x="{x0:.1f}" y="{y:.1f}" width="{max(x1 - x0 - 1, 1):.1f}" '
-                    f'height="{y_base - y:.1f}" fill="{COLORS[0]}"/>')
+        body.append(
+            f'<rect class="bar" x="{x0:.1f}" y="{y:.1f}" width="{max(x1 - x0 - 1, 1):.1f}" '
+            f'height="{y_base - y:.1f}" fill="{COLORS[0]}"/>'
+        )
     for i, (label, x) in enumerate((markers or {}).items()):
         if x is None or not math.isfinite(x):
             continue
         px = float(ax.px(min(max(x, ax.x0), ax.x1)))
         color = COLORS[1 + i % (len(COLORS) - 1)]
-        body.append(f'<line x1="{px:.1f}" y1="{PAD_T}" x2="{px:.1f}" y2="{H - PAD_B}" stroke="{color}" '
-                    f'stroke-dasharray="4 3"/>')
-        body.append(f'<text x="{px + 3:.1f}" y="{PAD_T + 12 + 13 * i}" font-size="11" fill="{color}" '
-                    f'font-family="sans-serif">{escape(label)}</text>')
+        body.append(
+            f'<line x1="{px:.1f}" y1="{PAD_T}" x2="{px:.1f}" y2="{H - PAD_B}" stroke="{color}" stroke-dasharray="4 3"/>'
+        )
+        body.append(
+            f'<text x="{px + 3:.1f}" y="{PAD_T + 12 + 13 * i}" font-size="11" fill="{color}" '
+            f'font-family="sans-serif">{escape(label)}</text>'
+        )
     return _frame(ax, title, xlabel, "requests", plot_id, body)
 
 
@@ -127,8 +143,9 @@ def _thin(n: int, seed: int = 0) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n, size=MAX_POINTS, replace=False))
 
 
-def scatter(xs, ys, *, title: str, xlabel: str, ylabel: str, plot_id: str, flags=None,
-            flag_label: str = "error") -> str:
+def scatter(
+    xs, ys, *, title: str, xlabel: str, ylabel: str, plot_id: str, flags=None, flag_label: str = "error"
+) -> str:
     """Points; ``flags`` (bool per point) draws those in red (e.g. failed requests)."""
     x = np.asarray(xs, dtype=float)
     y = np.asarray(ys, dtype=float)
@@ -145,13 +162,22 @@ def scatter(xs, ys, *, title: str, xlabel: str, ylabel: str, plot_id: str, flags
         color = COLORS[1] if bad else COLORS[0]
         body.append(f'<circle class="pt" cx="{a:.1f}" cy="{b:.1f}" r="1.6" fill="{color}" fill-opacity="0.5"/>')
     if f.any():
-        body.append(f'<text x="{W - PAD_R - 4}" y="{PAD_T + 12}" text-anchor="end" font-size="11" '
-                    f'fill="{COLORS[1]}" font-family="sans-serif">red: {escape(flag_label)}</text>')
+        body.append(
+            f'<text x="{W - PAD_R - 4}" y="{PAD_T + 12}" text-anchor="end" font-size="11" '
+            f'fill="{COLORS[1]}" font-family="sans-serif">red: {escape(flag_label)}</text>'
+        )
     return _frame(ax, title, xlabel, ylabel, plot_id, body)
 
 
-def lines(series: Sequence[tuple[str, ArrayLike, ArrayLike]], *, title: str, xlabel: str, ylabel: str, plot_id: str,
-          hline: tuple[str, float] | None = None) -> str:
+def lines(
+    series: Sequence[tuple[str, ArrayLike, ArrayLike]],
+    *,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    plot_id: str,
+    hline: tuple[str, float] | None = None,
+) -> str:
     """Polylines with a legend; ``hline`` draws a labelled horizontal reference (e.g. a budget)."""
     data = [(name, np.asarray(xs, float), np.asarray(ys, float)) for name, xs, ys in series]
     data = [(n, x[np.isfinite(y)], y[np.isfinite(y)]) for n, x, y in data]
@@ -170,14 +196,22 @@ def lines(series: Sequence[tuple[str, ArrayLike, ArrayLike]], *, title: str, xla
         pts = " ".join(f"{a:.1f},{b:.1f}" for a, b in zip(ax.px(x), ax.py(y), strict=True))
         body.append(f'<polyline class="series" points="{pts}" fill="none" stroke="{color}" stroke-width="1.5"/>')
         if x.size <= 40:
-            body.extend(f'<circle cx="{a:.1f}" cy="{b:.1f}" r="2.5" fill="{color}"/>'
-                        for a, b in zip(ax.px(x), ax.py(y), strict=True))
-        body.append(f'<text x="{PAD_L + 8}" y="{PAD_T + 12 + 13 * i}" font-size="11" fill="{color}" '
-                    f'font-family="sans-serif">{escape(name)}</text>')
+            body.extend(
+                f'<circle cx="{a:.1f}" cy="{b:.1f}" r="2.5" fill="{color}"/>'
+                for a, b in zip(ax.px(x), ax.py(y), strict=True)
+            )
+        body.append(
+            f'<text x="{PAD_L + 8}" y="{PAD_T + 12 + 13 * i}" font-size="11" fill="{color}" '
+            f'font-family="sans-serif">{escape(name)}</text>'
+        )
     if hline is not None:
         y_ref = float(ax.py(hline[1]))
-        body.append(f'<line x1="{PAD_L}" y1="{y_ref:.1f}" x2="{W - PAD_R}" y2="{y_ref:.1f}" stroke="#888" '
-                    f'stroke-dasharray="6 4"/>')
-        body.append(f'<text x="{W - PAD_R - 4}" y="{y_ref - 4:.1f}" text-anchor="end" font-size="11" fill="#666" '
-                    f'font-family="sans-serif">{escape(hline[0])}</text>')
+        body.append(
+            f'<line x1="{PAD_L}" y1="{y_ref:.1f}" x2="{W - PAD_R}" y2="{y_ref:.1f}" stroke="#888" '
+            f'stroke-dasharray="6 4"/>'
+        )
+        body.append(
+            f'<text x="{W - PAD_R - 4}" y="{y_ref - 4:.1f}" text-anchor="end" font-size="11" fill="#666" '
+            f'font-family="sans-serif">{escape(hline[0])}</text>'
+        )
     return _frame(ax, title, xlabel, ylabel, plot_id, body)

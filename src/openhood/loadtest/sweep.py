@@ -21,17 +21,30 @@ from collections.abc import Callable
 
 def _row(phase: str, rate: float, seed: int, summary: dict) -> dict:
     lat = summary["latency_ms"]
-    ratios = [b["ratio"] for b in summary["buckets"]
-              if b["bucket"] in summary["slo"]["buckets_checked"] and b["ratio"] is not None]
-    return {"phase": phase, "rate": rate, "seed": seed, "pass": summary["slo"]["pass"],
-            "reasons": summary["slo"]["reasons"], "throughput_rps": summary["throughput_rps"],
-            "p50": lat["p50"], "p99": lat["p99"], "ratio": lat["ratio"],
-            "worst_bucket_ratio": max(ratios) if ratios else None, "errors": summary["error_count"],
-            "buckets_checked": summary["slo"]["buckets_checked"]}
+    ratios = [
+        b["ratio"]
+        for b in summary["buckets"]
+        if b["bucket"] in summary["slo"]["buckets_checked"] and b["ratio"] is not None
+    ]
+    return {
+        "phase": phase,
+        "rate": rate,
+        "seed": seed,
+        "pass": summary["slo"]["pass"],
+        "reasons": summary["slo"]["reasons"],
+        "throughput_rps": summary["throughput_rps"],
+        "p50": lat["p50"],
+        "p99": lat["p99"],
+        "ratio": lat["ratio"],
+        "worst_bucket_ratio": max(ratios) if ratios else None,
+        "errors": summary["error_count"],
+        "buckets_checked": summary["slo"]["buckets_checked"],
+    }
 
 
-def bisect_rate(passes: Callable[[float], bool], *, start: float, max_rate: float, factor: float = 2.0,
-                bisect_steps: int = 3) -> tuple[float | None, float | None]:
+def bisect_rate(
+    passes: Callable[[float], bool], *, start: float, max_rate: float, factor: float = 2.0, bisect_steps: int = 3
+) -> tuple[float | None, float | None]:
     """(highest passing rate, lowest failing rate) found by stepping then bisecting; ``passes(rate)``
     is the verdict at one rate (all its repeats). None where no rate passed / none failed.
 
@@ -67,9 +80,19 @@ def bisect_rate(passes: Callable[[float], bool], *, start: float, max_rate: floa
     return (lo if lo > 0 else None), hi
 
 
-def rate_sweep(run_at: Callable[[float, int], tuple[object, dict]], *, start: float, max_rate: float,
-               seed: int, factor: float = 2.0, bisect_steps: int = 3, repeats: int = 3, need: int | None = None,
-               p99_budget_ms: float, log: Callable[[str], None] = lambda s: None) -> dict:
+def rate_sweep(
+    run_at: Callable[[float, int], tuple[object, dict]],
+    *,
+    start: float,
+    max_rate: float,
+    seed: int,
+    factor: float = 2.0,
+    bisect_steps: int = 3,
+    repeats: int = 3,
+    need: int | None = None,
+    p99_budget_ms: float,
+    log: Callable[[str], None] = lambda s: None,
+) -> dict:
     """Run the sweep; ``run_at(rate, seed)`` runs one load test and returns (result, summary).
 
     Returns the run table, one verdict per rate, the best rate with its spread over the
@@ -94,8 +117,10 @@ def rate_sweep(run_at: Callable[[float, int], tuple[object, dict]], *, start: fl
             rows.append(row)
             if row["pass"] and rate not in best_runs:
                 best_runs[rate] = (result, summary)
-            log(f"sweep {phase[0]:>6} {rate:8.1f} req/s seed {seed + k}: {'PASS' if row['pass'] else 'FAIL'} "
-                f"(P99 {row['p99'] or 0:.0f} ms, {row['throughput_rps']:.1f} req/s) {'; '.join(row['reasons'])}")
+            log(
+                f"sweep {phase[0]:>6} {rate:8.1f} req/s seed {seed + k}: {'PASS' if row['pass'] else 'FAIL'} "
+                f"(P99 {row['p99'] or 0:.0f} ms, {row['throughput_rps']:.1f} req/s) {'; '.join(row['reasons'])}"
+            )
         n_pass = sum(r["pass"] for r in rows)
         ok = n_pass >= need
         rates.append({"phase": phase[0], "rate": rate, "passes": n_pass, "runs": repeats, "pass": ok})
@@ -107,33 +132,48 @@ def rate_sweep(run_at: Callable[[float, int], tuple[object, dict]], *, start: fl
     at_best = [r for r in runs if best is not None and r["rate"] == best]
     worst = [r["worst_bucket_ratio"] for r in at_best if r["worst_bucket_ratio"] is not None]
     return {
-        "best_rate": best, "first_failing_rate": first_fail, "need": need,
-        "repeat_passes": sum(r["pass"] for r in at_best), "repeats_run": len(at_best),
+        "best_rate": best,
+        "first_failing_rate": first_fail,
+        "need": need,
+        "repeat_passes": sum(r["pass"] for r in at_best),
+        "repeats_run": len(at_best),
         "p99_spread_at_best_ms": [min(r["p99"] for r in at_best), max(r["p99"] for r in at_best)] if at_best else None,
         "worst_bucket_ratio_spread_at_best": [min(worst), max(worst)] if worst else None,
-        "p99_budget_ms": p99_budget_ms, "runs": runs, "rates": rates,
+        "p99_budget_ms": p99_budget_ms,
+        "runs": runs,
+        "rates": rates,
         "best": best_runs.get(best) if best is not None else None,
     }
 
 
 def format_sweep(sweep: dict) -> str:
     f = lambda v, spec=".1f": "-" if v is None else format(v, spec)  # noqa: E731
-    lines = [f"{'phase':>7} {'offered':>9} {'seed':>5} {'achieved':>9} {'P50 ms':>8} {'P99 ms':>8} "
-             f"{'P99/P50':>8} {'worst bkt':>9} {'err':>5}  SLO"]
+    lines = [
+        f"{'phase':>7} {'offered':>9} {'seed':>5} {'achieved':>9} {'P50 ms':>8} {'P99 ms':>8} "
+        f"{'P99/P50':>8} {'worst bkt':>9} {'err':>5}  SLO"
+    ]
     for r in sweep["runs"]:
-        lines.append(f"{r['phase']:>7} {r['rate']:9.1f} {r['seed']:>5} {r['throughput_rps']:9.1f} {f(r['p50']):>8} "
-                     f"{f(r['p99']):>8} {f(r['ratio'], '.2f'):>8} {f(r['worst_bucket_ratio'], '.2f'):>9} "
-                     f"{r['errors']:>5}  {'PASS' if r['pass'] else 'FAIL'}")
-    lines.append("per rate (pass = at least {} of its repeats passed): ".format(sweep["need"]) + ", ".join(
-        f"{r['rate']:g} {r['passes']}/{r['runs']} {'PASS' if r['pass'] else 'FAIL'}" for r in sweep["rates"]))
+        lines.append(
+            f"{r['phase']:>7} {r['rate']:9.1f} {r['seed']:>5} {r['throughput_rps']:9.1f} {f(r['p50']):>8} "
+            f"{f(r['p99']):>8} {f(r['ratio'], '.2f'):>8} {f(r['worst_bucket_ratio'], '.2f'):>9} "
+            f"{r['errors']:>5}  {'PASS' if r['pass'] else 'FAIL'}"
+        )
+    lines.append(
+        "per rate (pass = at least {} of its repeats passed): ".format(sweep["need"])
+        + ", ".join(
+            f"{r['rate']:g} {r['passes']}/{r['runs']} {'PASS' if r['pass'] else 'FAIL'}" for r in sweep["rates"]
+        )
+    )
     best = sweep["best_rate"]
     if best is None:
         lines.append("no offered rate met the SLO")
     else:
         spread = sweep["p99_spread_at_best_ms"]
         worst = sweep["worst_bucket_ratio_spread_at_best"]
-        lines.append(f"highest rate meeting the SLO: {best:.1f} req/s (repeats passed "
-                     f"{sweep['repeat_passes']}/{sweep['repeats_run']}; P99 at that rate "
-                     f"{spread[0]:.0f}-{spread[1]:.0f} ms; worst bucket P99/P50 "
-                     f"{'-' if worst is None else f'{worst[0]:.2f}-{worst[1]:.2f}'})")
+        lines.append(
+            f"highest rate meeting the SLO: {best:.1f} req/s (repeats passed "
+            f"{sweep['repeat_passes']}/{sweep['repeats_run']}; P99 at that rate "
+            f"{spread[0]:.0f}-{spread[1]:.0f} ms; worst bucket P99/P50 "
+            f"{'-' if worst is None else f'{worst[0]:.2f}-{worst[1]:.2f}'})"
+        )
     return "\n".join(lines)

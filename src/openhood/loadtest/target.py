@@ -24,7 +24,7 @@ class RemoteTargetError(PermissionError):
 
 @dataclass(frozen=True)
 class Target:
-    url: str        # the endpoint POSTed to
+    url: str  # the endpoint POSTed to
     ready_url: str  # GET before the run; 200 = ready
     host: str
     port: int

@@ -121,7 +121,13 @@ def load_classifier(name: str, folder: Path, options: EngineOptions) -> ServedMo
         backends=backends,
         postprocessor=Probabilities(labels),
         output=OutputSpec((len(labels),)),
-        info={"backend": first.name, "precision": "fp32", "architecture": "mlp", "sizes": sizes,
-              "features": mlp.n_features, "classes": len(labels),
-              "image_shape": list(mlp.image_shape) if mlp.image_shape else None},
+        info={
+            "backend": first.name,
+            "precision": "fp32",
+            "architecture": "mlp",
+            "sizes": sizes,
+            "features": mlp.n_features,
+            "classes": len(labels),
+            "image_shape": list(mlp.image_shape) if mlp.image_shape else None,
+        },
     )

@@ -40,6 +40,11 @@ def load_text_embedder(name: str, folder: Path, options: EngineOptions) -> Serve
         wide=wide,
         postprocessor=MeanPooling(config.normalize, states=TOKEN_OUTPUT),
         output=OutputSpec((config.hidden,), unit_norm=config.normalize),
-        info={"backend": first.name, "precision": options.precision, "dim": config.hidden,
-              "normalized": config.normalize, "layers": config.layers},
+        info={
+            "backend": first.name,
+            "precision": options.precision,
+            "dim": config.hidden,
+            "normalized": config.normalize,
+            "layers": config.layers,
+        },
     )

@@ -83,8 +83,15 @@ class ServedGenerator:
 
     def describe(self) -> dict:
         """The /v1/models entry (OpenAI's shape plus openhood's facts)."""
-        return {"id": self.name, "object": "model", "created": 0, "owned_by": "openhood", "task": self.task,
-                "max_length": self.max_length, **self.info}
+        return {
+            "id": self.name,
+            "object": "model",
+            "created": 0,
+            "owned_by": "openhood",
+            "task": self.task,
+            "max_length": self.max_length,
+            **self.info,
+        }
 
     def close(self) -> None:
         pass  # NumPy weights and the memory-mapped file go with the object
@@ -98,7 +105,14 @@ def load_generator(name: str, path: Path, options: EngineOptions) -> ServedGener
     gen = Generator(path)
     threads = (options.threads or 0) * options.workers
     c = gen.model.config
-    info = {"backend": "numpy", "precision": "fp32", "format": "gguf", "layers": c.n_layers, "dim": c.dim,
-            "context_length": c.context_length, "chat_template": gen.chat_template is not None}
+    info = {
+        "backend": "numpy",
+        "precision": "fp32",
+        "format": "gguf",
+        "layers": c.n_layers,
+        "dim": c.dim,
+        "context_length": c.context_length,
+        "chat_template": gen.chat_template is not None,
+    }
     info["threads"] = threads or None
     return ServedGenerator(name, path, gen, info, threads=threads)

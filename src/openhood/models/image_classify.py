@@ -118,6 +118,11 @@ def load_image_classifier(name: str, folder: Path, options: EngineOptions) -> Se
         wide=wide,
         postprocessor=post,
         output=OutputSpec((classes + HEAD_WIDTH,)),
-        info={"backend": first.name, "precision": "fp32", "architecture": model.config["architecture"],
-              "classes": classes, "dim": HEAD_WIDTH},
+        info={
+            "backend": first.name,
+            "precision": "fp32",
+            "architecture": model.config["architecture"],
+            "classes": classes,
+            "dim": HEAD_WIDTH,
+        },
     )

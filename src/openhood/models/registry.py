@@ -99,7 +99,9 @@ def resolve_model_dir(path: str | Path | None = None) -> Path:
     if not folder.is_dir():
         raise ModelNotFoundError(f"model folder {folder} does not exist (expected a Hugging Face model folder)")
     if not (folder / "config.json").is_file() and not (folder / "tokenizer.json").is_file():
-        raise ModelNotFoundError(f"{folder} has neither config.json nor tokenizer.json: not a Hugging Face model folder")
+        raise ModelNotFoundError(
+            f"{folder} has neither config.json nor tokenizer.json: not a Hugging Face model folder"
+        )
     return folder
 
 

@@ -144,8 +144,15 @@ class ServedModel:
 
     def describe(self) -> dict:
         """The /v1/models entry (OpenAI's shape plus openhood's facts)."""
-        return {"id": self.name, "object": "model", "created": 0, "owned_by": "openhood", "task": self.task,
-                "max_length": self.max_length, **self.info}
+        return {
+            "id": self.name,
+            "object": "model",
+            "created": 0,
+            "owned_by": "openhood",
+            "task": self.task,
+            "max_length": self.max_length,
+            **self.info,
+        }
 
     def close(self) -> None:
         for backend in [*self.backends, *([self.wide] if self.wide is not None else [])]:

@@ -45,7 +45,9 @@ class TextPreprocessor:
             ids = np.asarray(ids)
             cut = len(ids) > self.max_length
             if cut:
-                ids = np.concatenate([ids[:head], ids[len(ids) - tail - keep : len(ids) - tail], ids[len(ids) - tail :]])
+                ids = np.concatenate(
+                    [ids[:head], ids[len(ids) - tail - keep : len(ids) - tail], ids[len(ids) - tail :]]
+                )
             payloads.append(ids)
             truncated.append(cut)
         return Prepared(payloads, [len(p) for p in payloads], np.asarray(truncated, dtype=bool))
@@ -56,8 +58,9 @@ class TextPreprocessor:
 
     def collate(self, payloads: list[np.ndarray], padded_len: int) -> dict[str, np.ndarray]:
         lengths = np.array([len(p) for p in payloads], dtype=np.int64)
-        ragged = RaggedBatch(np.concatenate(payloads), lengths, np.zeros(len(payloads), dtype=bool),
-                             pad_id=int(self.tokenizer.pad_id))
+        ragged = RaggedBatch(
+            np.concatenate(payloads), lengths, np.zeros(len(payloads), dtype=bool), pad_id=int(self.tokenizer.pad_id)
+        )
         padded = ragged.pad(padded_len)
         return {"input_ids": padded.input_ids, "attention_mask": padded.attention_mask}  # (B, T) each
 

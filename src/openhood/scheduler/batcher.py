@@ -347,8 +347,12 @@ class DynamicBatcher:
                     items, wait_s = self._take_locked(time.monotonic_ns(), worker)
                     if items:
                         # A lone batch on an idle server: every core's threads for it.
-                        wide = (self._wide_run is not None and self._depth == 0 and not self._wide_busy
-                                and not any(self._busy_since_ns))
+                        wide = (
+                            self._wide_run is not None
+                            and self._depth == 0
+                            and not self._wide_busy
+                            and not any(self._busy_since_ns)
+                        )
                         self._wide_busy = self._wide_busy or wide
                         if self._depth and len(self._threads) > 1:
                             self._cond.notify_all()  # more work queued: an idle worker may take it
@@ -399,14 +403,18 @@ class DynamicBatcher:
         except Exception as exc:
             t1 = time.monotonic_ns()
             log.exception("batch of %d items (T=%d) failed in the model", len(live), padded_len)
-            info = BatchInfo(next(self._batch_ids), bucket_upper, len(live), padded_len, sum(lengths), started, t0, t1, wide)
+            info = BatchInfo(
+                next(self._batch_ids), bucket_upper, len(live), padded_len, sum(lengths), started, t0, t1, wide
+            )
             self._notify(info, False)
             error = BatchFailedError(f"inference failed for a batch of {len(live)}: {type(exc).__name__}")
             for item in live:
                 item.future.set_exception(error)
             return
         t1 = time.monotonic_ns()
-        info = BatchInfo(next(self._batch_ids), bucket_upper, len(live), padded_len, sum(lengths), started, t0, t1, wide)
+        info = BatchInfo(
+            next(self._batch_ids), bucket_upper, len(live), padded_len, sum(lengths), started, t0, t1, wide
+        )
         rate = len(live) / max((t1 - started) / 1e9, 1e-6)
         self._items_per_s = rate if self._items_per_s == 0 else 0.8 * self._items_per_s + 0.2 * rate
         for row, item in enumerate(live):

@@ -42,8 +42,9 @@ class Calibration:
     seconds: float  # what the calibration itself took
 
 
-def token_budget(lone_s: float, cost_per_token: float, *, min_tokens: int, max_tokens: int,
-                 ratio: float = TAIL_RATIO) -> int:
+def token_budget(
+    lone_s: float, cost_per_token: float, *, min_tokens: int, max_tokens: int, ratio: float = TAIL_RATIO
+) -> int:
     """Padded tokens per batch such that the batch costs ≤ (ratio − 1) × ``lone_s``; rounded down
     to a multiple of 16, clamped to [min_tokens, max_tokens]. Non-increasing in the cost,
     non-decreasing in ``lone_s``."""
@@ -62,8 +63,15 @@ def _best_time(fn: Callable[[], object], repeats: int) -> float:
     return best
 
 
-def calibrate(run: Callable[[list[Any], int], object], dummy: Callable[[int], Any], bounds: Sequence[int], *,
-              max_tokens: int, lone_repeats: int = 3, repeats: int = 1) -> Calibration:
+def calibrate(
+    run: Callable[[list[Any], int], object],
+    dummy: Callable[[int], Any],
+    bounds: Sequence[int],
+    *,
+    max_tokens: int,
+    lone_repeats: int = 3,
+    repeats: int = 1,
+) -> Calibration:
     """Time ``run`` (one worker's engine, already warmed up) on dummy items of every bucket bound."""
     t_start = time.perf_counter()
     shortest = bounds[0]

@@ -144,10 +144,18 @@ class GenerationHandle:
 class GenerationScheduler:
     """See the module docstring. ``start()`` once, ``submit`` from anywhere, ``stop()`` at the end."""
 
-    def __init__(self, decoder: StepDecoder, policy: GenerationPolicy, *, eos_ids: frozenset[int],
-                 new_decoder: Callable[[], Any], context_length: int,
-                 on_step: Callable[[StepInfo], None] | None = None,
-                 on_thread_start: Callable[[], None] | None = None, name: str = ""):
+    def __init__(
+        self,
+        decoder: StepDecoder,
+        policy: GenerationPolicy,
+        *,
+        eos_ids: frozenset[int],
+        new_decoder: Callable[[], Any],
+        context_length: int,
+        on_step: Callable[[StepInfo], None] | None = None,
+        on_thread_start: Callable[[], None] | None = None,
+        name: str = "",
+    ):
         self.decoder = decoder
         self.policy = policy
         self.eos_ids = eos_ids
@@ -201,19 +209,32 @@ class GenerationScheduler:
             raise ValueError(f"max_tokens is {max_tokens}; this server allows at most {self.policy.max_tokens}")
         need = prompt_tokens + max_tokens
         if need > self.max_context:
-            raise ValueError(f"the prompt ({prompt_tokens} tokens) plus max_tokens ({max_tokens}) is {need} tokens; "
-                             f"this model is served with a context of {self.max_context} tokens")
+            raise ValueError(
+                f"the prompt ({prompt_tokens} tokens) plus max_tokens ({max_tokens}) is {need} tokens; "
+                f"this model is served with a context of {self.max_context} tokens"
+            )
         if need * self.bytes_per_token > self.policy.kv_cache_bytes:
-            raise ValueError(f"the prompt plus max_tokens needs {need * self.bytes_per_token} bytes of KV cache; "
-                             f"the server's budget is {self.policy.kv_cache_bytes}")
+            raise ValueError(
+                f"the prompt plus max_tokens needs {need * self.bytes_per_token} bytes of KV cache; "
+                f"the server's budget is {self.policy.kv_cache_bytes}"
+            )
 
     def submit(self, prompt_ids: list[int], config: GenerationConfig, sink: Sink) -> GenerationHandle:
         """Queue one sequence; events go to ``sink`` on the worker thread. Raises ``ValueError``
         (never fits), ``QueueFullError`` (→ 429) or ``SchedulerStoppedError`` (→ 503)."""
         self.check_fits(len(prompt_ids), config.max_tokens)
         now = time.monotonic_ns()
-        seq = _Seq(next(self._ids), list(prompt_ids), config, sink, None, self._new_decoder, now,
-                   now + int(self.policy.timeout_s * 1e9), len(prompt_ids) + config.max_tokens)
+        seq = _Seq(
+            next(self._ids),
+            list(prompt_ids),
+            config,
+            sink,
+            None,
+            self._new_decoder,
+            now,
+            now + int(self.policy.timeout_s * 1e9),
+            len(prompt_ids) + config.max_tokens,
+        )
         with self._cond:
             if self._stopping:
                 raise SchedulerStoppedError("the server is shutting down")
@@ -290,14 +311,18 @@ class GenerationScheduler:
         prefill = self._prefill_chunk([s for s in self._running if s.prefilled < len(s.prompt_ids)])
         sampled = 0
         if decode:
-            logits = self.decoder.forward([np.array([s.last_token], dtype=np.int64) for s in decode],
-                                          [s.slot for s in decode], self.cache)  # (B, V)
+            logits = self.decoder.forward(
+                [np.array([s.last_token], dtype=np.int64) for s in decode], [s.slot for s in decode], self.cache
+            )  # (B, V)
             for s, row in zip(decode, logits, strict=True):
                 self._accept(s, row)
             sampled += len(decode)
         if prefill:
-            logits = self.decoder.forward([np.asarray(s.prompt_ids[s.prefilled : s.prefilled + n], dtype=np.int64)
-                                           for s, n in prefill], [s.slot for s, _ in prefill], self.cache)
+            logits = self.decoder.forward(
+                [np.asarray(s.prompt_ids[s.prefilled : s.prefilled + n], dtype=np.int64) for s, n in prefill],
+                [s.slot for s, _ in prefill],
+                self.cache,
+            )
             for (s, n), row in zip(prefill, logits, strict=True):
                 s.prefilled += n
                 if s.prefilled == len(s.prompt_ids):  # prompt complete: this row's logits give token 1
@@ -307,8 +332,9 @@ class GenerationScheduler:
         self.n_running = len(self._running)
         self.kv_tokens_used = int(sum(int(self.cache.lengths[s.slot]) for s in self._running))
         if self._on_step is not None and (decode or prefill):
-            self._on_step(StepInfo(len(decode), len(prefill), sum(n for _, n in prefill), sampled,
-                                   time.perf_counter() - t0))
+            self._on_step(
+                StepInfo(len(decode), len(prefill), sum(n for _, n in prefill), sampled, time.perf_counter() - t0)
+            )
 
     def _prefill_chunk(self, candidates: list[_Seq]) -> list[tuple[_Seq, int]]:
         """(sequence, tokens) of this step's prefill: oldest first, padded rows × longest ≤ the chunk."""
@@ -358,10 +384,19 @@ class GenerationScheduler:
                 self._reserved_tokens += head.reserved_tokens
                 admitted.append(head)
         if cut_all and (gone or self._running):
-            log.warning("drain grace period over: cutting %d running and %d waiting sequence(s)",
-                        sum(1 for s in self._running if s.cut_reason == "length"), len(gone),
-                        extra={"fields": {"event": "generation_cut", "message": "drain deadline: sequences cut",
-                                          "running": len(self._running), "waiting": len(gone)}})
+            log.warning(
+                "drain grace period over: cutting %d running and %d waiting sequence(s)",
+                sum(1 for s in self._running if s.cut_reason == "length"),
+                len(gone),
+                extra={
+                    "fields": {
+                        "event": "generation_cut",
+                        "message": "drain deadline: sequences cut",
+                        "running": len(self._running),
+                        "waiting": len(gone),
+                    }
+                },
+            )
         for s in gone:
             self._finish(s, "cancelled" if s.cancelled else "length", "", cut=not s.cancelled)
         self._running = [s for s in self._running if not self._finish_if_done(s)]
@@ -389,8 +424,20 @@ class GenerationScheduler:
 
     def _finish(self, s: _Seq, reason: str, text: str, cut: bool) -> None:
         s.cut_reason = None
-        self._emit(s, FinishEvent(text, reason, len(s.prompt_ids), s.sampled, s.submitted_ns, s.admitted_ns,
-                           s.first_token_ns, time.monotonic_ns(), cut))
+        self._emit(
+            s,
+            FinishEvent(
+                text,
+                reason,
+                len(s.prompt_ids),
+                s.sampled,
+                s.submitted_ns,
+                s.admitted_ns,
+                s.first_token_ns,
+                time.monotonic_ns(),
+                cut,
+            ),
+        )
 
     def _emit(self, s: _Seq, event: TokenEvent | FinishEvent) -> None:
         try:

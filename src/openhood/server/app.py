@@ -29,7 +29,13 @@ from openhood.server.routes import register_routes
 from openhood.server.state import ServerState
 
 
-def create_app(config: ServerConfig, models: list[ServedModel], *, tracer: trace.Tracer | None = None, lifecycle: Lifecycle | None = None) -> FastAPI:
+def create_app(
+    config: ServerConfig,
+    models: list[ServedModel],
+    *,
+    tracer: trace.Tracer | None = None,
+    lifecycle: Lifecycle | None = None,
+) -> FastAPI:
     state = ServerState(config, models, tracer, lifecycle)
 
     @asynccontextmanager

@@ -19,4 +19,6 @@ def authorized(headers: dict[str, str], api_key: str | None) -> bool:
     scheme, _, token = headers.get("authorization", "").strip().partition(" ")
     if scheme.lower() != "bearer":
         return False
-    return hmac.compare_digest(token.strip().encode("utf-8", "surrogateescape"), api_key.encode("utf-8", "surrogateescape"))
+    return hmac.compare_digest(
+        token.strip().encode("utf-8", "surrogateescape"), api_key.encode("utf-8", "surrogateescape")
+    )

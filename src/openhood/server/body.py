@@ -36,15 +36,22 @@ async def read_body(request: Request, limit: int, timeout_s: float) -> bytes:
                     raise too_large(size, limit)
                 chunks.append(chunk)
     except TimeoutError:
-        raise APIError(408, f"request body not received within {timeout_s:g} s", code="body_timeout", param=None,
-                       headers={"Connection": "close"}) from None
+        raise APIError(
+            408,
+            f"request body not received within {timeout_s:g} s",
+            code="body_timeout",
+            param=None,
+            headers={"Connection": "close"},
+        ) from None
     except ClientDisconnect:
         raise ClientGone() from None
     return b"".join(chunks)
 
 
 def too_large(size: int, limit: int) -> APIError:
-    return APIError(413, f"request body is {size} bytes or more; the limit is {limit} bytes", code="body_too_large", param=None)
+    return APIError(
+        413, f"request body is {size} bytes or more; the limit is {limit} bytes", code="body_too_large", param=None
+    )
 
 
 async def wait_disconnect(receive: Receive) -> None:

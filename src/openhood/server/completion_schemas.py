@@ -82,26 +82,42 @@ class CompletionRequest:
 
 def _common(parsed: _Sampling) -> dict[str, Any]:
     if parsed.n != 1:
-        raise APIError(400, f"'n' must be 1 (one choice per request) on this server, got {parsed.n}",
-                       code="unsupported_value", param="n")
+        raise APIError(
+            400,
+            f"'n' must be 1 (one choice per request) on this server, got {parsed.n}",
+            code="unsupported_value",
+            param="n",
+        )
     stop = (parsed.stop,) if isinstance(parsed.stop, str) else tuple(parsed.stop or ())
     if len(stop) > MAX_STOP_STRINGS:
-        raise bad_request(f"'stop' has {len(stop)} strings; at most {MAX_STOP_STRINGS}", code="too_many_stop", param="stop")
+        raise bad_request(
+            f"'stop' has {len(stop)} strings; at most {MAX_STOP_STRINGS}", code="too_many_stop", param="stop"
+        )
     if any(not s for s in stop):
         raise bad_request("'stop' strings must not be empty", code="empty_stop", param="stop")
     if parsed.stream_options is not None and not parsed.stream:
-        raise bad_request("'stream_options' is only allowed with 'stream': true", code="invalid_stream_options",
-                          param="stream_options")
+        raise bad_request(
+            "'stream_options' is only allowed with 'stream': true",
+            code="invalid_stream_options",
+            param="stream_options",
+        )
     return {
-        "model": parsed.model, "stream": parsed.stream,
+        "model": parsed.model,
+        "stream": parsed.stream,
         "include_usage": bool(parsed.stream_options and parsed.stream_options.include_usage),
-        "temperature": parsed.temperature, "top_p": parsed.top_p, "stop": stop, "seed": parsed.seed,
+        "temperature": parsed.temperature,
+        "top_p": parsed.top_p,
+        "stop": stop,
+        "seed": parsed.seed,
     }
 
 
 def parse_chat_request(body: bytes) -> CompletionRequest:
-    parsed = validate_body(ChatBody, load_json_object(body), unions={
-        "content": "a string or an array of text parts", "stop": "a string or an array of strings"})
+    parsed = validate_body(
+        ChatBody,
+        load_json_object(body),
+        unions={"content": "a string or an array of text parts", "stop": "a string or an array of strings"},
+    )
     messages = []
     for m in parsed.messages:
         content = m.content if isinstance(m.content, str) else "".join(p.text for p in m.content)
@@ -111,13 +127,17 @@ def parse_chat_request(body: bytes) -> CompletionRequest:
 
 
 def parse_completion_request(body: bytes) -> CompletionRequest:
-    parsed = validate_body(CompletionBody, load_json_object(body), unions={
-        "prompt": "a string", "stop": "a string or an array of strings"})
+    parsed = validate_body(
+        CompletionBody, load_json_object(body), unions={"prompt": "a string", "stop": "a string or an array of strings"}
+    )
     prompt = parsed.prompt
     if isinstance(prompt, list):
         if len(prompt) != 1:
-            raise bad_request(f"'prompt' must be one string on this server, got an array of {len(prompt)}",
-                              code="unsupported_value", param="prompt")
+            raise bad_request(
+                f"'prompt' must be one string on this server, got an array of {len(prompt)}",
+                code="unsupported_value",
+                param="prompt",
+            )
         prompt = prompt[0]
     if not prompt:
         raise bad_request("'prompt' is an empty string", code="empty_string", param="prompt")

@@ -78,8 +78,14 @@ class ServerConfig:
 
     def __post_init__(self) -> None:
         self.batch_policy()  # validates the batching knobs (ValueError)
-        for name in ("max_inputs_per_request", "max_body_bytes", "max_connections", "max_header_bytes", "max_headers",
-                     "max_request_line"):
+        for name in (
+            "max_inputs_per_request",
+            "max_body_bytes",
+            "max_connections",
+            "max_header_bytes",
+            "max_headers",
+            "max_request_line",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.threads is not None and self.threads < 1:
@@ -96,9 +102,13 @@ class ServerConfig:
 
     def batch_policy(self) -> BatchPolicy:
         return BatchPolicy(
-            max_batch_size=self.max_batch_size, max_batch_tokens=self.max_batch_tokens or _P.max_batch_tokens,
+            max_batch_size=self.max_batch_size,
+            max_batch_tokens=self.max_batch_tokens or _P.max_batch_tokens,
             max_wait_ms=self.max_wait_ms,
-            max_queue=self.max_queue, pad_to=self.pad_to, priority=self.priority, max_age_ms=self.max_age_ms,
+            max_queue=self.max_queue,
+            pad_to=self.pad_to,
+            priority=self.priority,
+            max_age_ms=self.max_age_ms,
             short_lane_tokens=self.short_lane_tokens,
         )
 

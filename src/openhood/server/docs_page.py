@@ -15,8 +15,10 @@ from html import escape
 from typing import Any
 
 # The browser may load nothing from another origin; inline style and script are the page's own.
-CSP = ("default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self'; "
-       "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self'; "
+    "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
 METHODS = ("get", "post", "put", "patch", "delete")
 
 STYLE = """
@@ -108,24 +110,32 @@ This page loads nothing from other hosts. Routes and errors are explained in doc
 
 def operation(path: str, method: str, op: dict[str, Any], components: dict[str, Any]) -> str:
     css = method if method in ("get", "post") else "other"
-    parts = [f'<div class="op" id="{escape(method + path)}"><h2><span class="method {css}">{method.upper()}</span> '
-             f"<code>{escape(path)}</code></h2>"]
+    parts = [
+        f'<div class="op" id="{escape(method + path)}"><h2><span class="method {css}">{method.upper()}</span> '
+        f"<code>{escape(path)}</code></h2>"
+    ]
     if op.get("summary"):
         parts.append(f"<p><b>{escape(op['summary'])}</b></p>")
     if op.get("description"):
         parts.append(f"<p>{escape(op['description'])}</p>")
     schema = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
     if schema is not None:
-        parts.append(f"<details><summary>Request body schema</summary><pre>{escape(json.dumps(schema, indent=2))}</pre></details>")
+        parts.append(
+            f"<details><summary>Request body schema</summary><pre>{escape(json.dumps(schema, indent=2))}</pre></details>"
+        )
     responses = op.get("responses", {})
     if responses:
-        rows = "".join(f"<tr><td>{escape(str(status))}</td><td>{escape(str(r.get('description', '')))}</td></tr>"
-                       for status, r in responses.items())
+        rows = "".join(
+            f"<tr><td>{escape(str(status))}</td><td>{escape(str(r.get('description', '')))}</td></tr>"
+            for status, r in responses.items()
+        )
         parts.append(f"<table><tr><th>status</th><th>meaning</th></tr>{rows}</table>")
     body = ""
     if method != "get":
         sample = json.dumps(example(schema, components) if schema is not None else {}, indent=2)
-        body = f"<textarea name=\"body\" spellcheck=\"false\">{escape(sample)}</textarea>"
-    parts.append(f'<form class="try" data-method="{method.upper()}" data-path="{escape(path)}">{body}'
-                 '<button type="submit">Send</button><pre class="result"></pre></form></div>\n')
+        body = f'<textarea name="body" spellcheck="false">{escape(sample)}</textarea>'
+    parts.append(
+        f'<form class="try" data-method="{method.upper()}" data-path="{escape(path)}">{body}'
+        '<button type="submit">Send</button><pre class="result"></pre></form></div>\n'
+    )
     return "".join(parts)

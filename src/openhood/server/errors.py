@@ -71,18 +71,23 @@ def unauthorized() -> APIError:
 
 def _shutting_down(message: str, code: str) -> APIError:
     """503 that tells the client (and its load balancer) to go elsewhere: retry soon, close."""
-    return APIError(503, message, type="service_unavailable", code=code,
-                    headers={"Retry-After": "1", "Connection": "close"})
+    return APIError(
+        503, message, type="service_unavailable", code=code, headers={"Retry-After": "1", "Connection": "close"}
+    )
 
 
 def draining() -> APIError:
-    return _shutting_down("the server is shutting down and takes no new requests; retry on another instance", "draining")
+    return _shutting_down(
+        "the server is shutting down and takes no new requests; retry on another instance", "draining"
+    )
 
 
 def drain_deadline() -> APIError:
     """A request still waiting when the grace period ran out: retryable elsewhere, never a bare 500."""
-    return _shutting_down("the server's shutdown grace period ran out before this request was served; "
-                          "retry on another instance", "drain_deadline")
+    return _shutting_down(
+        "the server's shutdown grace period ran out before this request was served; retry on another instance",
+        "drain_deadline",
+    )
 
 
 class CountsRejections(Protocol):
@@ -99,8 +104,14 @@ def admission(metrics: CountsRejections) -> Iterator[None]:
         yield
     except QueueFullError as exc:
         metrics.rejected("queue_full")
-        raise APIError(429, str(exc) + "; retry later", type="rate_limit_error", code="queue_full", param=None,
-                       headers={"Retry-After": str(exc.retry_after_s)}) from None
+        raise APIError(
+            429,
+            str(exc) + "; retry later",
+            type="rate_limit_error",
+            code="queue_full",
+            param=None,
+            headers={"Retry-After": str(exc.retry_after_s)},
+        ) from None
     except SchedulerStoppedError:
         metrics.rejected("draining")
         raise draining() from None
@@ -140,4 +151,6 @@ def install_error_handlers(app: FastAPI, on_client_gone: Callable[[], None] | No
     @app.exception_handler(Exception)
     async def unexpected_error_handler(request: Request, exc: Exception) -> Response:
         log.exception("unhandled error in %s", request.url.path)
-        return error_response(APIError(500, "internal server error", type="server_error", code="internal_error", param=None))
+        return error_response(
+            APIError(500, "internal server error", type="server_error", code="internal_error", param=None)
+        )

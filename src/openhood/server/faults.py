@@ -62,7 +62,11 @@ class FaultInjectingBackend:
         if "embed_sleep" in self.faults:
             time.sleep(float(self.faults["embed_sleep"]))
         mask = feeds.get("attention_mask")
-        if "embed_len" in self.faults and mask is not None and (np.asarray(mask).sum(axis=1) == int(self.faults["embed_len"])).any():
+        if (
+            "embed_len" in self.faults
+            and mask is not None
+            and (np.asarray(mask).sum(axis=1) == int(self.faults["embed_len"])).any()
+        ):
             raise InjectedFault("injected engine failure (embed_len)")
         return self.inner.run(feeds)
 

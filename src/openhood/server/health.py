@@ -55,7 +55,9 @@ class ReadinessProbe:
         while True:
             try:
                 # shield: a waiter that gives up must not cancel the probe other waiters share.
-                details = await asyncio.wait_for(asyncio.shield(probe), min(POLL_S, max(0.0, deadline - time.monotonic())))
+                details = await asyncio.wait_for(
+                    asyncio.shield(probe), min(POLL_S, max(0.0, deadline - time.monotonic()))
+                )
                 self._last_ok = (time.monotonic(), details)
                 return True, details
             except TimeoutError:

@@ -64,8 +64,14 @@ class Lifecycle:
 
 
 class DrainingServer(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, lifecycle: Lifecycle, grace_period_s: float, stop_worker: Callable[[float], bool],
-                 cut_lead_s: float | None = None):
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        lifecycle: Lifecycle,
+        grace_period_s: float,
+        stop_worker: Callable[[float], bool],
+        cut_lead_s: float | None = None,
+    ):
         super().__init__(config)
         self.lifecycle = lifecycle
         self.grace_period_s = grace_period_s
@@ -93,8 +99,11 @@ class DrainingServer(uvicorn.Server):
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self.lifecycle.draining:
-            log.warning("second %s: exiting now without waiting for %d in-flight request(s)",
-                        signal.Signals(sig).name, self.lifecycle.in_flight)
+            log.warning(
+                "second %s: exiting now without waiting for %d in-flight request(s)",
+                signal.Signals(sig).name,
+                self.lifecycle.in_flight,
+            )
             os._exit(128 + sig)
         self.lifecycle.begin_drain()
         log.info("received %s: draining (grace period %.0f s)", signal.Signals(sig).name, self.grace_period_s)
@@ -140,7 +149,15 @@ def check_grace(grace_period_s: float, drain_s: float) -> None:
     if drain_s > grace_period_s:
         log.warning(
             "a full queue could take ~%.0f s to drain (longest inputs) but the grace period is %.0f s: requests "
-            "still queued at the deadline will get 503; lower --max-queue or raise --grace-period", drain_s, grace_period_s,
-            extra={"fields": {"event": "grace_check", "message": "queue can outlast the grace period",
-                              "worst_case_drain_s": round(drain_s, 2), "grace_period_s": grace_period_s}},
+            "still queued at the deadline will get 503; lower --max-queue or raise --grace-period",
+            drain_s,
+            grace_period_s,
+            extra={
+                "fields": {
+                    "event": "grace_check",
+                    "message": "queue can outlast the grace period",
+                    "worst_case_drain_s": round(drain_s, 2),
+                    "grace_period_s": grace_period_s,
+                }
+            },
         )

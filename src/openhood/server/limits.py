@@ -35,18 +35,27 @@ log = logging.getLogger("openhood.server")
 
 SHUTDOWN_LINGER_S = 0.25
 
-_REASONS = {408: b"Request Timeout", 414: b"URI Too Long", 431: b"Request Header Fields Too Large", 503: b"Service Unavailable"}
+_REASONS = {
+    408: b"Request Timeout",
+    414: b"URI Too Long",
+    431: b"Request Header Fields Too Large",
+    503: b"Service Unavailable",
+}
 
 
 def raw_error(status: int, message: str) -> bytes:
     """A complete HTTP/1.1 error response in OpenAI's JSON shape, written before any ASGI cycle exists."""
     body = b'{"error":{"message":"%s","type":"invalid_request_error","param":null,"code":"%s"}}' % (
-        message.encode("ascii"), _REASONS[status].lower().replace(b" ", b"_"))
-    return b"".join((
-        b"HTTP/1.1 %d %s\r\n" % (status, _REASONS[status]),
-        b"content-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n" % len(body),
-        body,
-    ))
+        message.encode("ascii"),
+        _REASONS[status].lower().replace(b" ", b"_"),
+    )
+    return b"".join(
+        (
+            b"HTTP/1.1 %d %s\r\n" % (status, _REASONS[status]),
+            b"content-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n" % len(body),
+            body,
+        )
+    )
 
 
 def limited_protocol(limits: ServerConfig, on_refused: Callable[[str], None] | None = None) -> type:
@@ -136,7 +145,12 @@ def limited_protocol(limits: ServerConfig, on_refused: Callable[[str], None] | N
 
         def _refuse(self, status: int, message: str, reason: str) -> None:
             self._count(reason)
-            log.warning("refused", extra={"fields": {"event": "connection_refused", "message": message, "status": status, "reason": reason}})
+            log.warning(
+                "refused",
+                extra={
+                    "fields": {"event": "connection_refused", "message": message, "status": status, "reason": reason}
+                },
+            )
             self.transport.write(raw_error(status, message))
             self.transport.close()
 

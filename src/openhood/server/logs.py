@@ -58,8 +58,9 @@ def configure_logging(level: str = "info") -> None:
     # An uncaught exception (main thread or worker threads) is one JSON line too, not a raw traceback.
     crash = logging.getLogger("openhood")
     sys.excepthook = lambda *exc: crash.critical("uncaught exception", exc_info=exc)
-    threading.excepthook = lambda a: crash.critical("uncaught exception in thread %s", a.thread.name if a.thread else "?",
-                                                    exc_info=a.exc_value)
+    threading.excepthook = lambda a: crash.critical(
+        "uncaught exception in thread %s", a.thread.name if a.thread else "?", exc_info=a.exc_value
+    )
     # The access line is ours (with stage times); uvicorn's would duplicate it without them.
     logging.getLogger("uvicorn.access").disabled = True
     logging.getLogger(ACCESS_LOGGER).setLevel(logging.INFO)

@@ -54,8 +54,15 @@ class MemoryProbe:
             if previous is not None:
                 for stat in snap.compare_to(previous, "lineno")[:top]:
                     frame = stat.traceback[0]
-                    sites.append({"site": f"{frame.filename}:{frame.lineno}", "size_delta": stat.size_diff,
-                                  "count_delta": stat.count_diff, "size": stat.size, "count": stat.count})
+                    sites.append(
+                        {
+                            "site": f"{frame.filename}:{frame.lineno}",
+                            "size_delta": stat.size_diff,
+                            "count_delta": stat.count_diff,
+                            "size": stat.size,
+                            "count": stat.count,
+                        }
+                    )
             self._snapshot = snap
             out["tracemalloc"] = {"traced_bytes": current, "peak_bytes": peak, "first_call": first, "sites": sites}
         else:
@@ -69,15 +76,21 @@ class MemoryProbe:
             "growing_types": [{"type": k, "count_delta": d} for k, d in growth.most_common(top) if d > 0],
             # objects in flight at one call and gone at the next (futures, locks) shrink back:
             # a client summing both lists sees their net, not a false leak
-            "shrinking_types": [{"type": k, "count_delta": d} for k, d in growth.most_common()[: -top - 1: -1] if d < 0],
+            "shrinking_types": [
+                {"type": k, "count_delta": d} for k, d in growth.most_common()[: -top - 1 : -1] if d < 0
+            ],
             "collections": [s["collections"] for s in gc.get_stats()],
         }
         return out
 
     def process_stats(self) -> dict[str, Any]:
         mem = self._process.memory_full_info()  # USS needs /proc/self/smaps: a few ms
-        return {"rss_bytes": mem.rss, "uss_bytes": getattr(mem, "uss", None), "fds": _open_fds(),
-                "threads": self._process.num_threads()}
+        return {
+            "rss_bytes": mem.rss,
+            "uss_bytes": getattr(mem, "uss", None),
+            "fds": _open_fds(),
+            "threads": self._process.num_threads(),
+        }
 
 
 def _type_name(t: type) -> str:

@@ -64,12 +64,16 @@ class ServerMetrics:
         )
         m = ["model"]  # every per-model series carries the served model's name
         self.requests = Counter(
-            "openhood_requests", "API requests by served model, route and outcome (success: status < 400)",
-            [*m, "route", "outcome"], registry=r,
+            "openhood_requests",
+            "API requests by served model, route and outcome (success: status < 400)",
+            [*m, "route", "outcome"],
+            registry=r,
         )
         self.request_failures = Counter(
-            "openhood_request_failures", "Failed API requests by served model, route and error code",
-            [*m, "route", "error"], registry=r,
+            "openhood_request_failures",
+            "Failed API requests by served model, route and error code",
+            [*m, "route", "error"],
+            registry=r,
         )
         self.stage_seconds = Histogram(
             "openhood_request_stage_seconds",
@@ -89,9 +93,15 @@ class ServerMetrics:
             "openhood_input_tokens", "Tokens per input sequence after truncation", m, buckets=TOKEN_BUCKETS, registry=r
         )
         self.inputs_per_request = Histogram(
-            "openhood_inputs_per_request", "Inputs per request", m, buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256), registry=r
+            "openhood_inputs_per_request",
+            "Inputs per request",
+            m,
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+            registry=r,
         )
-        self.truncated = Counter("openhood_truncated_inputs", "Inputs truncated to the model's max length", m, registry=r)
+        self.truncated = Counter(
+            "openhood_truncated_inputs", "Inputs truncated to the model's max length", m, registry=r
+        )
         self.batch_size = Histogram(
             "openhood_batch_size", "Rows per engine call", m, buckets=(1, 2, 4, 8, 16, 24, 32, 48, 64, 128), registry=r
         )
@@ -116,16 +126,23 @@ class ServerMetrics:
         )
         self.batches = Counter("openhood_batches", "Engine calls by outcome", [*m, "outcome"], registry=r)
         self.wide_batches = Counter(
-            "openhood_wide_batches", "Engine calls run on the all-cores engine (a lone batch on an idle server)", m,
+            "openhood_wide_batches",
+            "Engine calls run on the all-cores engine (a lone batch on an idle server)",
+            m,
             registry=r,
         )
         self.dropped = Counter(
             "openhood_dropped_sequences", "Queued items dropped before inference (client went away)", m, registry=r
         )
         # model="" for refusals before any model is chosen (draining).
-        self.rejected = Counter("openhood_rejected_requests", "Requests refused before queueing", [*m, "reason"], registry=r)
+        self.rejected = Counter(
+            "openhood_rejected_requests", "Requests refused before queueing", [*m, "reason"], registry=r
+        )
         self.connections_refused = Counter(
-            "openhood_connections_refused", "Connections refused or closed by a limit (server/limits.py)", ["reason"], registry=r
+            "openhood_connections_refused",
+            "Connections refused or closed by a limit (server/limits.py)",
+            ["reason"],
+            registry=r,
         )
         self.client_disconnects = Counter(
             "openhood_client_disconnects", "/v1 requests whose client went away before the response", registry=r
@@ -138,31 +155,55 @@ class ServerMetrics:
         if in_flight_fn is not None:
             self.in_flight.set_function(in_flight_fn)
         self.tokens_per_s = Gauge(
-            "openhood_tokens_per_second", f"Real tokens (items) processed per second over the last {THROUGHPUT_WINDOW_S:.0f} s",
-            m, registry=r,
+            "openhood_tokens_per_second",
+            f"Real tokens (items) processed per second over the last {THROUGHPUT_WINDOW_S:.0f} s",
+            m,
+            registry=r,
         )
-        self.model_memory = Gauge("openhood_model_memory_bytes", "Resident memory the model's load added", m, registry=r)
+        self.model_memory = Gauge(
+            "openhood_model_memory_bytes", "Resident memory the model's load added", m, registry=r
+        )
         self.rss = Gauge("openhood_process_rss_bytes", "Resident set size of the server process", registry=r)
         self._process = psutil.Process()
         self.rss.set_function(lambda: self._process.memory_info().rss)
         self.ready = Gauge("openhood_ready", "1 when the model's last readiness probe passed", m, registry=r)
-        self.ttft = Histogram("openhood_generation_ttft_seconds", "Time from request to its first generated token",
-                              m, buckets=LATENCY_BUCKETS, registry=r)
-        self.inter_token = Histogram("openhood_generation_inter_token_seconds", "Time between a stream's tokens",
-                                     m, buckets=INTER_TOKEN_BUCKETS, registry=r)
+        self.ttft = Histogram(
+            "openhood_generation_ttft_seconds",
+            "Time from request to its first generated token",
+            m,
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.inter_token = Histogram(
+            "openhood_generation_inter_token_seconds",
+            "Time between a stream's tokens",
+            m,
+            buckets=INTER_TOKEN_BUCKETS,
+            registry=r,
+        )
         self.generated_tokens = Counter("openhood_generated_tokens", "Tokens sampled by generate models", m, registry=r)
-        self.prompt_tokens = Counter("openhood_generation_prompt_tokens", "Prompt tokens of generation requests", m,
-                                     registry=r)
-        self.running_sequences = Gauge("openhood_generation_running_sequences", "Sequences in the running batch", m,
-                                       registry=r)
-        self.waiting_sequences = Gauge("openhood_generation_waiting_sequences", "Sequences waiting for admission", m,
-                                       registry=r)
-        self.kv_cache_bytes = Gauge("openhood_kv_cache_bytes_used", "KV-cache bytes filled by running sequences", m,
-                                    registry=r)
-        self.step_seconds = Histogram("openhood_generation_step_seconds", "One generation scheduler step (decode + prefill)",
-                                      m, buckets=INTER_TOKEN_BUCKETS, registry=r)
-        self.finished = Counter("openhood_generation_finished", "Finished generation sequences by finish reason",
-                                [*m, "reason"], registry=r)
+        self.prompt_tokens = Counter(
+            "openhood_generation_prompt_tokens", "Prompt tokens of generation requests", m, registry=r
+        )
+        self.running_sequences = Gauge(
+            "openhood_generation_running_sequences", "Sequences in the running batch", m, registry=r
+        )
+        self.waiting_sequences = Gauge(
+            "openhood_generation_waiting_sequences", "Sequences waiting for admission", m, registry=r
+        )
+        self.kv_cache_bytes = Gauge(
+            "openhood_kv_cache_bytes_used", "KV-cache bytes filled by running sequences", m, registry=r
+        )
+        self.step_seconds = Histogram(
+            "openhood_generation_step_seconds",
+            "One generation scheduler step (decode + prefill)",
+            m,
+            buckets=INTER_TOKEN_BUCKETS,
+            registry=r,
+        )
+        self.finished = Counter(
+            "openhood_generation_finished", "Finished generation sequences by finish reason", [*m, "reason"], registry=r
+        )
 
     def observe_api_request(self, model: str, route: str, status: int, error: str | None) -> None:
         """One finished API request; ``model`` is a served name or "" (refused before routing)."""
@@ -241,7 +282,9 @@ class ModelMetrics:
             total = sum(tokens for _, tokens in self._throughput)
         return total / THROUGHPUT_WINDOW_S
 
-    def observe_request(self, stages: dict[str, float], length_bucket: str, token_counts: list[int], truncated: int) -> None:
+    def observe_request(
+        self, stages: dict[str, float], length_bucket: str, token_counts: list[int], truncated: int
+    ) -> None:
         for stage, child in self._stage.items():
             if stage in stages:
                 child.observe(stages[stage])

@@ -47,9 +47,14 @@ class EmbeddingsResponse(BaseModel):
 
 
 _ERRORS = {
-    400: "invalid input (names the index)", 401: "missing or wrong API key", 404: "model not served here",
-    408: "body not received in time", 413: "body or input too large", 422: "body has the wrong shape",
-    429: "queue full (Retry-After)", 500: "inference failed (the server keeps serving)",
+    400: "invalid input (names the index)",
+    401: "missing or wrong API key",
+    404: "model not served here",
+    408: "body not received in time",
+    413: "body or input too large",
+    422: "body has the wrong shape",
+    429: "queue full (Retry-After)",
+    500: "inference failed (the server keeps serving)",
     503: "draining or cut at the shutdown deadline (Retry-After)",
 }
 

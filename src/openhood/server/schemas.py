@@ -80,9 +80,13 @@ def load_json_object(body: bytes) -> dict[str, Any]:
     try:
         raw = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
-        raise APIError(400, f"request body is not valid JSON: {exc.msg} at byte {exc.pos}", code="invalid_json", param=None) from exc
+        raise APIError(
+            400, f"request body is not valid JSON: {exc.msg} at byte {exc.pos}", code="invalid_json", param=None
+        ) from exc
     if not isinstance(raw, dict):
-        raise APIError(422, f"request body must be a JSON object, got {_type_name(raw)}", code="invalid_schema", param=None)
+        raise APIError(
+            422, f"request body must be a JSON object, got {_type_name(raw)}", code="invalid_schema", param=None
+        )
     return raw
 
 
@@ -96,7 +100,8 @@ def texts_from(value: str | list[Any], *, max_inputs: int, field: str = "input")
         raise APIError(
             413,
             f"'{field}' has {len(texts)} items; at most {max_inputs} per request (split it into several requests)",
-            code="too_many_inputs", param=field,
+            code="too_many_inputs",
+            param=field,
         )
     if all(type(x) is int for x in texts) or all(
         isinstance(x, list) and x and all(type(t) is int for t in x) for x in texts
@@ -104,11 +109,14 @@ def texts_from(value: str | list[Any], *, max_inputs: int, field: str = "input")
         raise bad_request(
             "token-id input is not supported (ids of other tokenizers do not mean anything to this "
             "model); send the text as strings",
-            code="token_ids_unsupported", param=field,
+            code="token_ids_unsupported",
+            param=field,
         )
     for i, item in enumerate(texts):
         if not isinstance(item, str):
-            raise bad_request(f"{field}[{i}] must be a string, got {_type_name(item)}", code="invalid_input_type", param=field)
+            raise bad_request(
+                f"{field}[{i}] must be a string, got {_type_name(item)}", code="invalid_input_type", param=field
+            )
         if not item or item.isspace():
             # Whitespace-only text tokenizes to [CLS][SEP] alone: a vector that means nothing.
             # Refused like OpenAI refuses "" (400) and as sglang refuses blank input (docs/server.md).

@@ -88,17 +88,39 @@ class ModelRuntime:
         await self._on_workers(self._warm_worker, workers)
         # Fixed-shape tasks (one bucket of length 1) count rows, not tokens: their budget is a row cap.
         if config.max_batch_tokens is None and self.buckets.bounds[-1] > 1:
-            cal = cast(Calibration, (await self._on_workers(
-                lambda w: calibrate(self.model.runner(w), self.model.preprocessor.dummy, self.buckets.bounds,
-                                    max_tokens=self.batcher.max_batch_tokens), [0]))[0])
+            cal = cast(
+                Calibration,
+                (
+                    await self._on_workers(
+                        lambda w: calibrate(
+                            self.model.runner(w),
+                            self.model.preprocessor.dummy,
+                            self.buckets.bounds,
+                            max_tokens=self.batcher.max_batch_tokens,
+                        ),
+                        [0],
+                    )
+                )[0],
+            )
             self.batcher.set_token_budgets(cal.budgets)
-            log.info("model %s: token budgets %s calibrated in %.2f s", self.model.name, cal.budgets, cal.seconds,
-                     extra={"fields": {"event": "token_budget", "message": "token budgets calibrated",
-                                       "model": self.model.name, "budgets": dict(zip(map(str, self.buckets.bounds),
-                                                                                     cal.budgets, strict=True)),
-                                       "surge_budget": self.batcher.max_batch_tokens,
-                                       "calibration_s": round(cal.seconds, 3), "lone_ms": round(cal.lone_s * 1e3, 3),
-                                       "us_per_token": {str(t): round(c * 1e6, 2) for t, c in cal.cost_per_token.items()}}})
+            log.info(
+                "model %s: token budgets %s calibrated in %.2f s",
+                self.model.name,
+                cal.budgets,
+                cal.seconds,
+                extra={
+                    "fields": {
+                        "event": "token_budget",
+                        "message": "token budgets calibrated",
+                        "model": self.model.name,
+                        "budgets": dict(zip(map(str, self.buckets.bounds), cal.budgets, strict=True)),
+                        "surge_budget": self.batcher.max_batch_tokens,
+                        "calibration_s": round(cal.seconds, 3),
+                        "lone_ms": round(cal.lone_s * 1e3, 3),
+                        "us_per_token": {str(t): round(c * 1e6, 2) for t, c in cal.cost_per_token.items()},
+                    }
+                },
+            )
         rows = self.drain_batch_rows(config)
         times = cast(list[float], await self._on_workers(lambda w: self._full_batch_s(w, rows), workers))
         batch_s = max(times)
@@ -117,15 +139,23 @@ class GenerationRuntime:
         self.model = model
         gen = model.generator
         self.scheduler = GenerationScheduler(
-            model.decoder, config.generation, eos_ids=gen.eos_ids,
+            model.decoder,
+            config.generation,
+            eos_ids=gen.eos_ids,
             new_decoder=lambda: gen.tokenizer.stream_decoder(skip_special=True),
-            context_length=model.context_length, name=model.name.rsplit("/", 1)[-1],
-            on_step=lambda info: self.metrics.observe_step(info), on_thread_start=model.bind_thread,
+            context_length=model.context_length,
+            name=model.name.rsplit("/", 1)[-1],
+            on_step=lambda info: self.metrics.observe_step(info),
+            on_thread_start=model.bind_thread,
         )
         self.batcher = self.scheduler
         self.metrics = metrics.for_generator(model.name, self.scheduler, model.memory_bytes)
-        self.readiness = ReadinessProbe(self.scheduler, model, timeout_s=config.health_timeout_s,  # type: ignore[arg-type]
-                                        stall_timeout_s=config.stall_timeout_s)
+        self.readiness = ReadinessProbe(
+            self.scheduler,  # type: ignore[arg-type]  # duck-typed: submit/run_exclusive/queue_depth
+            model,  # type: ignore[arg-type]
+            timeout_s=config.health_timeout_s,
+            stall_timeout_s=config.stall_timeout_s,
+        )
 
     async def warm_up(self, config: ServerConfig) -> float:
         """One probe (prefill + a token) on the scheduler's thread; a drain needs no estimate here:
@@ -138,8 +168,13 @@ Runtime = ModelRuntime | GenerationRuntime
 
 
 class ServerState:
-    def __init__(self, config: ServerConfig, models: Sequence[ServedModel | ServedGenerator], tracer: trace.Tracer | None = None,
-                 lifecycle: Lifecycle | None = None):
+    def __init__(
+        self,
+        config: ServerConfig,
+        models: Sequence[ServedModel | ServedGenerator],
+        tracer: trace.Tracer | None = None,
+        lifecycle: Lifecycle | None = None,
+    ):
         if not models:
             raise ValueError("a server needs at least one model")
         self.config = config
@@ -147,8 +182,10 @@ class ServerState:
         self.lifecycle = lifecycle or Lifecycle()
         self.metrics = ServerMetrics(config.stats_window, in_flight_fn=lambda: self.lifecycle.in_flight)
         self.runtimes: dict[str, Runtime] = {
-            m.name: GenerationRuntime(m, config, self.metrics) if isinstance(m, ServedGenerator)
-            else ModelRuntime(m, config, self.metrics) for m in models
+            m.name: GenerationRuntime(m, config, self.metrics)
+            if isinstance(m, ServedGenerator)
+            else ModelRuntime(m, config, self.metrics)
+            for m in models
         }
         self._aliases = {alias: rt for rt in reversed(self.runtimes.values()) for alias in rt.model.aliases}
         self.route_labels: set[str] = set()  # paths the app serves: the metrics' bounded route label
@@ -173,11 +210,19 @@ class ServerState:
         rt = self._aliases.get(requested)
         if rt is None:
             served = ", ".join(f"'{n}'" for n in self.runtimes)
-            raise APIError(404, f"model '{requested[:100]}' is not served here; this server serves {served}",
-                           code="model_not_found", param="model")
+            raise APIError(
+                404,
+                f"model '{requested[:100]}' is not served here; this server serves {served}",
+                code="model_not_found",
+                param="model",
+            )
         if rt.model.task != task:
-            raise APIError(400, f"model '{rt.model.name}' does the {rt.model.task!r} task, not {task!r}",
-                           code="wrong_task", param="model")
+            raise APIError(
+                400,
+                f"model '{rt.model.name}' does the {rt.model.task!r} task, not {task!r}",
+                code="wrong_task",
+                param="model",
+            )
         return rt
 
     def start(self) -> None:

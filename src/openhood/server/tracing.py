@@ -26,7 +26,9 @@ def to_epoch_ns(monotonic_ns: int) -> int:
     return monotonic_ns + _EPOCH_OFFSET_NS
 
 
-def make_tracer(exporter: SpanExporter | None = None, service_name: str = "openhood") -> tuple[trace.Tracer, TracerProvider | None]:
+def make_tracer(
+    exporter: SpanExporter | None = None, service_name: str = "openhood"
+) -> tuple[trace.Tracer, TracerProvider | None]:
     """A tracer for the server, and its provider (to flush on shutdown) when tracing is on."""
     if exporter is None and not os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
         return trace.NoOpTracer(), None

@@ -20,6 +20,7 @@ METRICS = {"rss": "RSS", "uss": "USS", "traced": "tracemalloc"}
 
 def series(samples: list[dict]) -> dict[str, np.ndarray]:
     """Per-sample arrays: t (s), requests, rss/uss/traced (bytes), fds, threads."""
+
     def col(get):
         return np.array([np.nan if (v := get(s["memory"])) is None else float(v) for s in samples])
 
@@ -46,8 +47,12 @@ def fit_growth(t: np.ndarray, y: np.ndarray, t_mid: float, t_end: float) -> dict
         return None
     slope, intercept = np.polyfit(t[ok], y[ok], 1)
     at_mid, at_end = intercept + slope * t_mid, intercept + slope * t_end
-    return {"slope_per_s": float(slope), "fit_mid": float(at_mid), "fit_end": float(at_end),
-            "growth_pct": float((at_end - at_mid) / at_mid * 100) if at_mid > 0 else None}
+    return {
+        "slope_per_s": float(slope),
+        "fit_mid": float(at_mid),
+        "fit_end": float(at_end),
+        "growth_pct": float((at_end - at_mid) / at_mid * 100) if at_mid > 0 else None,
+    }
 
 
 def analyze(samples: list[dict], warmup: float = 0.3, max_growth_pct: float = 2.0, top: int = 15) -> dict:
@@ -66,14 +71,16 @@ def analyze(samples: list[dict], warmup: float = 0.3, max_growth_pct: float = 2.
             g["raw_growth_pct"] = float((s[key][-1] - s[key][mid_i]) / s[key][mid_i] * 100)
             reqs = s["requests"][post]
             if reqs[-1] > reqs[0]:
-                g["bytes_per_request"] = float((g["fit_end"] - g["fit_mid"]) / max(1.0, s["requests"][-1] - s["requests"][mid_i]))
+                g["bytes_per_request"] = float(
+                    (g["fit_end"] - g["fit_mid"]) / max(1.0, s["requests"][-1] - s["requests"][mid_i])
+                )
         growth[key] = g
     sites: Counter[str] = Counter()
     types: Counter[str] = Counter()
     # no sample after the baseline (every one missed on an overloaded machine): no diffs to sum,
     # and no fit, so the verdict below is "fail" rather than a crash that loses the report
     first_post = int(np.flatnonzero(post)[0]) if post.any() else len(samples)
-    for sample in samples[max(first_post, 1):]:  # each diff is against the sample before it
+    for sample in samples[max(first_post, 1) :]:  # each diff is against the sample before it
         mem = sample["memory"]
         for site in (mem.get("tracemalloc") or {}).get("sites", []):
             sites[site["site"]] += site["size_delta"]
@@ -97,14 +104,20 @@ def analyze(samples: list[dict], warmup: float = 0.3, max_growth_pct: float = 2.
 
 
 def format_summary(a: dict) -> str:
-    lines = [f"soak: {a['verdict'].upper()} — {a['requests']} requests in {a['duration_s']:.0f} s, {a['samples']} samples, "
-             f"RSS growth limit {a['max_growth_pct']:g}% (mid-run → end, fitted after {a['warmup_fraction']:.0%} warm-up)"]
+    lines = [
+        f"soak: {a['verdict'].upper()} — {a['requests']} requests in {a['duration_s']:.0f} s, {a['samples']} samples, "
+        f"RSS growth limit {a['max_growth_pct']:g}% (mid-run → end, fitted after {a['warmup_fraction']:.0%} warm-up)"
+    ]
     for key, label in METRICS.items():
         g = a["growth"].get(key)
         if g:
-            lines.append(f"  {label:12s} {g['fit_mid'] / 2**20:8.1f} → {g['fit_end'] / 2**20:8.1f} MB  growth "
-                         f"{g['growth_pct']:+.2f}% (raw {g['raw_growth_pct']:+.2f}%)  slope {g['slope_per_s'] / 1024:+.1f} KB/s")
-    lines.append(f"  fds {a['fds']['start']:.0f} → {a['fds']['end']:.0f}, threads {a['threads']['start']:.0f} → {a['threads']['end']:.0f}")
+            lines.append(
+                f"  {label:12s} {g['fit_mid'] / 2**20:8.1f} → {g['fit_end'] / 2**20:8.1f} MB  growth "
+                f"{g['growth_pct']:+.2f}% (raw {g['raw_growth_pct']:+.2f}%)  slope {g['slope_per_s'] / 1024:+.1f} KB/s"
+            )
+    lines.append(
+        f"  fds {a['fds']['start']:.0f} → {a['fds']['end']:.0f}, threads {a['threads']['start']:.0f} → {a['threads']['end']:.0f}"
+    )
     lines.append("  top growing sites:")
     lines += [f"    {r['size_delta'] / 1024:+10.1f} KB  {r['site']}" for r in a["top_sites"][:8]]
     lines.append("  top growing types:")

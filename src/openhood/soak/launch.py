@@ -26,8 +26,17 @@ class LaunchedServer:
         self.url = f"http://127.0.0.1:{self.port}"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(log_path, "wb")  # noqa: SIM115 -- the server writes it until stop() closes it
-        args = [sys.executable, "-m", "openhood.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port),
-                "--debug-endpoints"]
+        args = [
+            sys.executable,
+            "-m",
+            "openhood.cli",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--debug-endpoints",
+        ]
         for m in models:
             args += ["--model", m]
         self.proc = subprocess.Popen([*args, *(extra_args or [])], stdout=self._log, stderr=subprocess.STDOUT)

@@ -58,9 +58,12 @@ class SoakRun:
 
 def _client(cfg: SoakConfig, pool: int, read_timeout: float) -> httpx.Client:
     headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
-    return httpx.Client(base_url=cfg.base_url, headers=headers,
-                        timeout=httpx.Timeout(read_timeout, connect=3.05, write=10.0),
-                        limits=httpx.Limits(max_connections=pool, max_keepalive_connections=pool))
+    return httpx.Client(
+        base_url=cfg.base_url,
+        headers=headers,
+        timeout=httpx.Timeout(read_timeout, connect=3.05, write=10.0),
+        limits=httpx.Limits(max_connections=pool, max_keepalive_connections=pool),
+    )
 
 
 def wait_ready(client: httpx.Client, seconds: float) -> None:
@@ -101,8 +104,11 @@ def run_soak(cfg: SoakConfig, progress=None) -> SoakRun:
     if cfg.requests is None and cfg.seconds is None:
         raise ValueError("give --requests N or --seconds T (or both)")
     run = SoakRun()
-    with _client(cfg, 2, max(cfg.timeout_s, SAMPLE_TIMEOUT_S)) as control, _client(cfg, cfg.concurrency, cfg.timeout_s) as client, \
-            _client(cfg, 2, DISCONNECT_AFTER_S) as quitter:
+    with (
+        _client(cfg, 2, max(cfg.timeout_s, SAMPLE_TIMEOUT_S)) as control,
+        _client(cfg, cfg.concurrency, cfg.timeout_s) as client,
+        _client(cfg, 2, DISCONNECT_AFTER_S) as quitter,
+    ):
         wait_ready(control, cfg.wait_ready_s)
         run.models = control.get("/v1/models").raise_for_status().json()["data"]
         mix = TrafficMix(run.models, seed=cfg.seed)

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 import orjson
 
-WORDS = ("memory leak soak tensor batch token queue server model vector cache arena thread "
-         "längd mémoire память 記憶 ذاكرة").split()
+WORDS = (
+    "memory leak soak tensor batch token queue server model vector cache arena thread längd mémoire память 記憶 ذاكرة"
+).split()
 # kind → weight; the valid kinds carry most of the load, each error kind still appears often.
 MIX = {"valid": 70, "malformed": 6, "bad_type": 6, "unknown_model": 6, "oversized": 4, "empty": 4, "disconnect": 4}
 
@@ -78,7 +79,9 @@ class TrafficMix:
         if kind == "bad_type":
             return Request(kind, path, orjson.dumps({"model": model["id"], field: [1, {"a": 2}]}))
         if kind == "unknown_model":
-            return Request(kind, path, orjson.dumps({"model": f"no-such-model-{self.rng.randrange(10**6)}", field: ["x"]}))
+            return Request(
+                kind, path, orjson.dumps({"model": f"no-such-model-{self.rng.randrange(10**6)}", field: ["x"]})
+            )
         if kind == "empty":
             return Request(kind, path, orjson.dumps({"model": model["id"], field: []}))
         return Request(kind, path, self.oversized)  # oversized: past --max-body-bytes → 413

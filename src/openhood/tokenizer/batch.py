@@ -28,8 +28,16 @@ class RaggedBatch:
 
     __slots__ = ("ids", "lengths", "offsets", "pad_id", "pad_left", "pad_type_id", "truncated")
 
-    def __init__(self, ids: np.ndarray, lengths: np.ndarray, truncated: np.ndarray, *, pad_id: int = 0,
-                 pad_type_id: int = 0, pad_left: bool = False):
+    def __init__(
+        self,
+        ids: np.ndarray,
+        lengths: np.ndarray,
+        truncated: np.ndarray,
+        *,
+        pad_id: int = 0,
+        pad_type_id: int = 0,
+        pad_left: bool = False,
+    ):
         self.ids = ids  # (N,) int32, all texts back to back
         self.lengths = lengths  # (n,) int64
         self.offsets = np.zeros(lengths.size + 1, dtype=np.int64)  # (n + 1,)
@@ -60,8 +68,14 @@ class RaggedBatch:
         """Rows ``idx`` (in that order) as a new batch: ids gathered, nothing re-tokenized."""
         idx = np.asarray(idx, dtype=np.int64)
         ids = np.concatenate([self[int(i)] for i in idx]) if idx.size else self.ids[:0]
-        return RaggedBatch(ids, self.lengths[idx], self.truncated[idx], pad_id=self.pad_id,
-                           pad_type_id=self.pad_type_id, pad_left=self.pad_left)
+        return RaggedBatch(
+            ids,
+            self.lengths[idx],
+            self.truncated[idx],
+            pad_id=self.pad_id,
+            pad_type_id=self.pad_type_id,
+            pad_left=self.pad_left,
+        )
 
     def pad(self, length: int | None = None) -> PaddedBatch:
         """Pad to the longest row (``None``) or to ``length`` (a fixed size or a bucket).

@@ -70,9 +70,20 @@ def spec_from_gguf(path: str | Path | GGUFFile) -> BPESpec:
     tokens = list(g.require("tokenizer.ggml.tokens"))
     types = g.get("tokenizer.ggml.token_type") or [1] * len(tokens)
     merges = [tuple(m.split(" ", 1)) for m in g.require("tokenizer.ggml.merges")]
-    specials = {t: i for i, (t, ty) in enumerate(zip(tokens, types, strict=False)) if ty in (TOKEN_TYPE_CONTROL, TOKEN_TYPE_USER_DEFINED)}
-    return BPESpec(tokens, merges, specials, pre in _PRE_SPLIT_DIGITS, g.get("tokenizer.ggml.bos_token_id"),
-                   g.get("tokenizer.ggml.eos_token_id"), g.get("tokenizer.ggml.padding_token_id"))
+    specials = {
+        t: i
+        for i, (t, ty) in enumerate(zip(tokens, types, strict=False))
+        if ty in (TOKEN_TYPE_CONTROL, TOKEN_TYPE_USER_DEFINED)
+    }
+    return BPESpec(
+        tokens,
+        merges,
+        specials,
+        pre in _PRE_SPLIT_DIGITS,
+        g.get("tokenizer.ggml.bos_token_id"),
+        g.get("tokenizer.ggml.eos_token_id"),
+        g.get("tokenizer.ggml.padding_token_id"),
+    )
 
 
 def spec_from_tokenizer_json(path: str | Path) -> BPESpec:
@@ -127,13 +138,16 @@ class BPETokenizer:
             if ia is None or ib is None or im is None:
                 raise BPEConfigError(f"merge #{rank} {a!r} {b!r} refers to a token not in the vocabulary")
             self._merge.setdefault((ia, ib), (rank, im))
-        self._table = MergeTable([(a, b, m) for (a, b), (_, m) in sorted(self._merge.items(), key=lambda kv: kv[1][0])],
-                                 len(spec.tokens))
+        self._table = MergeTable(
+            [(a, b, m) for (a, b), (_, m) in sorted(self._merge.items(), key=lambda kv: kv[1][0])], len(spec.tokens)
+        )
         self._byte_id_arr = np.asarray(self._byte_id, dtype=np.int64)
         u2b = {u: b for b, u in b2u.items()}
         # id → bytes: specials are literal text, everything else is spelled in byte-level characters.
         self._bytes = [
-            t.encode("utf-8") if i in spec.specials.values() or any(c not in u2b for c in t) else bytes(u2b[c] for c in t)
+            t.encode("utf-8")
+            if i in spec.specials.values() or any(c not in u2b for c in t)
+            else bytes(u2b[c] for c in t)
             for i, t in enumerate(spec.tokens)
         ]
         self._special_ids = frozenset(spec.specials.values())

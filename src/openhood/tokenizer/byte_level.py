@@ -27,7 +27,9 @@ def bytes_to_unicode() -> dict[int, str]:
     >>> bytes_to_unicode()[ord(" ")], bytes_to_unicode()[ord("a")]
     ('Ġ', 'a')
     """
-    keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    keep = (
+        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    )
     table = {b: chr(b) for b in keep}
     extra = 0
     for b in range(256):

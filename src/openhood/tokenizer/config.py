@@ -86,8 +86,21 @@ def _from_tokenizer_json(path: Path) -> TokenizerSpec:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise TokenizerConfigError(f"cannot read {path}: {exc}") from exc
-    _check_keys(data, "tokenizer", {"version", "truncation", "padding", "added_tokens", "normalizer",
-                                    "pre_tokenizer", "model", "post_processor", "decoder"})
+    _check_keys(
+        data,
+        "tokenizer",
+        {
+            "version",
+            "truncation",
+            "padding",
+            "added_tokens",
+            "normalizer",
+            "pre_tokenizer",
+            "model",
+            "post_processor",
+            "decoder",
+        },
+    )
 
     model = data.get("model") or {}
     if model.get("type") != "WordPiece":
@@ -137,7 +150,9 @@ def _from_tokenizer_json(path: Path) -> TokenizerSpec:
     pad = data.get("padding")
     pad_kw: dict = {}
     if pad is not None:
-        _check_keys(pad, "padding", {"strategy", "direction", "pad_to_multiple_of", "pad_id", "pad_type_id", "pad_token"})
+        _check_keys(
+            pad, "padding", {"strategy", "direction", "pad_to_multiple_of", "pad_id", "pad_type_id", "pad_token"}
+        )
         if pad.get("pad_to_multiple_of"):
             raise _refuse("padding.pad_to_multiple_of", pad["pad_to_multiple_of"], "null")
         strategy = pad.get("strategy", "BatchLongest")
@@ -147,8 +162,12 @@ def _from_tokenizer_json(path: Path) -> TokenizerSpec:
             raise _refuse("padding.strategy", strategy, "BatchLongest or {'Fixed': n}")
         if pad.get("direction", "Right") not in ("Right", "Left"):
             raise _refuse("padding.direction", pad.get("direction"), "Right or Left")
-        pad_kw.update(pad_id=int(pad.get("pad_id", 0)), pad_token=pad.get("pad_token", "[PAD]"),
-                      pad_type_id=int(pad.get("pad_type_id", 0)), pad_left=pad.get("direction") == "Left")
+        pad_kw.update(
+            pad_id=int(pad.get("pad_id", 0)),
+            pad_token=pad.get("pad_token", "[PAD]"),
+            pad_type_id=int(pad.get("pad_type_id", 0)),
+            pad_left=pad.get("direction") == "Left",
+        )
 
     dec = data.get("decoder")
     dec_kw: dict = {}
@@ -252,8 +271,16 @@ def _from_vocab_txt(vocab_path: Path, config_path: Path) -> TokenizerSpec:
         value = cfg.get(key, default)
         return value["content"] if isinstance(value, dict) else value
 
-    names = [tok_str(k, d) for k, d in (("pad_token", "[PAD]"), ("unk_token", "[UNK]"), ("cls_token", "[CLS]"),
-                                        ("sep_token", "[SEP]"), ("mask_token", "[MASK]"))]
+    names = [
+        tok_str(k, d)
+        for k, d in (
+            ("pad_token", "[PAD]"),
+            ("unk_token", "[UNK]"),
+            ("cls_token", "[CLS]"),
+            ("sep_token", "[SEP]"),
+            ("mask_token", "[MASK]"),
+        )
+    ]
     for name in names:
         if name not in vocab:
             raise TokenizerConfigError(f"{vocab_path}: special token {name!r} is not in the vocabulary")

@@ -68,8 +68,24 @@ N_PARAMS = 7
 
 
 @njit(inline="always")
-def _encode_text(cps, a, b, scratch, out, p, limit, char_class, symbol, token_id, keys, children, params,
-                 specials, remap_src, remap_dst):
+def _encode_text(
+    cps,
+    a,
+    b,
+    scratch,
+    out,
+    p,
+    limit,
+    char_class,
+    symbol,
+    token_id,
+    keys,
+    children,
+    params,
+    specials,
+    remap_src,
+    remap_dst,
+):
     """Encode cps[a:b] into out[p:] with the template specials; returns (new p, truncated)."""
     mask, n_symbols, cont_root = params[P_MASK], params[P_N_SYMBOLS], params[P_CONT_ROOT]
     unk_id, max_chars = params[P_UNK], params[P_MAX_CHARS]
@@ -108,8 +124,9 @@ def _encode_text(cps, a, b, scratch, out, p, limit, char_class, symbol, token_id
                 while j < m and scratch[j] < MAX_CODE_POINT and char_class[scratch[j]] == WORD:
                     j += 1
             # PUNCT and CJK characters are one-character words (j == i + 1).
-            p = _wordpiece(scratch, i, j, out, p, symbol, token_id, keys, children, mask, n_symbols, cont_root,
-                           unk_id, max_chars)
+            p = _wordpiece(
+                scratch, i, j, out, p, symbol, token_id, keys, children, mask, n_symbols, cont_root, unk_id, max_chars
+            )
             i = j
         if p - body > limit:
             p = body + limit
@@ -122,8 +139,24 @@ def _encode_text(cps, a, b, scratch, out, p, limit, char_class, symbol, token_id
 
 
 @njit(nogil=True, cache=True)
-def encode_batch_kernel(cps, starts, ends, limit, char_class, symbol, token_id, keys, children, params, specials,
-                        remap_src, remap_dst, out, lengths, truncated):
+def encode_batch_kernel(
+    cps,
+    starts,
+    ends,
+    limit,
+    char_class,
+    symbol,
+    token_id,
+    keys,
+    children,
+    params,
+    specials,
+    remap_src,
+    remap_dst,
+    out,
+    lengths,
+    truncated,
+):
     """Encode texts t = 0..len(starts)-1 from cps[starts[t]:ends[t]]; returns the number of ids written.
 
     out must hold len(cps) + n_texts * (n_prefix + n_suffix) ids: every token consumes at least
@@ -135,8 +168,24 @@ def encode_batch_kernel(cps, starts, ends, limit, char_class, symbol, token_id, 
     scratch = np.empty(longest, dtype=np.uint32)
     p = 0
     for t in range(starts.size):
-        q, cut = _encode_text(cps, starts[t], ends[t], scratch, out, p, limit, char_class, symbol, token_id, keys,
-                              children, params, specials, remap_src, remap_dst)
+        q, cut = _encode_text(
+            cps,
+            starts[t],
+            ends[t],
+            scratch,
+            out,
+            p,
+            limit,
+            char_class,
+            symbol,
+            token_id,
+            keys,
+            children,
+            params,
+            specials,
+            remap_src,
+            remap_dst,
+        )
         lengths[t] = q - p
         truncated[t] = cut
         p = q
@@ -144,8 +193,7 @@ def encode_batch_kernel(cps, starts, ends, limit, char_class, symbol, token_id, 
 
 
 @njit(nogil=True, cache=True)
-def encode_one_kernel(cps, limit, char_class, symbol, token_id, keys, children, params, specials, remap_src,
-                      remap_dst):
+def encode_one_kernel(cps, limit, char_class, symbol, token_id, keys, children, params, specials, remap_src, remap_dst):
     """One text → its ids (int32), allocating inside numba to keep the Python side to one call.
 
     It calls the batch kernel rather than inlining the core again: numba reuses the batch
@@ -156,6 +204,22 @@ def encode_one_kernel(cps, limit, char_class, symbol, token_id, keys, children, 
     out = np.empty(cps.size + params[P_N_PREFIX] + params[P_N_SUFFIX], dtype=np.int32)
     lengths = np.empty(1, dtype=np.int64)
     truncated = np.empty(1, dtype=np.bool_)
-    p = encode_batch_kernel(cps, starts, ends, limit, char_class, symbol, token_id, keys, children, params,
-                            specials, remap_src, remap_dst, out, lengths, truncated)
+    p = encode_batch_kernel(
+        cps,
+        starts,
+        ends,
+        limit,
+        char_class,
+        symbol,
+        token_id,
+        keys,
+        children,
+        params,
+        specials,
+        remap_src,
+        remap_dst,
+        out,
+        lengths,
+        truncated,
+    )
     return out[:p]

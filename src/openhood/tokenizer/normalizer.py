@@ -104,9 +104,7 @@ class BertNormalizer:
         # The split captures the fixed code points at odd indices; they are starters (ccc 0), so
         # normalizing the pieces apart cannot change canonical ordering.
         pieces = _NFD_FIX_RE.split(text)
-        return "".join(
-            ut.NFD_FIXES[ord(p)] if i % 2 else unicodedata.normalize("NFD", p) for i, p in enumerate(pieces)
-        )
+        return "".join(ut.NFD_FIXES[ord(p)] if i % 2 else unicodedata.normalize("NFD", p) for i, p in enumerate(pieces))
 
     @cached_property
     def class_table(self) -> np.ndarray:

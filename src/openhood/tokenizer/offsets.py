@@ -68,7 +68,10 @@ def token_offsets(tokenizer: Tokenizer, text: str, ids: np.ndarray) -> list[Span
     prefix = tokenizer.spec.continuing_subword_prefix
     for (a, b), word_ids in zip(spans, words, strict=True):
         pieces = np.asarray(word_ids)[n_prefix : len(word_ids) - n_suffix]
-        sizes = [max(1, len(t[len(prefix):] if t.startswith(prefix) else t)) for t in tokenizer.convert_ids_to_tokens(pieces)]
+        sizes = [
+            max(1, len(t[len(prefix) :] if t.startswith(prefix) else t))
+            for t in tokenizer.convert_ids_to_tokens(pieces)
+        ]
         scale = (b - a) / sum(sizes) if sizes else 0.0
         pos = 0
         for k, size in enumerate(sizes):

@@ -27,8 +27,19 @@ _SEP = "\x00"
 _NO_LIMIT = 1 << 60  # "no truncation": more ids than any text can have
 
 # WordPiece decoder clean-up, in HF's order (applied to each token after its leading space).
-_CLEANUP = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"), (" 'm", "'m"),
-            (" do not", " don't"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"))
+_CLEANUP = (
+    (" .", "."),
+    (" ?", "?"),
+    (" !", "!"),
+    (" ,", ","),
+    (" ' ", "'"),
+    (" n't", "n't"),
+    (" 'm", "'m"),
+    (" do not", " don't"),
+    (" 's", "'s"),
+    (" 've", "'ve"),
+    (" 're", "'re"),
+)
 
 
 def _utf32(text: str) -> np.ndarray:
@@ -70,15 +81,39 @@ class Tokenizer:
         self.vocab_size = size
         params = np.zeros(kernel.N_PARAMS, dtype=np.int64)
         tr = self._trie
-        params[[kernel.P_MASK, kernel.P_N_SYMBOLS, kernel.P_CONT_ROOT, kernel.P_UNK, kernel.P_MAX_CHARS,
-                kernel.P_N_PREFIX, kernel.P_N_SUFFIX]] = (
-            tr.mask, tr.n_symbols, tr.continuation_root, self.unk_id, spec.max_input_chars_per_word,
-            len(spec.prefix_ids), len(spec.suffix_ids))
+        params[
+            [
+                kernel.P_MASK,
+                kernel.P_N_SYMBOLS,
+                kernel.P_CONT_ROOT,
+                kernel.P_UNK,
+                kernel.P_MAX_CHARS,
+                kernel.P_N_PREFIX,
+                kernel.P_N_SUFFIX,
+            ]
+        ] = (
+            tr.mask,
+            tr.n_symbols,
+            tr.continuation_root,
+            self.unk_id,
+            spec.max_input_chars_per_word,
+            len(spec.prefix_ids),
+            len(spec.suffix_ids),
+        )
         specials = np.asarray([*spec.prefix_ids, *spec.suffix_ids, *(t.id for t in self._added)], dtype=np.int32)
         remap_src, remap_dst = self.normalizer.lowercase_remap
         # Everything the kernels read besides the text, in their argument order.
-        self._tables = (self.normalizer.class_table, tr.symbol, tr.token_id, tr.keys, tr.children, params,
-                        specials, remap_src, remap_dst)
+        self._tables = (
+            self.normalizer.class_table,
+            tr.symbol,
+            tr.token_id,
+            tr.keys,
+            tr.children,
+            params,
+            specials,
+            remap_src,
+            remap_dst,
+        )
         # What the file declares (HF applies them by default); our API never truncates or pads
         # implicitly: pass max_length=tok.declared_max_length or pad(tok.declared_padding_length).
         self.declared_max_length = spec.truncation_max_length
@@ -185,8 +220,14 @@ class Tokenizer:
         lengths = np.empty(n, dtype=np.int64)
         truncated = np.empty(n, dtype=np.bool_)
         used = kernel.encode_batch_kernel(cps, starts, ends, limit, *self._tables, out, lengths, truncated)
-        return RaggedBatch(out[:used].copy(), lengths, truncated, pad_id=self.pad_id, pad_type_id=self.spec.pad_type_id,
-                           pad_left=self.spec.pad_left)
+        return RaggedBatch(
+            out[:used].copy(),
+            lengths,
+            truncated,
+            pad_id=self.pad_id,
+            pad_type_id=self.spec.pad_type_id,
+            pad_left=self.spec.pad_left,
+        )
 
     # -- decoding -----------------------------------------------------------------------------
 
@@ -211,7 +252,7 @@ class Tokenizer:
         prefix, pieces = self.spec.decoder_prefix, []
         for i, token in enumerate(tokens):
             if i:
-                token = token[len(prefix):] if token.startswith(prefix) else " " + token
+                token = token[len(prefix) :] if token.startswith(prefix) else " " + token
             if self.spec.decoder_cleanup:
                 for dirty, clean in _CLEANUP:
                     token = token.replace(dirty, clean)

@@ -59,12 +59,18 @@ def warp(images: np.ndarray, a: np.ndarray, shift: np.ndarray) -> np.ndarray:
     def at(yy, xx):
         return flat[row, yy * stride + xx]
 
-    out = (at(y0, x0) * (1 - fy) * (1 - fx) + at(y0, x0 + 1) * (1 - fy) * fx
-           + at(y0 + 1, x0) * fy * (1 - fx) + at(y0 + 1, x0 + 1) * fy * fx)
+    out = (
+        at(y0, x0) * (1 - fy) * (1 - fx)
+        + at(y0, x0 + 1) * (1 - fy) * fx
+        + at(y0 + 1, x0) * fy * (1 - fx)
+        + at(y0 + 1, x0 + 1) * fy * fx
+    )
     return out.reshape(n, h, w)
 
 
-def jitter_images(x: np.ndarray, image_shape: tuple[int, int], rng: np.random.Generator, jitter: Jitter = Jitter()) -> np.ndarray:
+def jitter_images(
+    x: np.ndarray, image_shape: tuple[int, int], rng: np.random.Generator, jitter: Jitter = Jitter()
+) -> np.ndarray:
     """Rows of flattened images (N, H*W) → freshly jittered rows, same shape."""
     h, w = image_shape
     a, shift = affine_matrices(rng, len(x), jitter, h)

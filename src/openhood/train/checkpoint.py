@@ -37,7 +37,9 @@ class CheckpointError(ValueError):
     """A model folder that cannot be loaded; the message says which file or tensor is wrong."""
 
 
-def model_config(model: MLP, *, labels: list[str], image_shape: tuple[int, int] | None, extra: dict | None = None) -> dict:
+def model_config(
+    model: MLP, *, labels: list[str], image_shape: tuple[int, int] | None, extra: dict | None = None
+) -> dict:
     if len(labels) != model.n_classes:
         raise ValueError(f"{len(labels)} labels for {model.n_classes} classes")
     cfg = {
@@ -91,9 +93,13 @@ def load_model(folder: str | Path, dtype=np.float32) -> tuple[MLP, dict]:
     except ValueError as exc:
         raise CheckpointError(f"{cfg_path}: not valid JSON ({exc})") from None
     if not isinstance(cfg, dict) or cfg.get("format") != FORMAT:
-        raise CheckpointError(f"{cfg_path}: not an {FORMAT} config (format={cfg.get('format') if isinstance(cfg, dict) else None!r})")
+        raise CheckpointError(
+            f"{cfg_path}: not an {FORMAT} config (format={cfg.get('format') if isinstance(cfg, dict) else None!r})"
+        )
     if cfg.get("format_version") != FORMAT_VERSION:
-        raise CheckpointError(f"{cfg_path}: format_version {cfg.get('format_version')!r}, this openhood reads {FORMAT_VERSION}")
+        raise CheckpointError(
+            f"{cfg_path}: format_version {cfg.get('format_version')!r}, this openhood reads {FORMAT_VERSION}"
+        )
     sizes = cfg.get("sizes")
     if not (isinstance(sizes, list) and len(sizes) >= 2 and all(isinstance(s, int) and s > 0 for s in sizes)):
         raise CheckpointError(f"{cfg_path}: 'sizes' must be a list of >= 2 positive integers, got {sizes!r}")
@@ -111,11 +117,15 @@ def load_model(folder: str | Path, dtype=np.float32) -> tuple[MLP, dict]:
     missing = sorted(expected.keys() - tensors.keys())
     extra = sorted(tensors.keys() - expected.keys())
     if missing or extra:
-        raise CheckpointError(f"{weights_path} does not match config sizes {sizes}: missing {missing}, unexpected {extra}")
+        raise CheckpointError(
+            f"{weights_path} does not match config sizes {sizes}: missing {missing}, unexpected {extra}"
+        )
     for name, want in expected.items():
         t = tensors[name]
         if t.shape != want:
-            raise CheckpointError(f"{weights_path}: tensor {name} has shape {t.shape}, config sizes {sizes} imply {want}")
+            raise CheckpointError(
+                f"{weights_path}: tensor {name} has shape {t.shape}, config sizes {sizes} imply {want}"
+            )
         if not np.all(np.isfinite(t)):
             raise CheckpointError(f"{weights_path}: tensor {name} has NaN/inf values")
     if np.any(tensors["input.std"] <= 0):

@@ -46,7 +46,9 @@ class Dataset:
         return self.x_train.shape[1]
 
 
-def check_arrays(x, y, *, n_features: int | None = None, n_classes: int | None = None, what: str = "data") -> tuple[np.ndarray, np.ndarray]:
+def check_arrays(
+    x, y, *, n_features: int | None = None, n_classes: int | None = None, what: str = "data"
+) -> tuple[np.ndarray, np.ndarray]:
     """Validated (x (N, F) float64, y (N,) int64), or ``DataError``."""
     try:
         x = np.asarray(x, dtype=np.float64)
@@ -106,8 +108,12 @@ def upsample_naive(image: np.ndarray, side: int) -> np.ndarray:
             fy, fx = r * (s - 1) / (side - 1), c * (s - 1) / (side - 1)
             y0, x0 = min(int(fy), s - 2), min(int(fx), s - 2)
             dy, dx = fy - y0, fx - x0
-            out[r, c] = (image[y0, x0] * (1 - dy) * (1 - dx) + image[y0, x0 + 1] * (1 - dy) * dx
-                         + image[y0 + 1, x0] * dy * (1 - dx) + image[y0 + 1, x0 + 1] * dy * dx)
+            out[r, c] = (
+                image[y0, x0] * (1 - dy) * (1 - dx)
+                + image[y0, x0 + 1] * (1 - dy) * dx
+                + image[y0 + 1, x0] * dy * (1 - dx)
+                + image[y0 + 1, x0 + 1] * dy * dx
+            )
     return out
 
 
@@ -188,7 +194,9 @@ def load_file_dataset(path: str | Path, test_fraction: float = 0.2, n_classes: i
     return Dataset(path.stem, x, y, x_test, y_test, k)
 
 
-def load_dataset(name: str | None, path: str | None, *, test_fraction: float = 0.2, n_classes: int | None = None) -> Dataset:
+def load_dataset(
+    name: str | None, path: str | None, *, test_fraction: float = 0.2, n_classes: int | None = None
+) -> Dataset:
     if (name is None) == (path is None):
         raise DataError("give exactly one of --dataset NAME or --data FILE")
     if path is not None:

@@ -25,8 +25,14 @@ def he_normal(rng: np.random.Generator, fan_in: int, fan_out: int) -> np.ndarray
 class Linear:
     """y = x @ W + b with W (in, out); weight and bias are views into the model's flat buffers."""
 
-    def __init__(self, weight: np.ndarray, bias: np.ndarray, grad_weight: np.ndarray, grad_bias: np.ndarray,
-                 needs_input_grad: bool = True):
+    def __init__(
+        self,
+        weight: np.ndarray,
+        bias: np.ndarray,
+        grad_weight: np.ndarray,
+        grad_bias: np.ndarray,
+        needs_input_grad: bool = True,
+    ):
         self.weight, self.bias = weight, bias
         self.grad_weight, self.grad_bias = grad_weight, grad_bias
         self.needs_input_grad = needs_input_grad  # the first layer's dx would be thrown away

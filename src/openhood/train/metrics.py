@@ -1,7 +1,7 @@
 """Classification scores: accuracy and the confusion matrix (rows = true class, columns = predicted).
 
-    >>> confusion_matrix(np.array([0, 1, 1]), np.array([0, 1, 0]), 2).tolist()
-    [[1, 0], [1, 1]]
+>>> confusion_matrix(np.array([0, 1, 1]), np.array([0, 1, 0]), 2).tolist()
+[[1, 0], [1, 1]]
 """
 
 from __future__ import annotations

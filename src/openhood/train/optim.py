@@ -79,8 +79,15 @@ class SGD(_Optimizer):
 class Adam(_Optimizer):
     """Adam (Kingma & Ba) with PyTorch's bias correction and epsilon placement."""
 
-    def __init__(self, params, grads, n_decay: int, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0):
+    def __init__(
+        self,
+        params,
+        grads,
+        n_decay: int,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+    ):
         super().__init__(params, grads, n_decay, weight_decay)
         self.beta1, self.beta2 = betas
         self.eps = eps
@@ -120,8 +127,14 @@ def make_optimizer(name: str, params, grads, n_decay: int, *, momentum: float, w
 # Naive references: the update rules per tensor, as printed in the PyTorch docs.
 
 
-def sgd_step_naive(params: list[np.ndarray], grads: list[np.ndarray], bufs: list[np.ndarray | None], lr: float,
-                   momentum: float, decays: list[float]) -> None:
+def sgd_step_naive(
+    params: list[np.ndarray],
+    grads: list[np.ndarray],
+    bufs: list[np.ndarray | None],
+    lr: float,
+    momentum: float,
+    decays: list[float],
+) -> None:
     for p, g, i, wd in zip(params, grads, range(len(params)), decays, strict=False):
         g = g + wd * p
         if momentum:
@@ -131,9 +144,18 @@ def sgd_step_naive(params: list[np.ndarray], grads: list[np.ndarray], bufs: list
         p -= lr * g
 
 
-def adam_step_naive(params: list[np.ndarray], grads: list[np.ndarray], ms: list[np.ndarray], vs: list[np.ndarray],
-                    t: int, lr: float, decays: list[float], beta1: float = 0.9, beta2: float = 0.999,
-                    eps: float = 1e-8) -> None:
+def adam_step_naive(
+    params: list[np.ndarray],
+    grads: list[np.ndarray],
+    ms: list[np.ndarray],
+    vs: list[np.ndarray],
+    t: int,
+    lr: float,
+    decays: list[float],
+    beta1: float = 0.9,
+    beta2: float = 0.999,
+    eps: float = 1e-8,
+) -> None:
     """One step at 1-based step count ``t``; ``ms``/``vs`` are updated in place."""
     for p, g, m, v, wd in zip(params, grads, ms, vs, decays, strict=False):
         g = g + wd * p

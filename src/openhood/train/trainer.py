@@ -86,9 +86,16 @@ def validation_split(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np
     return np.sort(order[n_val:]), np.sort(order[:n_val])
 
 
-def train_mlp(x: np.ndarray, y: np.ndarray, n_classes: int, cfg: TrainConfig, *, dtype=np.float32,
-              image_shape: tuple[int, int] | None = None,
-              on_epoch: Callable[[EpochStats], None] | None = None) -> tuple[MLP, History]:
+def train_mlp(
+    x: np.ndarray,
+    y: np.ndarray,
+    n_classes: int,
+    cfg: TrainConfig,
+    *,
+    dtype=np.float32,
+    image_shape: tuple[int, int] | None = None,
+    on_epoch: Callable[[EpochStats], None] | None = None,
+) -> tuple[MLP, History]:
     """Train on (x (N, F) raw features, y (N,) int labels); the validation split is cut from them.
 
     With ``cfg.augment`` and an ``image_shape``, the training rows are re-drawn every epoch with
@@ -104,8 +111,9 @@ def train_mlp(x: np.ndarray, y: np.ndarray, n_classes: int, cfg: TrainConfig, *,
     x_tr, y_tr = model.scale(x[tr]), np.ascontiguousarray(y[tr])  # scaled once, not per batch
     x_va, y_va = model.scale(x[va]), y[va]
     raw_tr = x[tr] if augment else None
-    opt = make_optimizer(cfg.optimizer, model.params, model.grads, model.n_decay,
-                         momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+    opt = make_optimizer(
+        cfg.optimizer, model.params, model.grads, model.n_decay, momentum=cfg.momentum, weight_decay=cfg.weight_decay
+    )
     shuffle = np.random.default_rng([cfg.seed, 1])
     n = len(y_tr)
     steps_per_epoch = -(-n // cfg.batch_size)

@@ -29,9 +29,7 @@ class CalibrationSetError(ValueError):
 def check_calibration_size(n: int, min_samples: int = MIN_CALIBRATION_SAMPLES) -> None:
     """Refuse an empty or too-small calibration set with a message saying what to do."""
     if n <= 0:
-        raise CalibrationSetError(
-            "calibration set is empty: pass a corpus with texts (JSONL lines like {\"text\": ...})"
-        )
+        raise CalibrationSetError('calibration set is empty: pass a corpus with texts (JSONL lines like {"text": ...})')
     if n < min_samples:
         raise CalibrationSetError(
             f"calibration set has {n} samples, fewer than the minimum of {min_samples}: activation "

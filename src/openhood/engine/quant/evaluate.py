@@ -41,8 +41,13 @@ def topk_agreement(ref: np.ndarray, test: np.ndarray, k: int = 10) -> float:
 
 def topk_agreement_naive(ref: np.ndarray, test: np.ndarray, k: int = 10) -> float:
     """Reference for ``topk_agreement``: full sort per row in plain Python."""
+
     def top(x: np.ndarray, i: int) -> set[int]:
-        sims = [(float(np.dot(x[i], x[j]) / (np.linalg.norm(x[i]) * np.linalg.norm(x[j]))), j) for j in range(len(x)) if j != i]
+        sims = [
+            (float(np.dot(x[i], x[j]) / (np.linalg.norm(x[i]) * np.linalg.norm(x[j]))), j)
+            for j in range(len(x))
+            if j != i
+        ]
         return {j for _, j in sorted(sims, reverse=True)[:k]}
 
     return float(np.mean([len(top(ref, i) & top(test, i)) / min(k, len(ref) - 1) for i in range(len(ref))]))

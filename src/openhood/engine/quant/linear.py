@@ -59,7 +59,9 @@ class Int8Linear(Linear):
         smooth: np.ndarray | None = None,
     ):
         if codes.dtype != np.int8 or codes.ndim != 2 or scale.shape != (codes.shape[0],):
-            raise ValueError(f"expected int8 codes (out, in) and scales (out,), got {codes.dtype} {codes.shape} / {scale.shape}")
+            raise ValueError(
+                f"expected int8 codes (out, in) and scales (out,), got {codes.dtype} {codes.shape} / {scale.shape}"
+            )
         if mode not in ("static", "dynamic"):
             raise ValueError(f"Int8Linear mode must be static or dynamic, got {mode!r}")
         if mode == "static" and (input_scale is None or input_zero_point is None):

@@ -49,11 +49,20 @@ class LayerPlan:
 def int8_embedding_params(params: dict[str, Any], codes: np.ndarray, scale: np.ndarray) -> dict[str, Any]:
     """Embeddings params with the vocabulary table int8 per row: ``word_int8`` (V, D) and
     ``word_scale`` (V,) for the ONNX exporter, ``word`` dequantized for the NumPy kernel."""
-    return dict(params, word=dequantize_weight(codes, scale, axis=0), word_int8=codes, word_scale=scale.astype(np.float32))
+    return dict(
+        params, word=dequantize_weight(codes, scale, axis=0), word_int8=codes, word_scale=scale.astype(np.float32)
+    )
 
 
-def apply_plan(graph: Graph, decisions: Sequence[LayerPlan], codes: Codes, embedding: EmbeddingCodes | None = None,
-               emulate: bool = False, weight_encoding: str = "auto", smooth: dict[str, np.ndarray] | None = None) -> Graph:
+def apply_plan(
+    graph: Graph,
+    decisions: Sequence[LayerPlan],
+    codes: Codes,
+    embedding: EmbeddingCodes | None = None,
+    emulate: bool = False,
+    weight_encoding: str = "auto",
+    smooth: dict[str, np.ndarray] | None = None,
+) -> Graph:
     """A copy of ``graph`` with each non-fp32 layer swapped for an ``Int8Linear`` (and the
     embedding table replaced by its dequantized int8 version when given). A decision with
     ``smooth`` takes its factors from ``smooth`` (and ``codes`` must hold its smoothed codes)."""
@@ -64,8 +73,10 @@ def apply_plan(graph: Graph, decisions: Sequence[LayerPlan], codes: Codes, embed
         q, s = codes[d.layer]
         bias = g.node(d.layer).linear.bias
         factors = smooth[d.layer] if d.smooth and smooth is not None else None
-        g.replace_linear(d.layer, Int8Linear(q, s, bias, d.mode, d.input_scale, d.input_zero_point, emulate, weight_encoding,
-                                             smooth=factors))
+        g.replace_linear(
+            d.layer,
+            Int8Linear(q, s, bias, d.mode, d.input_scale, d.input_zero_point, emulate, weight_encoding, smooth=factors),
+        )
     if embedding is not None:
         node = g.node(EMBEDDING_NODE)
         node.params = int8_embedding_params(node.params, *embedding)
@@ -77,5 +88,9 @@ def with_ranges(decisions: Sequence[LayerPlan], ranges: dict[str, tuple[float, f
     out = []
     for d in decisions:
         s, z = activation_qparams(*ranges[d.layer])
-        out.append(LayerPlan(**{**asdict(d), "input_range": ranges[d.layer], "input_scale": float(s), "input_zero_point": int(z)}))
+        out.append(
+            LayerPlan(
+                **{**asdict(d), "input_range": ranges[d.layer], "input_scale": float(s), "input_zero_point": int(z)}
+            )
+        )
     return out

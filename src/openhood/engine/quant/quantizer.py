@@ -104,9 +104,14 @@ def run_graph(graph: Graph, batches: Sequence[tuple[np.ndarray, np.ndarray]]) ->
         return np.concatenate([ex.run({"input_ids": ids, "attention_mask": mask})[out_name] for ids, mask in batches])
 
 
-def calibrate(graph: Graph, seqs: Sequence[np.ndarray], method: str = "percentile",
-              tick: Callable[[int, int], None] | None = None, inv_smooth: dict[str, np.ndarray] | None = None,
-              channel_absmax: dict[str, np.ndarray] | None = None) -> dict[str, tuple[float, float]]:
+def calibrate(
+    graph: Graph,
+    seqs: Sequence[np.ndarray],
+    method: str = "percentile",
+    tick: Callable[[int, int], None] | None = None,
+    inv_smooth: dict[str, np.ndarray] | None = None,
+    channel_absmax: dict[str, np.ndarray] | None = None,
+) -> dict[str, tuple[float, float]]:
     """Layer name → (lo, hi) range of its input over ``seqs``, by observer ``method``.
 
     ``inv_smooth`` (layer → 1/s): observe the smoothed input ``x / s`` of the layers it names.
@@ -117,7 +122,9 @@ def calibrate(graph: Graph, seqs: Sequence[np.ndarray], method: str = "percentil
     channel = {n: ChannelAbsMaxObserver() for n in names}
     g_obs = graph.clone()
     for n in names:
-        obs: Watcher = observers[n] if inv_smooth is None or n not in inv_smooth else ScaledObserver(observers[n], inv_smooth[n])
+        obs: Watcher = (
+            observers[n] if inv_smooth is None or n not in inv_smooth else ScaledObserver(observers[n], inv_smooth[n])
+        )
         if channel_absmax is not None:
             obs = TeeObserver(obs, channel[n])
         g_obs.replace_linear(n, ObservingLinear(graph.node(n).linear, obs))
@@ -156,27 +163,49 @@ def quantize_embedding_table(graph: Graph) -> EmbeddingCodes | None:
     return quantize_weight(graph.node(EMBEDDING_NODE).params["word"], axis=0)
 
 
-def calibrate_variants(graph: Graph, calibration: Sequence[np.ndarray], method: str, weight_qmax: int,
-                       smooth_alpha: float, progress: Callable[[str, int], Callable[[int, int], None] | None]) -> Variants:
+def calibrate_variants(
+    graph: Graph,
+    calibration: Sequence[np.ndarray],
+    method: str,
+    weight_qmax: int,
+    smooth_alpha: float,
+    progress: Callable[[str, int], Callable[[int, int], None] | None],
+) -> Variants:
     """Codes and calibrated ranges of every layer; with ``smooth_alpha`` also the smoothed
     variant (a second calibration pass: its factors need the first pass's channel maxima)."""
     absmax: dict[str, np.ndarray] = {}
-    ranges = calibrate(graph, calibration, method, progress("calibrate", 0), channel_absmax=absmax if smooth_alpha else None)
+    ranges = calibrate(
+        graph, calibration, method, progress("calibrate", 0), channel_absmax=absmax if smooth_alpha else None
+    )
     variants = Variants(quantize_weights(graph, weight_qmax), ranges)
     if smooth_alpha:
         for n, lin in graph.linears().items():
             variants.factors[n] = smoothing_factors(absmax[n], lin.weight, smooth_alpha)  # (in,)
-            variants.smooth_codes[n] = quantize_weight((lin.weight * variants.factors[n][:, None]).T, axis=0, qmax=weight_qmax)
-        variants.smooth_ranges = calibrate(graph, calibration, method, progress("calibrate smoothed", 0),
-                                           inv_smooth={n: 1.0 / f for n, f in variants.factors.items()})
+            variants.smooth_codes[n] = quantize_weight(
+                (lin.weight * variants.factors[n][:, None]).T, axis=0, qmax=weight_qmax
+            )
+        variants.smooth_ranges = calibrate(
+            graph,
+            calibration,
+            method,
+            progress("calibrate smoothed", 0),
+            inv_smooth={n: 1.0 / f for n, f in variants.factors.items()},
+        )
     return variants
 
 
 class Trials:
     """Runs a plan in emulation on the held-out texts and measures 1 − cos against fp32."""
 
-    def __init__(self, graph: Graph, holdout: Sequence[np.ndarray], variants: Variants, plans: dict[str, LayerPlan],
-                 embedding: EmbeddingCodes | None, pad_id: int):
+    def __init__(
+        self,
+        graph: Graph,
+        holdout: Sequence[np.ndarray],
+        variants: Variants,
+        plans: dict[str, LayerPlan],
+        embedding: EmbeddingCodes | None,
+        pad_id: int,
+    ):
         self.graph, self.variants, self.plans, self.embedding = graph, variants, plans, embedding
         self.batches = padded_batches(sorted(holdout, key=len), pad_id=pad_id)
         self.reference = run_graph(graph, self.batches)  # (n_hold, dim)
@@ -192,14 +221,20 @@ class Trials:
                 cs[n] = self.variants.smooth_codes[n]
         return ds, cs
 
-    def error(self, modes: dict[str, str], embedding: bool = False, smoothed: dict[str, bool] | None = None) -> np.ndarray:
+    def error(
+        self, modes: dict[str, str], embedding: bool = False, smoothed: dict[str, bool] | None = None
+    ) -> np.ndarray:
         """Per held-out text 1 − cos (n_hold,) of the plan ``modes`` (layers not named: fp32)."""
         ds, cs = self.decisions(modes, smoothed or {})
-        g = apply_plan(self.graph, ds, cs, self.embedding if embedding else None, emulate=True, smooth=self.variants.factors)
+        g = apply_plan(
+            self.graph, ds, cs, self.embedding if embedding else None, emulate=True, smooth=self.variants.factors
+        )
         return 1.0 - cosine_rows(self.reference, run_graph(g, self.batches))
 
 
-def measure_sensitivity(trials: Trials, smooth_alpha: float, progress: Callable[[str, int], Callable[[int, int], None] | None]) -> None:
+def measure_sensitivity(
+    trials: Trials, smooth_alpha: float, progress: Callable[[str, int], Callable[[int, int], None] | None]
+) -> None:
     """Fill each plan's errors: the layer alone static, alone dynamic (and both smoothed)."""
     plans = trials.plans
     n_trials = 4 if smooth_alpha else 2
@@ -242,18 +277,23 @@ def upgrade(plans: dict[str, LayerPlan], modes: dict[str, str], target_cosine: f
     static_err, dynamic_err = variant(p, "static")[0], variant(p, "dynamic")[0]
     if modes[worst] == "static" and dynamic_err <= DYNAMIC_GAIN * static_err:
         modes[worst] = "dynamic"
-        p.reason = (f"dynamic: largest remaining error with a static range ({static_err:.1e}); "
-                    f"a run-time range cuts it to {dynamic_err:.1e}")
+        p.reason = (
+            f"dynamic: largest remaining error with a static range ({static_err:.1e}); "
+            f"a run-time range cuts it to {dynamic_err:.1e}"
+        )
     else:
         was, cost = modes[worst], layer_cost(plans, modes, worst)
         modes[worst] = "fp32"
-        p.reason = (f"fp32: largest remaining error as {was} ({cost:.1e}; static {static_err:.1e}, "
-                    f"dynamic {dynamic_err:.1e}) while the plan was below target {target_cosine}")
+        p.reason = (
+            f"fp32: largest remaining error as {was} ({cost:.1e}; static {static_err:.1e}, "
+            f"dynamic {dynamic_err:.1e}) while the plan was below target {target_cosine}"
+        )
     return True
 
 
-def greedy_plan(trials: Trials, target_cosine: float, embedding_error: float, smooth_alpha: float,
-                log: Callable[[str], None]) -> tuple[dict[str, str], list[str], float, float]:
+def greedy_plan(
+    trials: Trials, target_cosine: float, embedding_error: float, smooth_alpha: float, log: Callable[[str], None]
+) -> tuple[dict[str, str], list[str], float, float]:
     """Modes from all-static upward until the measured held-out mean cosine meets the target;
     returns (modes, one line per measured plan, cos mean, cos min) of the last plan.
 
@@ -276,9 +316,11 @@ def greedy_plan(trials: Trials, target_cosine: float, embedding_error: float, sm
         err = trials.error(modes, trials.embedding is not None, smoothed)
         cos_mean, cos_min = 1.0 - float(err.mean()), 1.0 - float(err.max())
         count = {m: sum(v == m for v in modes.values()) for m in ("static", "dynamic", "fp32")}
-        steps.append(f"{count['static']} static / {count['dynamic']} dynamic / {count['fp32']} fp32"
-                     f"{f' ({sum(smoothed.values())} smoothed)' if smooth_alpha else ''} → held-out cos "
-                     f"mean {cos_mean:.5f} (predicted {1.0 - predicted_error():.5f}) min {cos_min:.5f}")
+        steps.append(
+            f"{count['static']} static / {count['dynamic']} dynamic / {count['fp32']} fp32"
+            f"{f' ({sum(smoothed.values())} smoothed)' if smooth_alpha else ''} → held-out cos "
+            f"mean {cos_mean:.5f} (predicted {1.0 - predicted_error():.5f}) min {cos_min:.5f}"
+        )
         log("plan: " + steps[-1])
         if cos_mean >= target_cosine or not upgrade(plans, modes, target_cosine):
             return modes, steps, cos_mean, cos_min
@@ -316,7 +358,9 @@ def quantize(
     # One record per layer (errors, reason); ranges and codes per variant live in ``variants``.
     names = list(graph.linears())
     blank = [LayerPlan(n, "static", "", 0.0, 0.0, variants.ranges[n], 0.0, 0) for n in names]
-    trials = Trials(graph, holdout, variants, {d.layer: d for d in with_ranges(blank, variants.ranges)}, embedding, pad_id)
+    trials = Trials(
+        graph, holdout, variants, {d.layer: d for d in with_ranges(blank, variants.ranges)}, embedding, pad_id
+    )
     measure_sensitivity(trials, smooth_alpha, progress)
     embedding_error = float(trials.error({}, True).mean()) if embedding is not None else 0.0
     if embedding is not None:
@@ -328,7 +372,9 @@ def quantize(
             trials.plans[n].reason += " (with SmoothQuant factors: smaller measured error)"
     decisions, final_codes = trials.decisions(modes, smoothed)
     quality = {"cos_mean": cos_mean, "cos_min": cos_min, "texts": float(len(holdout))}
-    return QuantResult(decisions, final_codes, embedding, quality, steps, {n: variants.factors[n] for n in names if smoothed[n]})
+    return QuantResult(
+        decisions, final_codes, embedding, quality, steps, {n: variants.factors[n] for n in names if smoothed[n]}
+    )
 
 
 def format_decisions(decisions: Sequence[LayerPlan]) -> str:

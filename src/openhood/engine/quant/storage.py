@@ -86,8 +86,12 @@ def save_int8(path: str | Path, graph: Graph, result: QuantResult, info: dict[st
 
 def save_fp16(path: str | Path, graph: Graph) -> Path:
     """Every graph parameter as float16 (Linear weights (out, in)): the fp16 model's size on disk."""
-    tensors = {f"{n}.weight": np.ascontiguousarray(lin.weight.T, dtype=np.float16) for n, lin in graph.linears().items()}
-    tensors.update({f"{n}.bias": lin.bias.astype(np.float16) for n, lin in graph.linears().items() if lin.bias is not None})
+    tensors = {
+        f"{n}.weight": np.ascontiguousarray(lin.weight.T, dtype=np.float16) for n, lin in graph.linears().items()
+    }
+    tensors.update(
+        {f"{n}.bias": lin.bias.astype(np.float16) for n, lin in graph.linears().items() if lin.bias is not None}
+    )
     tensors[f"{EMBEDDING_NODE}.word"] = graph.node(EMBEDDING_NODE).params["word"].astype(np.float16)
     tensors.update(_non_linear_params(graph, np.float16))
     save_file(tensors, str(path), metadata={"format": FP16_FORMAT})
@@ -107,15 +111,18 @@ def read_int8(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, Any], 
     return tensors, json.loads(meta["plan"]), json.loads(meta.get("quantization", "{}"))
 
 
-def load_plan(graph: Graph, path: str | Path
-              ) -> tuple[list[LayerPlan], Codes, dict[str, np.ndarray], EmbeddingCodes | None, dict[str, Any]]:
+def load_plan(
+    graph: Graph, path: str | Path
+) -> tuple[list[LayerPlan], Codes, dict[str, np.ndarray], EmbeddingCodes | None, dict[str, Any]]:
     """(decisions, codes, smoothing factors, embedding, quantization info) of the plan at
     ``path``, checked against ``graph`` (the fused fp32 graph it must have been made for)."""
     tensors, plan, info = read_int8(path)
     linears = graph.linears()
     unknown = sorted(set(plan["layers"]) - set(linears))
     if unknown:
-        raise ValueError(f"{path} was made for another graph: it quantizes layers {unknown[:3]} this model does not have")
+        raise ValueError(
+            f"{path} was made for another graph: it quantizes layers {unknown[:3]} this model does not have"
+        )
     decisions: list[LayerPlan] = []
     codes: Codes = {}
     smooth: dict[str, np.ndarray] = {}
@@ -126,18 +133,24 @@ def load_plan(graph: Graph, path: str | Path
             continue
         codes[name] = (tensors[f"{name}.weight.int8"], tensors[f"{name}.weight.scale"])
         if codes[name][0].shape != (linears[name].out_features, linears[name].in_features):
-            raise ValueError(f"{path}: layer {name} is {codes[name][0].shape}, the model's is "
-                             f"{(linears[name].out_features, linears[name].in_features)}")
+            raise ValueError(
+                f"{path}: layer {name} is {codes[name][0].shape}, the model's is "
+                f"{(linears[name].out_features, linears[name].in_features)}"
+            )
         if d.get("smooth"):
             if f"{name}.smooth" not in tensors:
-                raise ValueError(f"{path}: layer {name} is planned with SmoothQuant factors but {name}.smooth is missing")
+                raise ValueError(
+                    f"{path}: layer {name} is planned with SmoothQuant factors but {name}.smooth is missing"
+                )
             smooth[name] = tensors[f"{name}.smooth"]
     embedding = None
     if f"{EMBEDDING_NODE}.word.int8" in tensors:
         embedding = (tensors[f"{EMBEDDING_NODE}.word.int8"], tensors[f"{EMBEDDING_NODE}.word.scale"])
         if embedding[0].shape != graph.node(EMBEDDING_NODE).params["word"].shape:
-            raise ValueError(f"{path}: embedding table {embedding[0].shape} does not match the model's "
-                             f"{graph.node(EMBEDDING_NODE).params['word'].shape}")
+            raise ValueError(
+                f"{path}: embedding table {embedding[0].shape} does not match the model's "
+                f"{graph.node(EMBEDDING_NODE).params['word'].shape}"
+            )
     fp16 = {name: tensors[f"{name}.weight.fp16"] for name, d in plan["layers"].items() if d["mode"] == "fp32"}
     return decisions, codes, smooth, embedding, {**info, "fp16_weights": fp16}
 

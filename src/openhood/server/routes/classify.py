@@ -68,7 +68,9 @@ def parse(body: bytes, max_inputs: int) -> tuple[str | None, list[Any], int | No
     return model, inputs, top_k
 
 
-async def submit_and_wait(request: Request, st: ServerState, rt: ModelRuntime, payloads: list[Any], lengths: list[int]) -> list[ItemResult]:
+async def submit_and_wait(
+    request: Request, st: ServerState, rt: ModelRuntime, payloads: list[Any], lengths: list[int]
+) -> list[ItemResult]:
     """Queue the items on the model's batcher and wait for them, or for the client to leave / the drain cut."""
     with admission(rt.metrics):
         futures = rt.batcher.submit(payloads, lengths)
@@ -95,7 +97,13 @@ async def submit_and_wait(request: Request, st: ServerState, rt: ModelRuntime, p
     except BatchFailedError as exc:
         for f in futures:
             f.cancel()
-        raise APIError(500, f"{exc}; the server keeps serving, retry the request", type="server_error", code="inference_failed", param=None) from exc
+        raise APIError(
+            500,
+            f"{exc}; the server keeps serving, retry the request",
+            type="server_error",
+            code="inference_failed",
+            param=None,
+        ) from exc
 
 
 async def classify_request(request: Request, st: ServerState) -> Response:
@@ -131,10 +139,18 @@ async def classify_request(request: Request, st: ServerState) -> Response:
     response = json_response({"object": "list", "model": model.name, "data": data})
     t_end = time.monotonic_ns()
     last = max((r.batch for r in results), key=lambda b: b.inference_end_ns)
-    stages = {"total": (t_end - record.start_ns) / 1e9, "tokenize": (t1 - t0) / 1e9,  # "tokenize" = input checks here
-              "queue": (last.started_ns - t1) / 1e9, "inference": (last.inference_end_ns - last.inference_start_ns) / 1e9,
-              "postprocess": (t_end - t2) / 1e9}
+    stages = {
+        "total": (t_end - record.start_ns) / 1e9,
+        "tokenize": (t1 - t0) / 1e9,  # "tokenize" = input checks here
+        "queue": (last.started_ns - t1) / 1e9,
+        "inference": (last.inference_end_ns - last.inference_start_ns) / 1e9,
+        "postprocess": (t_end - t2) / 1e9,
+    }
     rt.metrics.observe_request(stages, length_label(1), prepared.lengths, 0)
-    record.fields.update(check_ms=round((t1 - t0) / 1e6, 3), queue_ms=round(stages["queue"] * 1e3, 3),
-                         inference_ms=round(stages["inference"] * 1e3, 3), batch_sizes=sorted({r.batch.size for r in results}))
+    record.fields.update(
+        check_ms=round((t1 - t0) / 1e6, 3),
+        queue_ms=round(stages["queue"] * 1e3, 3),
+        inference_ms=round(stages["inference"] * 1e3, 3),
+        batch_sizes=sorted({r.batch.size for r in results}),
+    )
     return response

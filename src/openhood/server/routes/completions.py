@@ -114,18 +114,41 @@ async def complete(request: Request, st: ServerState, *, chat: bool) -> Response
     fin = gen.finish
     assert fin is not None
     if fin.finish_reason == "error":
-        raise APIError(500, "generation failed; the server keeps serving, retry the request", type="server_error",
-                       code="inference_failed", param=None)
+        raise APIError(
+            500,
+            "generation failed; the server keeps serving, retry the request",
+            type="server_error",
+            code="inference_failed",
+            param=None,
+        )
     usage = usage_of(fin)
     if chat:
-        payload: dict[str, Any] = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": created, "model": name,
-                   "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
-                                "finish_reason": fin.finish_reason}],
-                   "usage": usage, "system_fingerprint": None}
+        payload: dict[str, Any] = {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "object": "chat.completion",
+            "created": created,
+            "model": name,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "logprobs": None,
+                    "finish_reason": fin.finish_reason,
+                }
+            ],
+            "usage": usage,
+            "system_fingerprint": None,
+        }
     else:
-        payload = {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": created, "model": name,
-                   "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": fin.finish_reason}],
-                   "usage": usage, "system_fingerprint": None}
+        payload = {
+            "id": f"cmpl-{uuid.uuid4().hex}",
+            "object": "text_completion",
+            "created": created,
+            "model": name,
+            "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": fin.finish_reason}],
+            "usage": usage,
+            "system_fingerprint": None,
+        }
     return json_response(payload)
 
 
@@ -141,28 +164,44 @@ async def encode(rt: GenerationRuntime, req: CompletionRequest, record: RequestR
         else:
             ids = await asyncio.to_thread(generator.encode_prompt, req.prompt, not req.chat)
     except ValueError as exc:  # a template that refuses the messages, text the tokenizer cannot encode
-        raise APIError(400, f"the prompt could not be prepared: {exc}", code="invalid_prompt",
-                       param="messages" if req.chat else "prompt") from exc
+        raise APIError(
+            400,
+            f"the prompt could not be prepared: {exc}",
+            code="invalid_prompt",
+            param="messages" if req.chat else "prompt",
+        ) from exc
     return ids, t0, time.monotonic_ns()
 
 
-def start(st: ServerState, rt: GenerationRuntime, req: CompletionRequest, record: RequestRecord,
-          encoded: tuple[list[int], int, int]) -> Generation:
+def start(
+    st: ServerState,
+    rt: GenerationRuntime,
+    req: CompletionRequest,
+    record: RequestRecord,
+    encoded: tuple[list[int], int, int],
+) -> Generation:
     """Check the request can run, then queue it; its events arrive in the returned ``Generation``."""
     ids, t0, t1 = encoded
     scheduler = rt.scheduler
     max_tokens = req.max_tokens
     if max_tokens is None:  # OpenAI's default is "what fits"; ours is also capped by the usual answer length
-        max_tokens = max(1, min(GenerationConfig().max_tokens, scheduler.policy.max_tokens, scheduler.max_context - len(ids)))
+        max_tokens = max(
+            1, min(GenerationConfig().max_tokens, scheduler.policy.max_tokens, scheduler.max_context - len(ids))
+        )
     record.fields.update(prompt_tokens=len(ids), max_tokens=max_tokens, tokenize_ms=round((t1 - t0) / 1e6, 3))
     try:
         scheduler.check_fits(len(ids), max_tokens)
     except ValueError as exc:
         too_many = max_tokens > scheduler.policy.max_tokens
-        raise APIError(400, str(exc), code="max_tokens_too_large" if too_many else "context_length_exceeded",
-                       param="max_tokens" if too_many else ("messages" if req.chat else "prompt")) from exc
-    config = GenerationConfig(max_tokens, SamplingParams(temperature=req.temperature, top_p=req.top_p, seed=req.seed),
-                              req.stop)
+        raise APIError(
+            400,
+            str(exc),
+            code="max_tokens_too_large" if too_many else "context_length_exceeded",
+            param="max_tokens" if too_many else ("messages" if req.chat else "prompt"),
+        ) from exc
+    config = GenerationConfig(
+        max_tokens, SamplingParams(temperature=req.temperature, top_p=req.top_p, seed=req.seed), req.stop
+    )
     queue: asyncio.Queue[TokenEvent | FinishEvent] = asyncio.Queue()
     loop = asyncio.get_running_loop()
 
@@ -200,19 +239,26 @@ def sse(payload: dict[str, Any]) -> bytes:
     return b"data: " + orjson.dumps(payload) + b"\n\n"
 
 
-async def sse_chunks(gen: Generation, req: CompletionRequest, name: str, created: int,
-                     cut_watch: asyncio.Future[Any]) -> AsyncIterator[bytes]:
+async def sse_chunks(
+    gen: Generation, req: CompletionRequest, name: str, created: int, cut_watch: asyncio.Future[Any]
+) -> AsyncIterator[bytes]:
     """OpenAI's stream: a chunk per text piece, the finish chunk, [usage chunk], ``[DONE]``.
     Cancelled (client gone) → the sequence is cancelled and freed at the scheduler's next step."""
     chat = req.chat
-    base = {"id": f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}",
-            "object": "chat.completion.chunk" if chat else "text_completion", "created": created, "model": name,
-            "system_fingerprint": None}
+    base = {
+        "id": f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}",
+        "object": "chat.completion.chunk" if chat else "text_completion",
+        "created": created,
+        "model": name,
+        "system_fingerprint": None,
+    }
     usage_field = {"usage": None} if req.include_usage else {}
 
     def chunk(text: str | None, finish_reason: str | None, role: bool = False) -> bytes:
         if chat:
-            delta: dict[str, str] = {"role": "assistant", "content": ""} if role else ({} if text is None else {"content": text})
+            delta: dict[str, str] = (
+                {"role": "assistant", "content": ""} if role else ({} if text is None else {"content": text})
+            )
             choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
         else:
             choice = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish_reason}
@@ -227,8 +273,16 @@ async def sse_chunks(gen: Generation, req: CompletionRequest, name: str, created
         fin = gen.finish
         assert fin is not None
         if fin.finish_reason == "error":
-            yield sse({"error": {"message": "generation failed; retry the request", "type": "server_error",
-                                 "param": None, "code": "inference_failed"}})
+            yield sse(
+                {
+                    "error": {
+                        "message": "generation failed; retry the request",
+                        "type": "server_error",
+                        "param": None,
+                        "code": "inference_failed",
+                    }
+                }
+            )
         else:
             yield chunk(None, fin.finish_reason)
             if req.include_usage:
@@ -244,8 +298,11 @@ async def sse_chunks(gen: Generation, req: CompletionRequest, name: str, created
 
 
 def usage_of(fin: FinishEvent) -> dict[str, int]:
-    return {"prompt_tokens": fin.prompt_tokens, "completion_tokens": fin.completion_tokens,
-            "total_tokens": fin.prompt_tokens + fin.completion_tokens}
+    return {
+        "prompt_tokens": fin.prompt_tokens,
+        "completion_tokens": fin.completion_tokens,
+        "total_tokens": fin.prompt_tokens + fin.completion_tokens,
+    }
 
 
 def finish_request(gen: Generation) -> None:
@@ -285,12 +342,19 @@ def trace_request(rt: GenerationRuntime, gen: Generation, fin: FinishEvent, end_
     if isinstance(tracer, trace.NoOpTracer):
         return
     record = gen.record
-    root = tracer.start_span("generation.request", start_time=to_epoch_ns(record.start_ns), attributes={
-        "openhood.request_id": record.request_id, "openhood.model": rt.model.name,
-        "openhood.prompt_tokens": fin.prompt_tokens, "openhood.completion_tokens": fin.completion_tokens,
-        "openhood.max_tokens": gen.max_tokens, "openhood.finish_reason": fin.finish_reason,
-        "openhood.chars": record.fields.get("chars", 0),
-    })
+    root = tracer.start_span(
+        "generation.request",
+        start_time=to_epoch_ns(record.start_ns),
+        attributes={
+            "openhood.request_id": record.request_id,
+            "openhood.model": rt.model.name,
+            "openhood.prompt_tokens": fin.prompt_tokens,
+            "openhood.completion_tokens": fin.completion_tokens,
+            "openhood.max_tokens": gen.max_tokens,
+            "openhood.finish_reason": fin.finish_reason,
+            "openhood.chars": record.fields.get("chars", 0),
+        },
+    )
     ctx = trace.set_span_in_context(root)
 
     def child(span_name: str, start_ns: int, stop_ns: int, **attributes: Any) -> None:

@@ -100,8 +100,12 @@ async def embeddings(request: Request, st: ServerState) -> Response:
 def check_dimensions(dimensions: int, dim: int) -> None:
     """``dimensions`` keeps the first N components (Matryoshka truncation): 1..dim."""
     if not 1 <= dimensions <= dim:
-        raise APIError(400, f"'dimensions' must be between 1 and this model's {dim}, got {dimensions}",
-                       code="invalid_dimensions", param="dimensions")
+        raise APIError(
+            400,
+            f"'dimensions' must be between 1 and this model's {dim}, got {dimensions}",
+            code="invalid_dimensions",
+            param="dimensions",
+        )
 
 
 def shorten(vectors: np.ndarray, dimensions: int, *, renormalize: bool) -> np.ndarray:
@@ -126,8 +130,9 @@ def prepare_texts(model: ServedModel, texts: list[str], direction: str) -> Prepa
         raise APIError(400, f"input could not be tokenized: {exc}", code="invalid_text", param="input") from exc
 
 
-async def tokenize_checked(request: Request, rt: ModelRuntime, texts: list[str], *, truncate: bool,
-                           direction: str = "right") -> tuple[Prepared, int, int]:
+async def tokenize_checked(
+    request: Request, rt: ModelRuntime, texts: list[str], *, truncate: bool, direction: str = "right"
+) -> tuple[Prepared, int, int]:
     """Tokenize a request's texts (inline when small, else in a thread) and refuse (413) inputs
     that were cut when the caller asked not to truncate. Returns (prepared, t_tok0, t_tok1)."""
     record: RequestRecord = request.state.record
@@ -143,8 +148,9 @@ async def tokenize_checked(request: Request, rt: ModelRuntime, texts: list[str],
     if PLANT_LEAK:
         planted_leak.leak(len(texts))
     lengths, truncated = prepared.lengths, prepared.truncated
-    record.fields.update(tokens=sum(lengths), max_tokens=max(lengths), truncated=int(truncated.sum()),
-                         bucket=length_label(max(lengths)))
+    record.fields.update(
+        tokens=sum(lengths), max_tokens=max(lengths), truncated=int(truncated.sum()), bucket=length_label(max(lengths))
+    )
     record.fields["tokenize_ms"] = round((t_tok1 - t_tok0) / 1e6, 3)
     if truncated.any() and not truncate:
         first = int(np.flatnonzero(truncated)[0])
@@ -158,8 +164,9 @@ async def tokenize_checked(request: Request, rt: ModelRuntime, texts: list[str],
     return prepared, t_tok0, t_tok1
 
 
-async def embed_texts(request: Request, st: ServerState, rt: ModelRuntime, texts: list[str], *, truncate: bool,
-                      direction: str = "right") -> Embedded | Response:
+async def embed_texts(
+    request: Request, st: ServerState, rt: ModelRuntime, texts: list[str], *, truncate: bool, direction: str = "right"
+) -> Embedded | Response:
     """Texts → pooled vectors through the model's scheduler; a 499 ``Response`` when the client left."""
     record: RequestRecord = request.state.record
     prepared, t_tok0, t_tok1 = await tokenize_checked(request, rt, texts, truncate=truncate, direction=direction)
@@ -184,7 +191,10 @@ async def embed_texts(request: Request, st: ServerState, rt: ModelRuntime, texts
             results_task.cancel()
     if client_gone and st.lifecycle.cut.is_set():
         st.metrics.drain_cut.inc()
-        log.warning("request cut at the drain deadline", extra={"fields": {"event": "drain_cut", "message": "request cut at the drain deadline"}})
+        log.warning(
+            "request cut at the drain deadline",
+            extra={"fields": {"event": "drain_cut", "message": "request cut at the drain deadline"}},
+        )
         raise drain_deadline()
     if client_gone:
         raise ClientGone()
@@ -193,20 +203,43 @@ async def embed_texts(request: Request, st: ServerState, rt: ModelRuntime, texts
     except BatchFailedError as exc:
         for f in futures:  # items of this request still queued in other batches are moot now
             f.cancel()
-        raise APIError(500, f"{exc}; the server keeps serving, retry the request", type="server_error", code="inference_failed", param=None) from exc
+        raise APIError(
+            500,
+            f"{exc}; the server keeps serving, retry the request",
+            type="server_error",
+            code="inference_failed",
+            param=None,
+        ) from exc
 
     t_post0 = time.monotonic_ns()
     vectors = np.stack([r.output for r in results]).astype(np.float32, copy=False)  # (n, dim)
     bucket = length_label(max(lengths))
 
     def done() -> None:
-        finish(st, rt, record, results, lengths, int(truncated.sum()), bucket, (t_tok0, t_tok1, t_post0, time.monotonic_ns()))
+        finish(
+            st,
+            rt,
+            record,
+            results,
+            lengths,
+            int(truncated.sum()),
+            bucket,
+            (t_tok0, t_tok1, t_post0, time.monotonic_ns()),
+        )
 
     return Embedded(vectors, lengths, truncated, done)
 
 
-def finish(st: ServerState, rt: ModelRuntime, record: RequestRecord, results: list[ItemResult], lengths: list[int], truncated: int,
-           bucket: str, times: tuple[int, int, int, int]) -> None:
+def finish(
+    st: ServerState,
+    rt: ModelRuntime,
+    record: RequestRecord,
+    results: list[ItemResult],
+    lengths: list[int],
+    truncated: int,
+    bucket: str,
+    times: tuple[int, int, int, int],
+) -> None:
     """Stage times → log fields, metrics and spans (all from the same timestamps)."""
     t_tok0, t_tok1, t_post0, t_end = times
     batches = {r.batch.batch_id: r.batch for r in results}.values()

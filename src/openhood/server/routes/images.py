@@ -42,7 +42,11 @@ from openhood.server.state import ServerState
 TASK = "image-classify"
 DEFAULT_TOP_K = 5
 # data.image error type → (HTTP status, error code)
-IMAGE_ERRORS: dict[type, tuple[int, str]] = {NotAnImage: (415, "unsupported_image"), CorruptImage: (422, "corrupt_image"), ImageTooLarge: (413, "image_too_large")}
+IMAGE_ERRORS: dict[type, tuple[int, str]] = {
+    NotAnImage: (415, "unsupported_image"),
+    CorruptImage: (422, "corrupt_image"),
+    ImageTooLarge: (413, "image_too_large"),
+}
 
 
 def register(app: FastAPI, state: ServerState) -> None:
@@ -86,7 +90,9 @@ def _parse_json(body: bytes) -> tuple[str | None, list[bytes], object]:
 
 
 def _parse_multipart(content_type: str, body: bytes) -> tuple[str | None, list[bytes], object]:
-    msg = BytesParser(policy=policy.HTTP).parsebytes(b"Content-Type: " + content_type.encode("latin-1") + b"\r\n\r\n" + body)
+    msg = BytesParser(policy=policy.HTTP).parsebytes(
+        b"Content-Type: " + content_type.encode("latin-1") + b"\r\n\r\n" + body
+    )
     if not msg.is_multipart():
         raise _bad("multipart body without parts", param=None)
     model: str | None = None
@@ -155,24 +161,45 @@ async def images(request: Request, st: ServerState, kind: str) -> Response:
     except BatchFailedError as exc:
         for f in futures:
             f.cancel()
-        raise APIError(500, f"{exc}; the server keeps serving, retry the request", type="server_error", code="inference_failed", param=None) from exc
+        raise APIError(
+            500,
+            f"{exc}; the server keeps serving, retry the request",
+            type="server_error",
+            code="inference_failed",
+            param=None,
+        ) from exc
 
     t2 = time.monotonic_ns()
     rows = np.stack([r.output for r in results])  # (n, classes + dim)
     if kind == "classify":
         probs = rows[:, : post.classes]
         top = np.argsort(-probs, axis=1, kind="stable")[:, :top_k]  # (n, k)
-        data = [{"index": i, "labels": [{"index": int(c), "label": post.labels[c], "probability": float(probs[i, c])} for c in top[i]]}
-                for i in range(len(rows))]
+        data = [
+            {
+                "index": i,
+                "labels": [
+                    {"index": int(c), "label": post.labels[c], "probability": float(probs[i, c])} for c in top[i]
+                ],
+            }
+            for i in range(len(rows))
+        ]
     else:
         data = [{"object": "embedding", "index": i, "embedding": rows[i, post.classes :]} for i in range(len(rows))]
     response = json_response({"object": "list", "model": model.name, "data": data})
     t_end = time.monotonic_ns()
     last = max((r.batch for r in results), key=lambda b: b.inference_end_ns)
-    stages = {"total": (t_end - record.start_ns) / 1e9, "tokenize": (t1 - t0) / 1e9,  # "tokenize" = decode here
-              "queue": (last.started_ns - t1) / 1e9, "inference": (last.inference_end_ns - last.inference_start_ns) / 1e9,
-              "postprocess": (t_end - t2) / 1e9}
+    stages = {
+        "total": (t_end - record.start_ns) / 1e9,
+        "tokenize": (t1 - t0) / 1e9,  # "tokenize" = decode here
+        "queue": (last.started_ns - t1) / 1e9,
+        "inference": (last.inference_end_ns - last.inference_start_ns) / 1e9,
+        "postprocess": (t_end - t2) / 1e9,
+    }
     rt.metrics.observe_request(stages, length_label(1), prepared.lengths, 0)
-    record.fields.update(decode_ms=round((t1 - t0) / 1e6, 3), queue_ms=round(stages["queue"] * 1e3, 3),
-                         inference_ms=round(stages["inference"] * 1e3, 3), batch_sizes=sorted({r.batch.size for r in results}))
+    record.fields.update(
+        decode_ms=round((t1 - t0) / 1e6, 3),
+        queue_ms=round(stages["queue"] * 1e3, 3),
+        inference_ms=round(stages["inference"] * 1e3, 3),
+        batch_sizes=sorted({r.batch.size for r in results}),
+    )
     return response

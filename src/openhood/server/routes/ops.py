@@ -35,14 +35,20 @@ def register(app: FastAPI, state: ServerState) -> None:
         if state.lifecycle.draining:
             for rt in runtimes:
                 rt.metrics.ready.set(0)
-            return json_response({"status": "not_ready", "reason": "draining: the server is shutting down", **body}, 503)
+            return json_response(
+                {"status": "not_ready", "reason": "draining: the server is shutting down", **body}, 503
+            )
         models, reason, details = {}, None, {}
         for rt in runtimes:
             ok, info = await rt.readiness.check()
             rt.metrics.ready.set(1 if ok else 0)
             models[rt.model.name] = {"ready": ok, **info}
             if not ok and reason is None:
-                reason = info.get("reason", "not ready") if len(runtimes) == 1 else f"model {rt.model.name}: {info.get('reason')}"
+                reason = (
+                    info.get("reason", "not ready")
+                    if len(runtimes) == 1
+                    else f"model {rt.model.name}: {info.get('reason')}"
+                )
             if rt is first:
                 details = info
         if reason is not None:
@@ -56,7 +62,11 @@ def register(app: FastAPI, state: ServerState) -> None:
     @app.get("/stats")
     async def stats() -> Response:
         per_model = {
-            name: {**rt.metrics.window.table(), "queue_depth": rt.batcher.queue_depth, "buckets": list(rt.buckets.bounds) if rt.buckets else None}
+            name: {
+                **rt.metrics.window.table(),
+                "queue_depth": rt.batcher.queue_depth,
+                "buckets": list(rt.buckets.bounds) if rt.buckets else None,
+            }
             for name, rt in state.runtimes.items()
         }
         first = next(iter(per_model.values()))  # the default model's table at the top level, as before

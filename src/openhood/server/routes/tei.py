@@ -74,8 +74,12 @@ def tei_errors(handler: Handler, state: ServerState) -> Callable[[Request], Awai
 
 def register(app: FastAPI, state: ServerState) -> None:
     routes: dict[tuple[str, str], Handler] = {
-        ("POST", "/embed"): embed, ("POST", "/"): embed, ("POST", "/embed_all"): embed_all,
-        ("POST", "/tokenize"): tokenize, ("POST", "/decode"): decode, ("POST", "/similarity"): similarity,
+        ("POST", "/embed"): embed,
+        ("POST", "/"): embed,
+        ("POST", "/embed_all"): embed_all,
+        ("POST", "/tokenize"): tokenize,
+        ("POST", "/decode"): decode,
+        ("POST", "/similarity"): similarity,
         ("GET", "/info"): info,
     }
     for (method, path), handler in routes.items():
@@ -142,8 +146,13 @@ async def token_states(rt: ModelRuntime, prepared: Prepared, chunk: int) -> list
     model = rt.model
     states_name = getattr(model.postprocessor, "states", None)
     if states_name is None:  # TEI answers 424 for an operation the model type cannot do
-        raise APIError(424, f"model '{model.name}' does not expose token states", type="server_error",
-                       code="unsupported_operation", param=None)
+        raise APIError(
+            424,
+            f"model '{model.name}' does not expose token states",
+            type="server_error",
+            code="unsupported_operation",
+            param=None,
+        )
 
     def run(worker: int, payloads: list[Any], lengths: list[int]) -> list[np.ndarray]:
         feeds = model.preprocessor.collate(payloads, max(lengths))
@@ -155,7 +164,9 @@ async def token_states(rt: ModelRuntime, prepared: Prepared, chunk: int) -> list
     jobs: list[asyncio.Future[Any]] = []  # run_exclusive is typed Future[object]
     for start in range(0, len(prepared.lengths), chunk):
         worker = next(_next_worker) % model.workers
-        part = functools.partial(run, worker, prepared.payloads[start : start + chunk], prepared.lengths[start : start + chunk])
+        part = functools.partial(
+            run, worker, prepared.payloads[start : start + chunk], prepared.lengths[start : start + chunk]
+        )
         jobs.append(asyncio.wrap_future(rt.batcher.run_exclusive(part, worker=worker)))
     results: list[list[np.ndarray]] = await asyncio.gather(*jobs)
     return [row for rows in results for row in rows]
@@ -174,7 +185,9 @@ async def tokenize(request: Request, st: ServerState) -> Response:
     return json_response(out)
 
 
-def tokens_of(tokenizer: Any, texts: list[str], max_length: int, add_special_tokens: bool) -> list[list[dict[str, Any]]]:
+def tokens_of(
+    tokenizer: Any, texts: list[str], max_length: int, add_special_tokens: bool
+) -> list[list[dict[str, Any]]]:
     """TEI's ``SimpleToken`` lists: id, token text, special, character offsets into the input."""
     from openhood.tokenizer.offsets import token_offsets
 
@@ -189,8 +202,13 @@ def tokens_of(tokenizer: Any, texts: list[str], max_length: int, add_special_tok
         spans = token_offsets(tokenizer, text, ids)
         pieces = tokenizer.convert_ids_to_tokens(ids)
         tokens = [
-            {"id": int(i), "text": piece, "special": span is None and (k < n_prefix or k >= len(ids) - n_suffix),
-             "start": span[0] if span else None, "stop": span[1] if span else None}
+            {
+                "id": int(i),
+                "text": piece,
+                "special": span is None and (k < n_prefix or k >= len(ids) - n_suffix),
+                "start": span[0] if span else None,
+                "stop": span[1] if span else None,
+            }
             for k, (i, piece, span) in enumerate(zip(ids.tolist(), pieces, spans, strict=True))
         ]
         if not add_special_tokens:
@@ -202,17 +220,28 @@ def tokens_of(tokenizer: Any, texts: list[str], max_length: int, add_special_tok
 def text_tokenizer(rt: ModelRuntime) -> Any:
     tokenizer = getattr(rt.model.preprocessor, "tokenizer", None)
     if tokenizer is None:
-        raise APIError(424, f"model '{rt.model.name}' has no text tokenizer", type="server_error",
-                       code="unsupported_operation", param=None)
+        raise APIError(
+            424,
+            f"model '{rt.model.name}' has no text tokenizer",
+            type="server_error",
+            code="unsupported_operation",
+            param=None,
+        )
     return tokenizer
 
 
 async def decode(request: Request, st: ServerState) -> Response:
-    req = validate_body(DecodeBody, await read_json(request, st), unions={"ids": "an array of token ids or an array of such arrays"})
+    req = validate_body(
+        DecodeBody, await read_json(request, st), unions={"ids": "an array of token ids or an array of such arrays"}
+    )
     rows: list[list[int]] = [req.ids] if req.ids and isinstance(req.ids[0], int) else req.ids  # type: ignore[assignment]
     if len(rows) > limits(st):
-        raise APIError(413, f"'ids' has {len(rows)} sequences; at most {limits(st)} per request",
-                       code="too_many_inputs", param="ids")
+        raise APIError(
+            413,
+            f"'ids' has {len(rows)} sequences; at most {limits(st)} per request",
+            code="too_many_inputs",
+            param="ids",
+        )
     rt = st.route(req.model, TASK)
     request.state.record.fields["model"] = rt.model.name  # the metrics' model label
     tokenizer = text_tokenizer(rt)
