@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import os
 
+from openhood.batch.job import BatchJob, run_shard
 from openhood.batch.sources import ShardSpec
+from openhood.batch.store import ShardStore
 
 SPEC_FIELDS = tuple(ShardSpec.__dataclass_fields__)
 
@@ -28,9 +30,6 @@ class ShardActor:
     """One Ray actor: loads the job's model once, then runs shards handed to it."""
 
     def __init__(self, job: dict):
-        from openhood.batch.job import BatchJob
-        from openhood.batch.store import ShardStore
-
         self.job = BatchJob(**job)
         self.source = self.job.source()
         self.task = self.job.make_task()
@@ -38,8 +37,6 @@ class ShardActor:
 
     def __call__(self, batch: dict) -> dict:
         import numpy as np
-
-        from openhood.batch.job import run_shard
 
         done = []
         for i in range(len(batch["index"])):
@@ -83,7 +80,7 @@ def init_ray(num_cpus: int | None = None) -> bool:
 
 
 def run_on_ray(
-    job, pending: list[ShardSpec], progress, concurrency: int | None = None, num_cpus: int | None = None
+    job: BatchJob, pending: list[ShardSpec], progress, concurrency: int | None = None, num_cpus: int | None = None
 ) -> float:
     """Run ``pending`` shards on Ray; returns the seconds spent starting or joining Ray."""
     import time
