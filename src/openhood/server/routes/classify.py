@@ -26,12 +26,12 @@ from fastapi import FastAPI, Request
 from starlette.responses import Response
 
 from openhood.models.classify import BadFeatures, Probabilities
-from openhood.scheduler import BatchFailedError, ItemResult, length_label
-from openhood.server.body import read_body, wait_disconnect
-from openhood.server.completion import gather_items
-from openhood.server.errors import APIError, ClientGone, admission, drain_deadline, json_response
+from openhood.scheduler import length_label
+from openhood.server.body import read_body
+from openhood.server.dispatch import observe_stages, submit_and_wait
+from openhood.server.errors import APIError, json_response
 from openhood.server.middleware import RequestRecord
-from openhood.server.state import ModelRuntime, ServerState
+from openhood.server.state import ServerState
 
 TASK = "classify"
 
@@ -68,44 +68,6 @@ def parse(body: bytes, max_inputs: int) -> tuple[str | None, list[Any], int | No
     return model, inputs, top_k
 
 
-async def submit_and_wait(
-    request: Request, st: ServerState, rt: ModelRuntime, payloads: list[Any], lengths: list[int]
-) -> list[ItemResult]:
-    """Queue the items on the model's batcher and wait for them, or for the client to leave / the drain cut."""
-    with admission(rt.metrics):
-        futures = rt.batcher.submit(payloads, lengths)
-    results_task = gather_items(futures)
-    results_task.add_done_callback(lambda t: t.cancelled() or t.exception())  # never "exception was never retrieved"
-    disconnect_task = asyncio.ensure_future(wait_disconnect(request.receive))
-    cut_task = asyncio.ensure_future(st.lifecycle.cut.wait())
-    try:
-        pending: set[asyncio.Future[Any]] = {results_task, disconnect_task, cut_task}
-        await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        disconnect_task.cancel()
-        cut_task.cancel()
-        client_gone = not results_task.done()
-        if client_gone:
-            results_task.cancel()  # the worker skips items it has not started
-    if client_gone:
-        if st.lifecycle.cut.is_set():
-            st.metrics.drain_cut.inc()
-            raise drain_deadline()
-        raise ClientGone()
-    try:
-        return results_task.result()
-    except BatchFailedError as exc:
-        for f in futures:
-            f.cancel()
-        raise APIError(
-            500,
-            f"{exc}; the server keeps serving, retry the request",
-            type="server_error",
-            code="inference_failed",
-            param=None,
-        ) from exc
-
-
 async def classify_request(request: Request, st: ServerState) -> Response:
     record: RequestRecord = request.state.record
     config = st.config
@@ -138,19 +100,6 @@ async def classify_request(request: Request, st: ServerState) -> Response:
         data.append(item)
     response = json_response({"object": "list", "model": model.name, "data": data})
     t_end = time.monotonic_ns()
-    last = max((r.batch for r in results), key=lambda b: b.inference_end_ns)
-    stages = {
-        "total": (t_end - record.start_ns) / 1e9,
-        "tokenize": (t1 - t0) / 1e9,  # "tokenize" = input checks here
-        "queue": (last.started_ns - t1) / 1e9,
-        "inference": (last.inference_end_ns - last.inference_start_ns) / 1e9,
-        "postprocess": (t_end - t2) / 1e9,
-    }
-    rt.metrics.observe_request(stages, length_label(1), prepared.lengths, 0)
-    record.fields.update(
-        check_ms=round((t1 - t0) / 1e6, 3),
-        queue_ms=round(stages["queue"] * 1e3, 3),
-        inference_ms=round(stages["inference"] * 1e3, 3),
-        batch_sizes=sorted({r.batch.size for r in results}),
-    )
+    observe_stages(rt, record, results, (t0, t1, t2, t_end), length_label(1), prepared.lengths)
+    record.fields["check_ms"] = round((t1 - t0) / 1e6, 3)
     return response

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,18 +26,16 @@ from starlette.responses import Response
 from openhood.models import ServedModel
 from openhood.models.served import Prepared
 from openhood.models.text import TextPreprocessor
-from openhood.scheduler import BatchFailedError, ItemResult, length_label
+from openhood.scheduler import ItemResult, length_label
 from openhood.server import planted_leak
-from openhood.server.body import read_body, wait_disconnect
-from openhood.server.completion import gather_items
-from openhood.server.errors import APIError, ClientGone, admission, drain_deadline, json_response
+from openhood.server.body import read_body
+from openhood.server.dispatch import observe_stages, submit_and_wait
+from openhood.server.errors import APIError, json_response
 from openhood.server.middleware import RequestRecord
 from openhood.server.openapi import EMBEDDINGS_REQUEST, EMBEDDINGS_RESPONSES
 from openhood.server.schemas import parse_embeddings_request
 from openhood.server.state import ModelRuntime, ServerState
 from openhood.server.tracing import to_epoch_ns
-
-log = logging.getLogger("openhood.server")
 
 TASK = "embed"
 PLANT_LEAK = planted_leak.enabled()  # test hook only (server/planted_leak.py), read once at import
@@ -73,8 +70,6 @@ async def embeddings(request: Request, st: ServerState) -> Response:
     request.state.record.fields["encoding_format"] = req.encoding_format
     truncate = config.truncate if req.truncate is None else req.truncate
     done = await embed_texts(request, st, rt, req.texts, truncate=truncate)
-    if isinstance(done, Response):
-        return done
     vectors = done.vectors
     if req.dimensions is not None:
         vectors = shorten(vectors, req.dimensions, renormalize=True)
@@ -166,50 +161,13 @@ async def tokenize_checked(
 
 async def embed_texts(
     request: Request, st: ServerState, rt: ModelRuntime, texts: list[str], *, truncate: bool, direction: str = "right"
-) -> Embedded | Response:
-    """Texts → pooled vectors through the model's scheduler; a 499 ``Response`` when the client left."""
+) -> Embedded:
+    """Texts → pooled vectors through the model's scheduler (the request's endings — client gone,
+    drain cut, failed batch, full queue — are raised by ``dispatch.submit_and_wait``)."""
     record: RequestRecord = request.state.record
     prepared, t_tok0, t_tok1 = await tokenize_checked(request, rt, texts, truncate=truncate, direction=direction)
     lengths, truncated = prepared.lengths, prepared.truncated
-    with admission(rt.metrics):
-        futures = rt.batcher.submit(prepared.payloads, lengths)
-
-    results_task = gather_items(futures)  # one hop from the worker threads to the loop per request
-    # Read the outcome even when nobody awaits it any more (client gone, drain cut): an
-    # unretrieved exception would otherwise surface as asyncio's "exception was never retrieved".
-    results_task.add_done_callback(lambda t: t.cancelled() or t.exception())
-    disconnect_task = asyncio.ensure_future(wait_disconnect(request.receive))
-    try:
-        # cut_waiter: one future shared by every waiting request (the drain's grace period ran out)
-        pending: set[asyncio.Future[Any]] = {results_task, disconnect_task, st.lifecycle.cut_waiter()}
-        await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-    finally:  # also when this handler itself is cancelled
-        disconnect_task.cancel()
-        client_gone = not results_task.done()
-        if client_gone:
-            # Cancelling the futures makes the worker skip items it has not started.
-            results_task.cancel()
-    if client_gone and st.lifecycle.cut.is_set():
-        st.metrics.drain_cut.inc()
-        log.warning(
-            "request cut at the drain deadline",
-            extra={"fields": {"event": "drain_cut", "message": "request cut at the drain deadline"}},
-        )
-        raise drain_deadline()
-    if client_gone:
-        raise ClientGone()
-    try:
-        results: list[ItemResult] = results_task.result()
-    except BatchFailedError as exc:
-        for f in futures:  # items of this request still queued in other batches are moot now
-            f.cancel()
-        raise APIError(
-            500,
-            f"{exc}; the server keeps serving, retry the request",
-            type="server_error",
-            code="inference_failed",
-            param=None,
-        ) from exc
+    results = await submit_and_wait(request, st, rt, prepared.payloads, lengths)
 
     t_post0 = time.monotonic_ns()
     vectors = np.stack([r.output for r in results]).astype(np.float32, copy=False)  # (n, dim)
@@ -242,25 +200,7 @@ def finish(
 ) -> None:
     """Stage times → log fields, metrics and spans (all from the same timestamps)."""
     t_tok0, t_tok1, t_post0, t_end = times
-    batches = {r.batch.batch_id: r.batch for r in results}.values()
-    # The request waits for its slowest batch: its queue/inference stages are that batch's.
-    last = max(batches, key=lambda b: b.inference_end_ns)
-    stages = {
-        "total": (t_end - record.start_ns) / 1e9,
-        "tokenize": (t_tok1 - t_tok0) / 1e9,
-        "queue": (last.started_ns - t_tok1) / 1e9,
-        "inference": (last.inference_end_ns - last.inference_start_ns) / 1e9,
-        "postprocess": (t_end - t_post0) / 1e9,
-    }
-    rt.metrics.observe_request(stages, bucket, lengths, truncated)
-    record.fields.update(
-        batches=len(batches),
-        batch_sizes=sorted(b.size for b in batches),
-        wide=last.wide,
-        queue_ms=round(stages["queue"] * 1000, 3),
-        inference_ms=round(stages["inference"] * 1000, 3),
-        postprocess_ms=round(stages["postprocess"] * 1000, 3),
-    )
+    _, batches = observe_stages(rt, record, results, times, bucket, lengths, truncated)
     tracer = st.tracer
     if isinstance(tracer, trace.NoOpTracer):
         return

@@ -23,7 +23,7 @@ import binascii
 import time
 from email import policy
 from email.parser import BytesParser
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 import orjson
@@ -32,10 +32,10 @@ from starlette.responses import Response
 
 from openhood.data.image import CorruptImage, ImageTooLarge, NotAnImage
 from openhood.models.image_classify import ClassifyAndEmbed
-from openhood.scheduler import BatchFailedError, length_label
-from openhood.server.body import read_body, wait_disconnect
-from openhood.server.completion import gather_items
-from openhood.server.errors import APIError, admission, json_response
+from openhood.scheduler import length_label
+from openhood.server.body import read_body
+from openhood.server.dispatch import observe_stages, submit_and_wait
+from openhood.server.errors import APIError, json_response
 from openhood.server.middleware import RequestRecord
 from openhood.server.state import ServerState
 
@@ -141,33 +141,7 @@ async def images(request: Request, st: ServerState, kind: str) -> Response:
         raise APIError(status, str(exc), code=code, param="images") from None
     t1 = time.monotonic_ns()
 
-    with admission(rt.metrics):
-        futures = rt.batcher.submit(prepared.payloads, prepared.lengths)
-    results_task = gather_items(futures)
-    disconnect_task = asyncio.ensure_future(wait_disconnect(request.receive))
-    try:
-        pending: set[asyncio.Future[Any]] = {results_task, disconnect_task}
-        await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        disconnect_task.cancel()
-        client_gone = not results_task.done()
-        if client_gone:
-            results_task.cancel()  # the worker skips items it has not started
-    if client_gone:
-        record.fields["disconnected"] = True
-        return Response(status_code=499)
-    try:
-        results = results_task.result()
-    except BatchFailedError as exc:
-        for f in futures:
-            f.cancel()
-        raise APIError(
-            500,
-            f"{exc}; the server keeps serving, retry the request",
-            type="server_error",
-            code="inference_failed",
-            param=None,
-        ) from exc
+    results = await submit_and_wait(request, st, rt, prepared.payloads, prepared.lengths)
 
     t2 = time.monotonic_ns()
     rows = np.stack([r.output for r in results])  # (n, classes + dim)
@@ -187,19 +161,6 @@ async def images(request: Request, st: ServerState, kind: str) -> Response:
         data = [{"object": "embedding", "index": i, "embedding": rows[i, post.classes :]} for i in range(len(rows))]
     response = json_response({"object": "list", "model": model.name, "data": data})
     t_end = time.monotonic_ns()
-    last = max((r.batch for r in results), key=lambda b: b.inference_end_ns)
-    stages = {
-        "total": (t_end - record.start_ns) / 1e9,
-        "tokenize": (t1 - t0) / 1e9,  # "tokenize" = decode here
-        "queue": (last.started_ns - t1) / 1e9,
-        "inference": (last.inference_end_ns - last.inference_start_ns) / 1e9,
-        "postprocess": (t_end - t2) / 1e9,
-    }
-    rt.metrics.observe_request(stages, length_label(1), prepared.lengths, 0)
-    record.fields.update(
-        decode_ms=round((t1 - t0) / 1e6, 3),
-        queue_ms=round(stages["queue"] * 1e3, 3),
-        inference_ms=round(stages["inference"] * 1e3, 3),
-        batch_sizes=sorted({r.batch.size for r in results}),
-    )
+    observe_stages(rt, record, results, (t0, t1, t2, t_end), length_label(1), prepared.lengths)
+    record.fields["decode_ms"] = round((t1 - t0) / 1e6, 3)
     return response

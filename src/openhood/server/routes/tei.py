@@ -115,8 +115,6 @@ async def embed(request: Request, st: ServerState) -> Response:
         vectors = np.stack([s.mean(axis=0) for s in states])  # (n, dim)
     else:
         done = await embed_texts(request, st, rt, texts, truncate=truncate, direction=req.direction)
-        if isinstance(done, Response):
-            return done
         done.finish()
         vectors = done.vectors
         if req.normalize and not rt.model.output.unit_norm:
@@ -263,8 +261,6 @@ async def similarity(request: Request, st: ServerState) -> Response:
     truncate = st.config.truncate if params is None or params.truncate is None else params.truncate
     direction = "right" if params is None else params.truncation_direction.lower()
     done = await embed_texts(request, st, rt, texts, truncate=truncate, direction=direction)
-    if isinstance(done, Response):
-        return done
     done.finish()
     unit = shorten(done.vectors, done.vectors.shape[1], renormalize=True).astype(np.float64)  # (n, dim)
     return json_response((unit[1:] @ unit[0]).astype(np.float32))  # cosine of each sentence to the source
