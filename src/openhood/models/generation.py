@@ -97,13 +97,19 @@ class ServedGenerator:
         pass  # NumPy weights and the memory-mapped file go with the object
 
 
-def load_generator(name: str, path: Path, options: EngineOptions) -> ServedGenerator:
-    """A llama-architecture GGUF file → the served generator (float32 weights: BLAS is faster here).
+def decoder_threads(options: EngineOptions) -> int:
+    """BLAS threads for the decoder (0 = BLAS's default). Generation runs on one scheduler
+    thread, so it gets the wide engine's threads (every core the process may use) when there is
+    one, else the engines' ``threads``. Never ``threads × workers``: with ``--threads 2`` on 2
+    cores that asked BLAS for 4 threads, and oversubscribed cores made every decode step wait on
+    a descheduled BLAS thread."""
+    return options.wide_threads or options.threads or 0
 
-    Generation runs on one scheduler thread, so it gets the threads all of a model's workers would
-    have (``threads × workers``: the machine's cores by default)."""
+
+def load_generator(name: str, path: Path, options: EngineOptions) -> ServedGenerator:
+    """A llama-architecture GGUF file → the served generator (float32 weights: BLAS is faster here)."""
     gen = Generator(path)
-    threads = (options.threads or 0) * options.workers
+    threads = decoder_threads(options)
     c = gen.model.config
     info = {
         "backend": "numpy",
