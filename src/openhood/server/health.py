@@ -17,18 +17,36 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any
-
-from openhood.models import ServedModel
-from openhood.scheduler import DynamicBatcher
+from typing import Any, Protocol
 
 POLL_S = 0.05  # how often a waiting readiness check re-checks for a stalled worker
 PROBE_REUSE_S = 1.0  # a passing probe younger than this answers readiness without a new inference
 
 
+class ProbedScheduler(Protocol):
+    """What readiness needs of a scheduler (``DynamicBatcher``, ``GenerationScheduler``)."""
+
+    @property
+    def worker_alive(self) -> bool: ...
+
+    def busy_for_s(self) -> float: ...
+
+    def run_exclusive(self, fn: Callable[[], object], worker: int = 0) -> Future[object]: ...
+
+
+class ProbedModel(Protocol):
+    """What readiness needs of a served model (``ServedModel``, ``ServedGenerator``)."""
+
+    @property
+    def workers(self) -> int: ...
+
+    def probe(self, worker: int) -> dict[str, Any]: ...
+
+
 class ReadinessProbe:
-    def __init__(self, batcher: DynamicBatcher, model: ServedModel, *, timeout_s: float, stall_timeout_s: float):
+    def __init__(self, batcher: ProbedScheduler, model: ProbedModel, *, timeout_s: float, stall_timeout_s: float):
         self.batcher = batcher
         self.model = model
         self._next_worker = 0

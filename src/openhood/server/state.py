@@ -151,10 +151,7 @@ class GenerationRuntime:
         self.batcher = self.scheduler
         self.metrics = metrics.for_generator(model.name, self.scheduler, model.memory_bytes)
         self.readiness = ReadinessProbe(
-            self.scheduler,  # type: ignore[arg-type]  # duck-typed: submit/run_exclusive/queue_depth
-            model,  # type: ignore[arg-type]
-            timeout_s=config.health_timeout_s,
-            stall_timeout_s=config.stall_timeout_s,
+            self.scheduler, model, timeout_s=config.health_timeout_s, stall_timeout_s=config.stall_timeout_s
         )
 
     async def warm_up(self, config: ServerConfig) -> float:
