@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
@@ -24,6 +25,15 @@ _EPOCH_OFFSET_NS = time.time_ns() - time.monotonic_ns()
 
 def to_epoch_ns(monotonic_ns: int) -> int:
     return monotonic_ns + _EPOCH_OFFSET_NS
+
+
+def child_span(
+    tracer: trace.Tracer, parent: trace.Span, name: str, start_ns: int, end_ns: int, **attributes: Any
+) -> None:
+    """A finished span under ``parent`` covering the monotonic interval [start_ns, end_ns]."""
+    ctx = trace.set_span_in_context(parent)
+    span = tracer.start_span(name, context=ctx, start_time=to_epoch_ns(start_ns), attributes=attributes)
+    span.end(end_time=to_epoch_ns(end_ns))
 
 
 def make_tracer(

@@ -16,6 +16,7 @@ normally. Metrics, the log line and the trace get lengths, counts and times — 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import uuid
@@ -37,7 +38,7 @@ from openhood.server.completion_schemas import CompletionRequest, parse_chat_req
 from openhood.server.errors import APIError, ClientGone, admission, json_response
 from openhood.server.middleware import RequestRecord
 from openhood.server.state import GenerationRuntime, ServerState
-from openhood.server.tracing import to_epoch_ns
+from openhood.server.tracing import child_span, to_epoch_ns
 
 log = logging.getLogger("openhood.server")
 
@@ -355,11 +356,7 @@ def trace_request(rt: GenerationRuntime, gen: Generation, fin: FinishEvent, end_
             "openhood.chars": record.fields.get("chars", 0),
         },
     )
-    ctx = trace.set_span_in_context(root)
-
-    def child(span_name: str, start_ns: int, stop_ns: int, **attributes: Any) -> None:
-        span = tracer.start_span(span_name, context=ctx, start_time=to_epoch_ns(start_ns), attributes=attributes)
-        span.end(end_time=to_epoch_ns(stop_ns))
+    child = functools.partial(child_span, tracer, root)
 
     child("tokenize", *gen.t_tok, **{"openhood.prompt_tokens": fin.prompt_tokens})
     if fin.admitted_ns:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from openhood.server.middleware import RequestRecord
 from openhood.server.openapi import EMBEDDINGS_REQUEST, EMBEDDINGS_RESPONSES
 from openhood.server.schemas import parse_embeddings_request
 from openhood.server.state import ModelRuntime, ServerState
-from openhood.server.tracing import to_epoch_ns
+from openhood.server.tracing import child_span, to_epoch_ns
 
 TASK = "embed"
 PLANT_LEAK = planted_leak.enabled()  # test hook only (server/planted_leak.py), read once at import
@@ -218,11 +219,7 @@ def finish(
             "openhood.chars": record.fields.get("chars", 0),
         },
     )
-    ctx = trace.set_span_in_context(root)
-
-    def child(name: str, start: int, end: int, **attributes: Any) -> None:
-        span = tracer.start_span(name, context=ctx, start_time=to_epoch_ns(start), attributes=attributes)
-        span.end(end_time=to_epoch_ns(end))
+    child = functools.partial(child_span, tracer, root)
 
     child("tokenize", t_tok0, t_tok1, **{"openhood.inputs": len(lengths), "openhood.tokens": sum(lengths)})
     for b in batches:
