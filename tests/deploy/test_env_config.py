@@ -42,7 +42,7 @@ def env_and_flag_values(action: argparse.Action) -> tuple[str, list[str], object
         return "16,32", [flag, "64"], (64,)
     if action.type in (v.port, v.positive_int, v.non_negative_int):
         return "7", [flag, "9"], 9
-    if action.type in (v.positive_float, v.non_negative_float):
+    if action.type in (v.positive_float, v.non_negative_float, v.factor_or_zero):
         return "7.5", [flag, "9.5"], 9.5
     assert action.type is None, (flag, action.type)  # a new kind of option: teach this test its values
     return "from-env", [flag, "from-flag"], "from-flag"

@@ -1,5 +1,6 @@
 """The Llama decoder: ops vs naive references, the Q/K permutation vs ggml's pairwise RoPE,
-cached batched forward vs the uncached reference at every step, padding independence."""
+cached batched forward vs the uncached reference at every step, rows independent of each other
+(packed prompts and decode rows in one call), the attention grouping."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import numpy as np
 import pytest
 
 from openhood.engine.kv_cache import KVCacheFullError
+from openhood.engine.llama import attention_groups
 from openhood.engine.llama_ops import (
     masked_softmax_,
     masked_softmax_naive,
@@ -75,6 +77,33 @@ def test_batch_of_different_lengths_equals_one_by_one(smollm2):
         solo = m.new_cache(1, 32)
         np.testing.assert_allclose(batched[b], m.forward([p], [0], solo)[0], atol=TOL)
         np.testing.assert_allclose(step[b], m.forward([np.array([11 * (b + 1)])], [0], solo)[0], atol=TOL)
+
+
+def test_decode_rows_and_prompt_chunks_in_one_call_equal_one_by_one(smollm2):
+    """What a continuous-batching step sends: decode rows at different positions beside prompt
+    chunks (two of the same length, one continuing a prompt already half in the cache)."""
+    m = smollm2
+    first = [np.array([1, 9707, 28, 905, 17]), np.array([1, 57]), np.array([1, 504, 3458]), np.array([1, 33, 44])]
+    cache = m.new_cache(4, 32)
+    m.forward(first, [0, 1, 2, 3], cache)
+    mixed = [np.array([11]), np.array([5, 6, 7]), np.array([22]), np.array([8, 9, 10])]
+    got = m.forward(mixed, [0, 1, 2, 3], cache)  # rows at 5, 2..4, 3, 3..5 new positions
+    for b in range(4):
+        solo = m.new_cache(1, 32)
+        want = m.forward([np.concatenate([first[b], mixed[b]])], [0], solo)[0]
+        np.testing.assert_allclose(got[b], want, atol=TOL)
+    assert cache.lengths.tolist() == [6, 5, 4, 6]
+
+
+def test_attention_groups_split_rows_by_new_tokens_and_mask_causally():
+    slots, start = np.array([4, 0, 2]), np.array([7, 0, 3])
+    n_new = np.array([1, 3, 1])
+    offsets = np.cumsum(n_new) - n_new  # [0, 1, 4]
+    decode, prompt = attention_groups(slots, start, n_new, offsets)
+    assert decode.slots.tolist() == [4, 2] and decode.index.tolist() == [[0], [4]] and decode.keys == 8
+    assert decode.allowed[:, 0, 0, 0].sum(axis=1).tolist() == [8, 4]  # row 2 sees only its 4 keys
+    assert prompt.slots.tolist() == [0] and prompt.index.tolist() == [[1, 2, 3]] and prompt.keys == 3
+    assert np.array_equal(prompt.allowed[0, 0, 0], np.tril(np.ones((3, 3), dtype=bool)))
 
 
 def test_cache_full_and_slot_reuse(smollm2):

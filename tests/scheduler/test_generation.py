@@ -149,6 +149,47 @@ def test_continuous_batching_equals_each_sequence_alone():
     assert s.n_running == 0 and s.kv_bytes_used == 0 and s.queue_depth == 0
 
 
+class FixedBudget:
+    """Stands in for StepBudget: 3 prompt tokens per step while anyone decodes, else 32."""
+
+    def __init__(self) -> None:
+        self.observed: list[tuple[int, float]] = []
+
+    def prefill_tokens(self, decode_rows: int) -> int:
+        return 3 if decode_rows else 32
+
+    def observe(self, tokens: int, seconds: float) -> None:
+        self.observed.append((tokens, seconds))
+
+
+def test_step_budget_sizes_the_prompt_chunk_beside_decode_rows():
+    """One packed forward per step: decode rows plus at most the budget's prompt tokens; the
+    budget sees every step's token count (decode rows + prompt tokens) and time."""
+    steps: list = []
+    s = scheduler(GenerationPolicy(max_running=2, prefill_chunk=32, max_context=64), steps)
+    s.budget = FixedBudget()
+    greedy = GenerationConfig(max_tokens=20, sampling=SamplingParams(temperature=0.0))
+    long_prompt = list(range(1, 24))  # 23 tokens, read 3 at a time while the first decodes
+    second = Collector()
+
+    class SubmitsSecond(Collector):
+        def __call__(self, event: TokenEvent | FinishEvent) -> None:
+            if not self.events:  # on the worker thread, at the first token: joins at the next step
+                s.submit(long_prompt, greedy, second)
+            super().__call__(event)
+
+    first = SubmitsSecond()
+    s.submit([5, 6, 7], greedy, first)
+    s.start()
+    assert first.finish.completion_tokens == second.finish.completion_tokens == 20
+    assert (first.text, second.text) == (reference([5, 6, 7], greedy)[0], reference(long_prompt, greedy)[0])
+    assert s.stop(10)
+    assert steps[0].decode_rows == 0 and steps[0].prefill_tokens == 3  # alone: the whole prompt
+    beside = [st.prefill_tokens for st in steps if st.decode_rows and st.prefill_rows]
+    assert beside == [3] * 7 + [2]  # 23 tokens over 8 steps, each beside the first's decode row
+    assert [t for t, _ in s.budget.observed] == [st.decode_rows + st.prefill_tokens for st in steps]
+
+
 def test_kv_budget_limits_the_running_batch_and_the_queue_limit_refuses():
     probe = scheduler(GenerationPolicy())
     per_token = probe.bytes_per_token

@@ -278,6 +278,7 @@ def _cli(args: list[str], env: dict[str, str] | None = None) -> subprocess.Compl
         ["serve", "--model", "/nonexistent/model"],
         ["serve", "--model", "/tmp"],  # a folder, but not a model
         ["serve", "--body-timeout", "0"],
+        ["serve", "--gen-step-stretch", "0.5"],
         ["quantize", "--calibration", "Makefile", "--out", "x", "--holdout-fraction", "0"],
         ["quantize", "--calibration", "Makefile", "--out", "x", "--holdout-fraction", "1"],
         ["quantize", "--calibration", "Makefile", "--out", "x", "--target-cosine", "2"],

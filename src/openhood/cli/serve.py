@@ -219,7 +219,14 @@ def register(subparsers, environ=os.environ) -> None:
         "--gen-prefill-chunk",
         type=v.positive_int,
         default=gd.prefill_chunk,
-        help="prompt tokens prefilled per step, so a long prompt does not stall running streams",
+        help="prompt tokens prefilled per step at most, so a long prompt does not stall running streams",
+    )
+    g.add_argument(
+        "--gen-step-stretch",
+        type=v.factor_or_zero,
+        default=gd.step_stretch,
+        help="while streams decode, a step that also reads prompt tokens may last at most this many "
+        "decode-only steps (bounds inter-token P99/P50); 0 = always the whole --gen-prefill-chunk",
     )
     g.add_argument(
         "--gen-max-context",
@@ -274,6 +281,7 @@ VALUE_KINDS = {
     v.non_negative_int: "integer ≥ 0",
     v.positive_float: "number > 0",
     v.non_negative_float: "number ≥ 0",
+    v.factor_or_zero: "0 (off) or a number ≥ 1",
     v.int_list: "comma list of integers",
 }
 NOT_ENV = ("help", "help_env")  # options that are actions, not settings
@@ -402,6 +410,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
             kv_cache_bytes=args.gen_kv_cache_mb * 2**20,
             max_waiting=args.gen_max_waiting,
             prefill_chunk=args.gen_prefill_chunk,
+            step_stretch=args.gen_step_stretch,
             max_context=args.gen_max_context,
             max_tokens=args.gen_max_tokens,
             timeout_s=args.gen_timeout,

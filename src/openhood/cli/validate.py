@@ -127,3 +127,11 @@ def model_dir(text: str) -> str:
 def tokenizer_source(text: str) -> str:
     """A model folder, or a tokenizer file (tokenizer.json / vocab.txt) itself."""
     return text if Path(text).expanduser().is_file() else model_dir(text)
+
+
+def factor_or_zero(text: str) -> float:
+    """A finite factor >= 1, or 0 meaning off (a step stretch: shrinking is not on offer)."""
+    value = _number(float, text)
+    if not (value == 0 or 1 <= value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be 0 (off) or a finite number >= 1, got {text}")
+    return value

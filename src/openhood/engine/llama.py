@@ -15,9 +15,11 @@ BLAS at small batches, but prefill of long prompts is faster through sgemm (docs
 Batching (what a step scheduler drives): ``forward(tokens, slots, cache)`` takes B sequences,
 each with its own KV-cache slot and its own number of new tokens: a prompt (prefill), one token
 (decode), or anything between. Each sequence's new tokens sit at positions
-``cache.lengths[slot] ...``; rows are right-padded to the longest and a mask
-``key ≤ query position`` per row (causal) that also stops at each row's own length (padding)
-keeps them independent, so a batch of sequences at different positions is one call.
+``cache.lengths[slot] ...``. Rows are *packed*, not padded: every matmul runs over the N real
+tokens of all rows, (N, D), so decode rows and a prompt chunk share one pass over the weights
+and a 1-token row beside a 100-token chunk costs one row, not 100. Only attention is per group
+(``attention_groups``: rows with the same number of new tokens, the decode rows being one
+group), with a causal mask per row, so a batch of sequences at different positions is one call.
 """
 
 from __future__ import annotations
@@ -97,6 +99,33 @@ def linear(x: np.ndarray, w: Matrix) -> np.ndarray:
     if isinstance(w, PackedMatrix):
         return packed_linear(x, w)
     return np.asarray((x.reshape(-1, x.shape[-1]) @ w.T).reshape(*x.shape[:-1], w.shape[0]))
+
+
+@dataclass(frozen=True)
+class AttentionGroup:
+    """Rows of one forward that attend together: all have the same number of new tokens T."""
+
+    slots: np.ndarray  # (Bg,) their KV-cache slots
+    index: np.ndarray  # (Bg, T) their tokens' places on the packed axis
+    keys: int  # S: cache positions read (the longest row's length after this forward)
+    allowed: np.ndarray  # (Bg, 1, 1, T, S) causal mask, key ≤ the query's own position
+
+
+def attention_groups(
+    slots: np.ndarray, start: np.ndarray, n_new: np.ndarray, offsets: np.ndarray
+) -> list[AttentionGroup]:
+    """Split a forward's rows by their number of new tokens: the decode rows (T = 1) attend as one
+    batch, each prompt length as another. Grouping by T keeps attention free of padded queries;
+    keys are padded only to the group's longest row, and the mask hides a shorter row's tail."""
+    groups = []
+    for T in np.unique(n_new).tolist():
+        rows = np.flatnonzero(n_new == T)
+        index = offsets[rows][:, None] + np.arange(T)[None, :]  # (Bg, T)
+        pos = start[rows][:, None] + np.arange(T)[None, :]  # (Bg, T) absolute positions
+        S = int(pos.max()) + 1
+        allowed = np.arange(S)[None, None, :] <= pos[:, :, None]  # (Bg, T, S)
+        groups.append(AttentionGroup(slots[rows], index, S, allowed[:, None, None]))
+    return groups
 
 
 class NullLaps:
@@ -199,34 +228,28 @@ class Llama:
         if (n_new < 1).any():
             raise ValueError("every sequence needs at least one new token")
         cache.check_room(slots, n_new)
-        B, T = len(tokens), int(n_new.max())
         start = cache.lengths[slots].copy()  # (B,) position of each row's first new token
-        ids = np.zeros((B, T), dtype=np.int64)
-        for b, t in enumerate(tokens):
-            ids[b, : len(t)] = t
-        pos = start[:, None] + np.arange(T)[None, :]  # (B, T) absolute positions (padded rows run past, masked)
-        pos_c = np.minimum(pos, c.context_length - 1)
-        cos, sin = self.cos[pos_c], self.sin[pos_c]  # (B, T, hd/2)
-        n_keys = int((start + n_new).max())
-        key_pos = np.arange(n_keys)[None, None, :]  # (1, 1, S)
-        # (B, T, S): causal (key ≤ query position) and inside the row's own tokens (padding).
-        allowed = (key_pos <= pos[:, :, None]) & (key_pos < (start + n_new)[:, None, None])
-        allowed |= key_pos == 0  # padded query rows keep one finite key; their outputs are dropped
-        allowed = allowed[:, None, None]  # (B, 1, 1, T, S) over kv heads and groups
-        x = self.embed_rows(ids)  # (B, T, D)
+        ends = np.cumsum(n_new)
+        offsets = ends - n_new  # (B,) each row's first token on the packed axis
+        N = int(ends[-1])
+        row = np.repeat(np.arange(len(tokens)), n_new)  # (N,) the row each packed token belongs to
+        pos = start[row] + np.arange(N) - offsets[row]  # (N,) absolute positions
+        cos, sin = self.cos[pos][None], self.sin[pos][None]  # (1, N, hd/2)
+        groups = attention_groups(slots, start, n_new, offsets)
+        x = self.embed_rows(np.concatenate([np.asarray(t, dtype=np.int64).reshape(-1) for t in tokens]))  # (N, D)
         laps.mark("embedding", nbytes=x.nbytes)
         for li, L in enumerate(self.layers):
             h = self._attention(
-                rms_norm(x, L.attn_norm, c.norm_eps), L, li, slots, start, n_new, cos, sin, cache, n_keys, allowed, laps
+                rms_norm(x, L.attn_norm, c.norm_eps), L, li, slots, start, n_new, offsets, cos, sin, cache, groups, laps
             )
             x = x + h
             x = x + self._mlp(x, L, laps)
         cache.lengths[slots] = start + n_new
-        last = x[np.arange(B), n_new - 1]  # (B, D) each row's last real token
+        last = x[ends - 1]  # (B, D) each row's last token
         out = rms_norm(last, self.out_norm, c.norm_eps)
         laps.mark("rmsnorm", nbytes=out.nbytes * 2)
         logits = linear(out, self.embed)  # (B, V)
-        laps.mark("matmul lm_head", flops=2 * B * c.vocab_size * c.dim, nbytes=self.embed.nbytes)
+        laps.mark("matmul lm_head", flops=2 * len(tokens) * c.vocab_size * c.dim, nbytes=self.embed.nbytes)
         return logits
 
     def _attention(
@@ -237,46 +260,51 @@ class Llama:
         slots: np.ndarray,
         start: np.ndarray,
         n_new: np.ndarray,
+        offsets: np.ndarray,
         cos: np.ndarray,
         sin: np.ndarray,
         cache: KVCache,
-        n_keys: int,
-        allowed: np.ndarray,
+        groups: list[AttentionGroup],
         laps: Any,
     ) -> np.ndarray:
         c = self.config
-        B, T, D = xn.shape
+        N, D = xn.shape
         H, Hkv, hd = c.n_heads, c.n_kv_heads, c.head_dim
         G = H // Hkv  # query heads per kv head
         laps.mark("rmsnorm", nbytes=xn.nbytes * 2)
-        qkv = linear(xn, L.wqkv)  # (B, T, D + 2 * Hkv * hd)
-        laps.mark("matmul qkv", flops=2 * B * T * D * L.wqkv.shape[0], nbytes=L.wqkv.nbytes)
-        q = qkv[..., :D].reshape(B, T, H, hd)
-        k = qkv[..., D : D + Hkv * hd].reshape(B, T, Hkv, hd)
-        v = qkv[..., D + Hkv * hd :].reshape(B, T, Hkv, hd)
-        q, k = rope_half(q, cos, sin), rope_half(k, cos, sin)
+        qkv = linear(xn, L.wqkv)  # (N, D + 2 * Hkv * hd)
+        laps.mark("matmul qkv", flops=2 * N * D * L.wqkv.shape[0], nbytes=L.wqkv.nbytes)
+        q = rope_half(qkv[None, :, :D].reshape(1, N, H, hd), cos, sin)[0]  # (N, H, hd)
+        k = rope_half(qkv[None, :, D : D + Hkv * hd].reshape(1, N, Hkv, hd), cos, sin)[0]  # (N, Hkv, hd)
+        v = qkv[:, D + Hkv * hd :].reshape(N, Hkv, hd)
         laps.mark("rope", nbytes=(q.nbytes + k.nbytes) * 2)
-        for b in range(B):
-            cache.write(li, int(slots[b]), int(start[b]), k[b, : n_new[b]], v[b, : n_new[b]])
-        K, V = cache.view(li, slots, n_keys)  # (B, Hkv, S, hd)
-        # query head h uses kv head h // G: group the G heads of one kv head into the row axis.
-        qg = q.reshape(B, T, Hkv, G, hd).transpose(0, 2, 3, 1, 4)  # (B, Hkv, G, T, hd)
-        scores = (qg.reshape(B, Hkv, G * T, hd) @ K.transpose(0, 1, 3, 2)).reshape(B, Hkv, G, T, n_keys)
-        scores *= np.float32(1.0 / np.sqrt(hd))
-        masked_softmax_(scores, allowed)
-        ctx = (scores.reshape(B, Hkv, G * T, n_keys) @ V).reshape(B, Hkv, G, T, hd)
-        ctx = ctx.transpose(0, 3, 1, 2, 4).reshape(B, T, D)  # heads back in order h = kv * G + g
-        laps.mark("attention", flops=4 * B * H * T * n_keys * hd, nbytes=K.nbytes + V.nbytes)
+        for b, (o, n) in enumerate(zip(offsets.tolist(), n_new.tolist(), strict=True)):
+            cache.write(li, int(slots[b]), int(start[b]), k[o : o + n], v[o : o + n])
+        ctx = np.empty((N, D), dtype=np.float32)
+        flops = 0
+        for g in groups:
+            Bg, T = g.index.shape
+            S = g.keys
+            K, V = cache.view(li, g.slots, S)  # (Bg, Hkv, S, hd)
+            # query head h uses kv head h // G: group the G heads of one kv head into the row axis.
+            qg = q[g.index].reshape(Bg, T, Hkv, G, hd).transpose(0, 2, 3, 1, 4)  # (Bg, Hkv, G, T, hd)
+            scores = (qg.reshape(Bg, Hkv, G * T, hd) @ K.transpose(0, 1, 3, 2)).reshape(Bg, Hkv, G, T, S)
+            scores *= np.float32(1.0 / np.sqrt(hd))
+            masked_softmax_(scores, g.allowed)
+            out = (scores.reshape(Bg, Hkv, G * T, S) @ V).reshape(Bg, Hkv, G, T, hd)
+            ctx[g.index.reshape(-1)] = out.transpose(0, 3, 1, 2, 4).reshape(Bg * T, D)  # heads back in order
+            flops += 4 * Bg * H * T * S * hd
+        laps.mark("attention", flops=flops, nbytes=sum(2 * len(g.slots) * Hkv * g.keys * hd * 4 for g in groups))
         out = linear(ctx, L.wo)
-        laps.mark("matmul wo", flops=2 * B * T * D * D, nbytes=L.wo.nbytes)
+        laps.mark("matmul wo", flops=2 * N * D * D, nbytes=L.wo.nbytes)
         return out
 
     def _mlp(self, x: np.ndarray, L: LayerWeights, laps: Any) -> np.ndarray:
         c = self.config
         xn = rms_norm(x, L.ffn_norm, c.norm_eps)
         laps.mark("rmsnorm", nbytes=xn.nbytes * 2)
-        gu = linear(xn, L.w_gate_up)  # (B, T, 2F)
-        rows = xn.shape[0] * xn.shape[1]
+        gu = linear(xn, L.w_gate_up)  # (N, 2F)
+        rows = xn.shape[0]
         laps.mark("matmul gate_up", flops=2 * rows * c.dim * 2 * c.ffn_dim, nbytes=L.w_gate_up.nbytes)
         a = swiglu(gu[..., : c.ffn_dim], gu[..., c.ffn_dim :])
         laps.mark("swiglu", nbytes=gu.nbytes + a.nbytes)

@@ -7,23 +7,28 @@ One worker thread owns the decoder and its KV cache (one slot per running sequen
    holds their reservation (prompt + ``max_tokens`` positions, so an admitted sequence can
    never run out of cache mid-answer); beyond the budget they wait, past ``max_waiting`` the
    caller gets ``QueueFullError`` (→ 429);
-3. one **decode** forward for every running sequence that has its prompt in the cache: each
-   feeds its last sampled token, rows at different positions (``forward(tokens, slots, cache)``);
-4. one **prefill** forward over the next chunk of waiting prompts, at most ``prefill_chunk``
-   padded tokens: a long prompt is spread over several steps, so it delays everyone's next
-   token by one chunk, never by the whole prompt. A sequence whose prompt is complete samples
-   its first token from that forward's logits.
+3. one **packed forward** (``engine.llama``: rows are packed, not padded) over every running
+   sequence that has its prompt in the cache (each feeds its last sampled token, rows at
+   different positions) *and* the next chunk of waiting prompts. The chunk is sized by
+   ``StepBudget`` (``scheduler.step_budget``): with streams decoding, only as many prompt tokens
+   as keep the step within ``step_stretch`` decode-only steps (fitted from the recent steps'
+   times), at most ``prefill_chunk``; with nobody decoding, the whole ``prefill_chunk``. A long
+   prompt is spread over several steps, so it stretches everyone's next token by a bounded
+   factor, never by the whole prompt. A sequence whose prompt is complete samples its first
+   token from that forward's logits.
 
-Decode rows and prefill chunks go in separate forwards because the engine right-pads a batch to
-its longest row: a 1-token decode row beside a 128-token chunk would cost 128 rows of matmul.
+Decode rows and prompt chunks share one forward because a forward's fixed cost (one pass over
+every weight) is most of a small decode step: two forwards per step would double the gap that
+every stream sees whenever a prompt is being read.
 
 Who calls what: the HTTP layer (event loop) calls ``submit`` (non-blocking) with a ``sink``
 that receives ``TokenEvent``/``FinishEvent`` on the worker thread (the route forwards them into
 an asyncio queue), and ``GenerationHandle.cancel`` when its client leaves; readiness calls
 ``run_exclusive``; the drain calls ``cut_all`` at the grace deadline and ``stop``. Sampling and
 stop strings are ``generate.SequenceState``'s, so the server stops exactly where ``Generator``
-does. The trade-off: one thread and one cache (no second worker); a step's time is the sum of a
-decode and a prefill forward, and every sequence's next token waits for both.
+does. The trade-off: one thread and one cache (no second worker); every sequence's next token waits
+for the whole step, prompt chunk included, and a prompt that arrives while many streams decode
+waits more steps for its first token.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from openhood.generate.generator import GenerationConfig, SequenceState
 from openhood.generate.sampling import sample
 from openhood.scheduler.batcher import QueueFullError, SchedulerStoppedError
 from openhood.scheduler.policy import GenerationPolicy
+from openhood.scheduler.step_budget import StepBudget
 
 log = logging.getLogger("openhood.scheduler")
 
@@ -163,6 +169,7 @@ class GenerationScheduler:
         self.max_context = min(policy.max_context, context_length)
         self.cache = decoder.new_cache(policy.max_running, self.max_context)
         self.bytes_per_token = int(self.cache.bytes_per_token)
+        self.budget = StepBudget(policy.prefill_chunk, policy.step_stretch)  # worker thread only
         self._on_step = on_step
         self._on_thread_start = on_thread_start  # e.g. set the worker thread's BLAS threads
         self._cond = threading.Condition()  # guards the queues and flags below, never held in a forward
@@ -308,22 +315,20 @@ class GenerationScheduler:
         t0 = time.perf_counter()
         self._retire_and_admit()
         decode = [s for s in self._running if s.prefilled == len(s.prompt_ids)]
-        prefill = self._prefill_chunk([s for s in self._running if s.prefilled < len(s.prompt_ids)])
+        prefill = self._prefill_chunk(
+            [s for s in self._running if s.prefilled < len(s.prompt_ids)], self.budget.prefill_tokens(len(decode))
+        )
         sampled = 0
-        if decode:
-            logits = self.decoder.forward(
-                [np.array([s.last_token], dtype=np.int64) for s in decode], [s.slot for s in decode], self.cache
-            )  # (B, V)
-            for s, row in zip(decode, logits, strict=True):
+        if decode or prefill:
+            feed = [np.array([s.last_token], dtype=np.int64) for s in decode] + [
+                np.asarray(s.prompt_ids[s.prefilled : s.prefilled + n], dtype=np.int64) for s, n in prefill
+            ]
+            slots = [s.slot for s in decode] + [s.slot for s, _ in prefill]
+            logits = self.decoder.forward(feed, slots, self.cache)  # (B, V): decode rows, then chunks
+            for s, row in zip(decode, logits[: len(decode)], strict=True):
                 self._accept(s, row)
             sampled += len(decode)
-        if prefill:
-            logits = self.decoder.forward(
-                [np.asarray(s.prompt_ids[s.prefilled : s.prefilled + n], dtype=np.int64) for s, n in prefill],
-                [s.slot for s, _ in prefill],
-                self.cache,
-            )
-            for (s, n), row in zip(prefill, logits, strict=True):
+            for (s, n), row in zip(prefill, logits[len(decode) :], strict=True):
                 s.prefilled += n
                 if s.prefilled == len(s.prompt_ids):  # prompt complete: this row's logits give token 1
                     self._accept(s, row)
@@ -331,21 +336,22 @@ class GenerationScheduler:
         self._running = [s for s in self._running if not self._finish_if_done(s)]
         self.n_running = len(self._running)
         self.kv_tokens_used = int(sum(int(self.cache.lengths[s.slot]) for s in self._running))
-        if self._on_step is not None and (decode or prefill):
-            self._on_step(
-                StepInfo(len(decode), len(prefill), sum(n for _, n in prefill), sampled, time.perf_counter() - t0)
-            )
+        if decode or prefill:
+            seconds = time.perf_counter() - t0
+            prefill_tokens = sum(n for _, n in prefill)
+            self.budget.observe(len(decode) + prefill_tokens, seconds)
+            if self._on_step is not None:
+                self._on_step(StepInfo(len(decode), len(prefill), prefill_tokens, sampled, seconds))
 
-    def _prefill_chunk(self, candidates: list[_Seq]) -> list[tuple[_Seq, int]]:
-        """(sequence, tokens) of this step's prefill: oldest first, padded rows × longest ≤ the chunk."""
+    def _prefill_chunk(self, candidates: list[_Seq], budget: int) -> list[tuple[_Seq, int]]:
+        """(sequence, tokens) of this step's prompt chunk: oldest first, ``budget`` tokens in all."""
         chunk: list[tuple[_Seq, int]] = []
-        longest = 0
         for s in candidates:
-            n = min(len(s.prompt_ids) - s.prefilled, self.policy.prefill_chunk)
-            if chunk and (len(chunk) + 1) * max(longest, n) > self.policy.prefill_chunk:
+            if budget <= 0:
                 break
+            n = min(len(s.prompt_ids) - s.prefilled, budget)
             chunk.append((s, n))
-            longest = max(longest, n)
+            budget -= n
         return chunk
 
     def _accept(self, s: _Seq, row: np.ndarray) -> None:
