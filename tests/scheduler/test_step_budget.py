@@ -38,8 +38,9 @@ def test_clamps_and_fallbacks():
     tight = observed(StepBudget(chunk=128, stretch=1.05), [16, 48, 16, 80, 16, 112, 16, 16])
     assert tight.prefill_tokens(16) == MIN_PREFILL  # a prompt always progresses
     assert observed(StepBudget(chunk=128, stretch=0), [16, 48] * 8).prefill_tokens(16) == 128  # off
-    few = observed(StepBudget(chunk=128, stretch=2.0), [16] * (MIN_POINTS - 1))
-    assert few.fit() is None and few.prefill_tokens(16) == 128
+    assert StepBudget(chunk=128, stretch=2.0).fit() is None
+    few = observed(StepBudget(chunk=128, stretch=2.0), [128] + [16, 48] * ((MIN_POINTS - 2) // 2))  # spread, few
+    assert few.fit()[0] == 0.0 and few.prefill_tokens(16) < 32  # a = 0 until MIN_POINTS: the cautious side
     flat = observed(StepBudget(chunk=128, stretch=2.0), [16] * MIN_POINTS)  # no spread: a = 0
     assert flat.fit() == (0.0, pytest.approx(A / 16 + B))
     assert flat.prefill_tokens(16) == 16  # (stretch − 1) × d

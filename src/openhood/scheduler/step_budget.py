@@ -10,9 +10,10 @@ sliding window, so it follows a machine that slows down under a noisy neighbour)
 
     p = (stretch · t(d) − a) / b − d,   clamped to [MIN_PREFILL, chunk]
 
-With nobody decoding, the whole chunk: no stream is waiting. Before the fit has points the whole
-chunk too; while every recent step carried the same number of tokens (no spread to separate
-``a`` from ``b``) it assumes ``a = 0``, which allows the least (``p = (stretch − 1)·d``).
+With nobody decoding, the whole chunk: no stream is waiting. Before any step is seen, the whole
+chunk too; with fewer than ``MIN_POINTS`` steps, or while every recent step carried about the
+same number of tokens (no spread to separate ``a`` from ``b``), it assumes ``a = 0``, which
+allows the least (``p = (stretch − 1)·d``).
 
 The trade-off: a long prompt that arrives while many streams decode is spread over more steps,
 so its time to first token grows, in exchange for an inter-token P99 held near ``stretch`` × the
@@ -28,7 +29,7 @@ import numpy as np
 
 MIN_PREFILL = 8  # prompt tokens a step always carries: a prompt progresses however busy the batch
 WINDOW = 128  # recent steps in the fit
-MIN_POINTS = 8  # steps observed before the fit is trusted
+MIN_POINTS = 8  # steps observed before the line's intercept is trusted
 
 
 class StepBudget:
@@ -48,16 +49,16 @@ class StepBudget:
             self._seconds.append(seconds)
 
     def fit(self) -> tuple[float, float] | None:
-        """(a, b) of ``t(n) = a + b·n`` in seconds, or None before ``MIN_POINTS`` steps."""
-        if len(self._tokens) < MIN_POINTS:
+        """(a, b) of ``t(n) = a + b·n`` in seconds, or None before any step."""
+        if not self._tokens:
             return None
         n = np.asarray(self._tokens, dtype=np.float64)
         t = np.asarray(self._seconds, dtype=np.float64)
-        if n.max() >= 2 * n.min():
+        if len(n) >= MIN_POINTS and n.max() >= 2 * n.min():
             b, a = np.polyfit(n, t, 1)
             if b > 0:
                 return max(float(a), 0.0), float(b)
-        return 0.0, float(np.median(t / n))  # no spread (or a noisy negative slope): all per token
+        return 0.0, float(np.median(t / n))  # few steps, no spread or a noisy slope: all per token
 
     def prefill_tokens(self, decode_rows: int) -> int:
         """Prompt tokens the next step may carry beside ``decode_rows`` decode rows."""
