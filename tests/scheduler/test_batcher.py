@@ -171,7 +171,7 @@ def test_engine_only_runs_on_the_worker_thread_and_jobs_share_it():
     batcher.submit([TOK.encode("a b")])[0].result(timeout=10)
     name = batcher.run_exclusive(lambda: threading.current_thread().name).result(timeout=10)
     batcher.stop(5)
-    assert backend.threads == {"openhood-worker-0"} and name == "openhood-worker-0"
+    assert backend.thread_names == {"openhood-worker-0"} and name == "openhood-worker-0"
 
 
 def test_stop_refuses_new_work_and_flushes_queued():
@@ -253,7 +253,7 @@ def test_each_worker_calls_only_its_own_engine_and_they_run_concurrently():
     names = [j.result(timeout=10) for j in jobs]
     batcher.stop(5)
     assert names == ["openhood-worker-0", "openhood-worker-1"]
-    assert backends[0].threads == {"openhood-worker-0"} and backends[1].threads == {"openhood-worker-1"}
+    assert backends[0].thread_names == {"openhood-worker-0"} and backends[1].thread_names == {"openhood-worker-1"}
     assert all(b.calls for b in backends)
     for n, r in zip((2, 3, 4, 5), results, strict=True):
         np.testing.assert_allclose(r.output, single(backends[0], words(n, salt=f"c{n}_")), atol=1e-5)

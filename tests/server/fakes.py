@@ -60,20 +60,21 @@ class FakeBackend:
     precision = "fp32"
     input_names = ("input_ids", "attention_mask")
     output_names = ("token_embeddings",)
+    threads = 1
 
     def __init__(self, dim: int = 16, max_length: int = 64, fail_len: int | None = None):
         self.dim, self.max_length = dim, max_length
         self.table = np.random.default_rng(0).standard_normal((30522, dim)).astype(np.float32)
         self.fail_len = fail_len  # a batch holding a sequence of this many tokens raises
         self.calls: list[tuple[int, int]] = []  # (B, T) of each embed call
-        self.threads: set[str] = set()
+        self.thread_names: set[str] = set()  # threads that ran it
         self.gate = threading.Event()  # cleared → embed blocks (lets tests hold a batch in flight)
         self.gate.set()
 
     def run(self, feeds) -> dict[str, np.ndarray]:
         input_ids, attention_mask = feeds["input_ids"], feeds["attention_mask"]
         self.gate.wait()
-        self.threads.add(threading.current_thread().name)
+        self.thread_names.add(threading.current_thread().name)
         self.calls.append(input_ids.shape)
         if self.fail_len is not None and (attention_mask.sum(1) == self.fail_len).any():
             raise RuntimeError("fake engine failure")

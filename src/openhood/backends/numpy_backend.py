@@ -27,6 +27,10 @@ class NumpyBackend:
         self.output_names = tuple(graph.outputs)
         self.executor = Executor(graph, threads)
 
+    @property
+    def threads(self) -> int:
+        return int(self.executor.splitter.threads)
+
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         check_feeds(feeds, self.input_names)
         # BLAS threads are per calling thread: a server worker with ``threads=1`` must not let

@@ -138,9 +138,15 @@ class ServedModel:
         return {"probe_ms": round((time.perf_counter() - t0) * 1000, 3), "worker": worker}
 
     def warm_up(self, worker: int, lengths: Sequence[int], *, wide: bool = False) -> None:
-        """One call per padded length (bucket) so the first requests pay no first-call costs."""
+        """One call per padded length (bucket), one row per intra-op thread, so the first requests
+        pay no first-call costs and every thread's scratch buffers reach their per-row size for
+        every length at start-up. (A scratch buffer grows to the largest shape its thread has
+        seen; warmed with one row, the wide engine's second thread first met a long input in a
+        lone multi-input request mid-soak, and the soak counted its 3 MB as growth.)"""
+        backend = self.wide if wide and self.wide is not None else self.backends[worker]
+        rows = max(1, int(backend.threads))
         for length in lengths:
-            self.run(worker, [self.preprocessor.dummy(length)], length, wide=wide)
+            self.run(worker, [self.preprocessor.dummy(length)] * rows, length, wide=wide)
 
     def describe(self) -> dict:
         """The /v1/models entry (OpenAI's shape plus openhood's facts)."""

@@ -57,6 +57,7 @@ class FaultInjectingBackend:
         self.faults = faults
         self.name, self.precision = inner.name, inner.precision
         self.input_names, self.output_names = inner.input_names, inner.output_names
+        self.threads = inner.threads
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         if "embed_sleep" in self.faults:
