@@ -155,7 +155,8 @@ class FixedBudget:
     def __init__(self) -> None:
         self.observed: list[tuple[int, float]] = []
 
-    def prefill_tokens(self, decode_rows: int) -> int:
+    def prefill_tokens(self, decode_rows: int, running: int | None = None) -> int:
+        assert running is not None and running >= decode_rows
         return 3 if decode_rows else 32
 
     def observe(self, tokens: int, seconds: float) -> None:

@@ -26,6 +26,8 @@ def test_fit_recovers_a_linear_step_time_and_the_budget_follows_the_formula():
     assert b.prefill_tokens(16) == 32
     assert A + B * (16 + b.prefill_tokens(16)) <= 2.0 * (A + B * 16) + 1e-12
     assert b.prefill_tokens(4) == int((2 * (A + B * 4) - A) / B) - 4  # 20: the fixed cost buys room
+    # 2 decoding, 14 reading prompts: measured against the batch of 16, not the 2 (a ramp).
+    assert b.prefill_tokens(2, running=16) == 48 - 2 and b.prefill_tokens(16, running=16) == 32
     assert StepBudget(chunk=128, stretch=3.0).prefill_tokens(16) == 128  # no steps seen yet
     with_noise = observed(StepBudget(chunk=128, stretch=2.0), [16, 48, 16, 80, 16, 112] * 20, noise=0.002)
     assert abs(with_noise.prefill_tokens(16) - 32) <= 4
@@ -43,7 +45,7 @@ def test_clamps_and_fallbacks():
     assert few.fit()[0] == 0.0 and few.prefill_tokens(16) < 32  # a = 0 until MIN_POINTS: the cautious side
     flat = observed(StepBudget(chunk=128, stretch=2.0), [16] * MIN_POINTS)  # no spread: a = 0
     assert flat.fit() == (0.0, pytest.approx(A / 16 + B))
-    assert flat.prefill_tokens(16) == 16  # (stretch − 1) × d
+    assert flat.prefill_tokens(16) == 16  # stretch × r − d
     window = observed(StepBudget(chunk=128, stretch=2.0, window=8), [16, 48, 16, 80] * 4)
     assert len(window._tokens) == 8
 

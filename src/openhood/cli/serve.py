@@ -226,7 +226,7 @@ def register(subparsers, environ=os.environ) -> None:
         type=v.factor_or_zero,
         default=gd.step_stretch,
         help="while streams decode, a step that also reads prompt tokens may last at most this many "
-        "decode-only steps (bounds inter-token P99/P50); 0 = always the whole --gen-prefill-chunk",
+        "decode steps of the running batch (bounds inter-token P99/P50); 0 = always the whole --gen-prefill-chunk",
     )
     g.add_argument(
         "--gen-max-context",

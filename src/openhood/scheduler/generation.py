@@ -11,8 +11,8 @@ One worker thread owns the decoder and its KV cache (one slot per running sequen
    sequence that has its prompt in the cache (each feeds its last sampled token, rows at
    different positions) *and* the next chunk of waiting prompts. The chunk is sized by
    ``StepBudget`` (``scheduler.step_budget``): with streams decoding, only as many prompt tokens
-   as keep the step within ``step_stretch`` decode-only steps (fitted from the recent steps'
-   times), at most ``prefill_chunk``; with nobody decoding, the whole ``prefill_chunk``. A long
+   as keep the step within ``step_stretch`` decode steps of the whole running batch (fitted from
+   the recent steps' times), at most ``prefill_chunk``; with nobody decoding, the whole ``prefill_chunk``. A long
    prompt is spread over several steps, so it stretches everyone's next token by a bounded
    factor, never by the whole prompt. A sequence whose prompt is complete samples its first
    token from that forward's logits.
@@ -315,9 +315,8 @@ class GenerationScheduler:
         t0 = time.perf_counter()
         self._retire_and_admit()
         decode = [s for s in self._running if s.prefilled == len(s.prompt_ids)]
-        prefill = self._prefill_chunk(
-            [s for s in self._running if s.prefilled < len(s.prompt_ids)], self.budget.prefill_tokens(len(decode))
-        )
+        reading = [s for s in self._running if s.prefilled < len(s.prompt_ids)]
+        prefill = self._prefill_chunk(reading, self.budget.prefill_tokens(len(decode), len(self._running)))
         sampled = 0
         if decode or prefill:
             feed = [np.array([s.last_token], dtype=np.int64) for s in decode] + [

@@ -66,14 +66,14 @@ class GenerationPolicy:
     Defaults for a 2-core CPU and SmolLM2-135M (45 KiB of KV cache per token): 16 running
     sequences, a 512 MiB reservation budget (~11k positions: 16 sequences of ~700 tokens),
     prompts read at most 128 tokens per step, and while streams decode only as many as keep a step
-    within 2 decode-only steps (``scheduler.step_budget``: inter-token P99 near 2× the P50).
+    within 2 decode steps of the running batch (``scheduler.step_budget``: inter-token P99 near 2× P50).
     """
 
     max_running: int = 16  # KV-cache slots: sequences stepped together
     kv_cache_bytes: int = 512 * 2**20  # reserved (prompt + max_tokens) positions of running sequences
     max_waiting: int = 64  # sequences waiting for admission; more → 429
     prefill_chunk: int = 128  # prompt tokens per step, at most
-    step_stretch: float = 2.0  # a step carrying prompt tokens lasts ≤ this × a decode-only step; 0 = off
+    step_stretch: float = 2.0  # a step carrying prompt tokens lasts ≤ this × the batch's decode step; 0 = off
     max_context: int = 2048  # prompt + max_tokens of one sequence (clipped to the model's context)
     max_tokens: int = 1024  # the most a request may ask for
     timeout_s: float = 300.0  # a sequence running longer is finished with finish_reason "length"

@@ -6,14 +6,18 @@ an inter-token gap for all of them. Its time is close to linear in the tokens it
 ``t(n) ≈ a + b·n`` (``a``: one pass over the weights plus per-step overhead; ``b``: the matmul
 work per token). ``StepBudget`` fits ``a`` and ``b`` to the recent steps (least squares over a
 sliding window, so it follows a machine that slows down under a noisy neighbour) and allows the
-``p`` that keeps a step within ``stretch`` decode-only steps:
+``p`` that keeps a step within ``stretch`` decode steps of the whole running batch (``r``
+sequences: those decoding and those still reading their prompt):
 
-    p = (stretch · t(d) − a) / b − d,   clamped to [MIN_PREFILL, chunk]
+    p = (stretch · t(r) − a) / b − d,   clamped to [MIN_PREFILL, chunk]
 
-With nobody decoding, the whole chunk: no stream is waiting. Before any step is seen, the whole
+Measuring against ``t(r)`` rather than ``t(d)`` matters when many prompts arrive at once: with
+2 sequences decoding and 14 reading prompts, a budget tied to the 2 would read the 14 prompts
+a few tokens per step, starving the batch (and throughput) for dozens of steps; in the steady
+state ``r ≈ d`` and the bound is the inter-token one. With nobody decoding, the whole chunk: no stream is waiting. Before any step is seen, the whole
 chunk too; with fewer than ``MIN_POINTS`` steps, or while every recent step carried about the
 same number of tokens (no spread to separate ``a`` from ``b``), it assumes ``a = 0``, which
-allows the least (``p = (stretch − 1)·d``).
+allows the least (``p = stretch·r − d``).
 
 The trade-off: a long prompt that arrives while many streams decode is spread over more steps,
 so its time to first token grows, in exchange for an inter-token P99 held near ``stretch`` × the
@@ -60,13 +64,15 @@ class StepBudget:
                 return max(float(a), 0.0), float(b)
         return 0.0, float(np.median(t / n))  # few steps, no spread or a noisy slope: all per token
 
-    def prefill_tokens(self, decode_rows: int) -> int:
-        """Prompt tokens the next step may carry beside ``decode_rows`` decode rows."""
+    def prefill_tokens(self, decode_rows: int, running: int | None = None) -> int:
+        """Prompt tokens the next step may carry beside ``decode_rows`` decode rows, with
+        ``running`` sequences in the batch (default: ``decode_rows``)."""
         if decode_rows == 0 or self.stretch == 0:
             return self.chunk
         fitted = self.fit()
         if fitted is None:
             return self.chunk
         a, b = fitted
-        p = int((self.stretch * (a + b * decode_rows) - a) / b) - decode_rows
+        r = max(decode_rows, running or 0)
+        p = int((self.stretch * (a + b * r) - a) / b) - decode_rows
         return max(MIN_PREFILL, min(self.chunk, p))
