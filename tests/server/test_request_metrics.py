@@ -69,3 +69,19 @@ def test_stage_queue_and_batch_signals_exist(scraped):
     assert ("openhood_queue_depth", (("model", model),)) in samples
     assert value(samples, "openhood_batch_size_count", model=model) >= 3
     assert value(samples, "openhood_batch_tokens_count", model=model) >= 3
+
+
+def test_tokens_per_second_window_is_bounded_without_scrapes(monkeypatch):
+    """The gauge's window forgets old entries on every append: a server nobody scrapes used to
+    keep one tuple per batch for ever (the 30-minute soak's top growing site)."""
+    from openhood.server import metrics as metrics_module
+    from openhood.server.metrics import THROUGHPUT_WINDOW_S, ServerMetrics
+
+    clock = [1000.0]
+    monkeypatch.setattr(metrics_module.time, "monotonic", lambda: clock[0])
+    m = ServerMetrics().for_model("m", lambda: 0.0)
+    for _ in range(5000):  # one batch every 10 ms for 50 s, never scraped
+        m.observe_tokens(7)
+        clock[0] += 0.01
+    assert len(m._throughput) <= THROUGHPUT_WINDOW_S / 0.01 + 1
+    assert m._tokens_per_s() == pytest.approx(7 / 0.01, rel=0.01)

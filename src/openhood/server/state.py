@@ -64,11 +64,14 @@ class ModelRuntime:
         return max(1, min(config.max_batch_size, self.batcher.max_batch_tokens // self.buckets.bounds[-1]))
 
     def _warm_worker(self, worker: int) -> None:
-        """Every bucket length once. Worker 0 also warms the wide engine (it runs on whichever
-        worker takes a lone batch)."""
+        """Every bucket length once on this worker's engine."""
         self.model.warm_up(worker, self.buckets.bounds)
-        if worker == 0 and self.model.wide is not None:
-            self.model.warm_up(worker, self.buckets.bounds, wide=True)
+
+    def _warm_wide(self, worker: int) -> None:
+        """The wide engine, from this worker's thread: it runs on whichever worker takes a lone
+        batch, and its scratch buffers are per calling thread. Warmed from worker 0 only, it grew
+        worker 1's buffers mid-run (3 MB that the 30-minute NumPy soak counted as growth)."""
+        self.model.warm_up(worker, self.buckets.bounds, wide=True)
 
     def _full_batch_s(self, worker: int, rows: int) -> float:
         longest = self.buckets.bounds[-1]
@@ -86,6 +89,9 @@ class ModelRuntime:
         worker's measured full batch."""
         workers = range(self.model.workers)
         await self._on_workers(self._warm_worker, workers)
+        if self.model.wide is not None:
+            for w in workers:  # one at a time: the wide engine serves one thread at once
+                await self._on_workers(self._warm_wide, [w])
         # Fixed-shape tasks (one bucket of length 1) count rows, not tokens: their budget is a row cap.
         if config.max_batch_tokens is None and self.buckets.bounds[-1] > 1:
             cal = cast(
