@@ -22,7 +22,11 @@ class Backend(Protocol):
     precision: str  # "fp32" | "fp16" | "int8"
     input_names: tuple[str, ...]  # e.g. ("input_ids", "attention_mask")
     output_names: tuple[str, ...]  # e.g. ("token_embeddings",)
-    threads: int  # intra-op threads of one run
+
+    @property
+    def threads(self) -> int:
+        """Intra-op threads of one run (the warm-up gives each its own row)."""
+        ...
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """One forward pass on a batch: every name of ``input_names`` → every name of ``output_names``."""

@@ -124,7 +124,13 @@ class DrainingServer(uvicorn.Server):
             await asyncio.sleep(0.02)
         left = self.lifecycle.in_flight
         if left:
-            log.error("grace period over with %d request(s) still in flight: answering them 503", left)
+            # A request whose response has not started gets 503; a stream already under way
+            # cannot change its status: its sequence was cut (finish_reason "length") and it ends.
+            log.error(
+                "grace period over with %d request(s) still in flight: cutting them (503 unless "
+                "their response already started)",
+                left,
+            )
             self.lifecycle.set_cut()
             while self.lifecycle.in_flight > 0 and time.monotonic() < deadline:
                 await asyncio.sleep(0.01)
