@@ -191,7 +191,10 @@ def test_item_fails_after_its_retry_also_dies(tmp_path):
 def _child(body: str) -> subprocess.Popen:
     script = textwrap.dedent(
         """
-        import sys, time
+        import signal, sys, time
+        # A shell's background job inherits SIGINT ignored, and so would this child: give it
+        # Python's own handler, the state an interactive Ctrl-C meets.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         from openhood.data.image import ImageSpec
         from openhood.data.pool import DecodePool
         spec = ImageSpec(resize_short=8, crop=8, mean=(0, 0, 0), std=(1, 1, 1), resample="bilinear")
