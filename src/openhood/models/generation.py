@@ -20,6 +20,7 @@ import numpy as np
 from openhood.generate.generator import Generator
 from openhood.generate.sampling import SamplingParams, sample
 from openhood.models.options import EngineOptions
+from openhood.models.served import model_entry
 
 TASK = "generate"
 PROBE_PROMPT = "Hi"  # readiness: one real token from this raw prompt
@@ -83,15 +84,7 @@ class ServedGenerator:
 
     def describe(self) -> dict:
         """The /v1/models entry (OpenAI's shape plus openhood's facts)."""
-        return {
-            "id": self.name,
-            "object": "model",
-            "created": 0,
-            "owned_by": "openhood",
-            "task": self.task,
-            "max_length": self.max_length,
-            **self.info,
-        }
+        return model_entry(self.name, self.task, self.max_length, self.info)
 
     def close(self) -> None:
         pass  # NumPy weights and the memory-mapped file go with the object

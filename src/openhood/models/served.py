@@ -79,6 +79,19 @@ class OutputSpec:
                 raise RuntimeError(f"probe output norm is {norm:.6f}, expected 1")
 
 
+def model_entry(name: str, task: str, max_length: int, info: dict) -> dict:
+    """A served model's /v1/models entry: OpenAI's shape plus openhood's facts (every task's)."""
+    return {
+        "id": name,
+        "object": "model",
+        "created": 0,
+        "owned_by": "openhood",
+        "task": task,
+        "max_length": max_length,
+        **info,
+    }
+
+
 @dataclass
 class ServedModel:
     name: str  # public id: the request's "model" field, /v1/models, the metrics' model label
@@ -150,15 +163,7 @@ class ServedModel:
 
     def describe(self) -> dict:
         """The /v1/models entry (OpenAI's shape plus openhood's facts)."""
-        return {
-            "id": self.name,
-            "object": "model",
-            "created": 0,
-            "owned_by": "openhood",
-            "task": self.task,
-            "max_length": self.max_length,
-            **self.info,
-        }
+        return model_entry(self.name, self.task, self.max_length, self.info)
 
     def close(self) -> None:
         for backend in [*self.backends, *([self.wide] if self.wide is not None else [])]:
