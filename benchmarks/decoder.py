@@ -128,6 +128,8 @@ def bench_transformers(hf_model, prompt, steps: int) -> tuple[float, float]:
 
 RSS_CHILD = """
 import json, sys, numpy as np
+from openhood.engine.allocator import apply_malloc_policy
+policy = apply_malloc_policy(sys.argv[5])
 from openhood.engine.llama import Llama
 mode = sys.argv[4]
 def rss(field='VmRSS'):
@@ -142,16 +144,18 @@ cache = m.new_cache(16, max(map(len, prompts)) + steps + 1)
 lg = m.forward([np.array(p) for p in prompts], list(range(16)), cache)
 for _ in range(steps):
     lg = m.forward([np.array([int(t)]) for t in lg.argmax(axis=1)], list(range(16)), cache)
-print(json.dumps({'after_load': after_load, 'after_generate': rss(), 'anon': rss('RssAnon'), 'file': rss('RssFile'),
+print(json.dumps({'policy': policy, 'after_load': after_load, 'after_generate': rss(), 'anon': rss('RssAnon'), 'file': rss('RssFile'),
                   'kv_used': int(cache.lengths.sum()) * cache.bytes_per_token}))
 """
 
 
 def bench_rss(path: Path, steps: int) -> None:
     rows = []
-    for mode in ("float32", "quantized"):
+    # "pinned" is what `openhood generate` does (engine/allocator.py); "default" is glibc's own
+    # policy, shown for the quantized weights to give the heap fragments' share.
+    for mode, malloc in (("float32", "pinned"), ("quantized", "pinned"), ("quantized", "default")):
         out = subprocess.run(
-            [sys.executable, "-c", RSS_CHILD, str(path), str(steps), str(FIXTURES / "llama_greedy.json"), mode],
+            [sys.executable, "-c", RSS_CHILD, str(path), str(steps), str(FIXTURES / "llama_greedy.json"), mode, malloc],
             capture_output=True,
             text=True,
             check=True,
@@ -162,7 +166,7 @@ def bench_rss(path: Path, steps: int) -> None:
         budget = 2 * file_mb + kv_mb
         rows.append(
             [
-                mode,
+                f"{mode}, malloc {r['policy']}",
                 file_mb,
                 kv_mb,
                 budget,
@@ -171,6 +175,7 @@ def bench_rss(path: Path, steps: int) -> None:
                 f"{r['anon'] / 1e6:.0f} / {r['file'] / 1e6:.0f}",
                 f"{r['after_generate'] / 1e6 / budget:.2f}x",
                 f"{r['after_generate'] / 1e6 / (2 * (file_mb + kv_mb)):.2f}x",
+                f"{r['anon'] / 1e6 / budget:.2f}x",
             ]
         )
     _table(
@@ -186,6 +191,7 @@ def bench_rss(path: Path, steps: int) -> None:
             "of which anon / file MB",
             "RSS / (2 × file + KV)",
             "RSS / 2 × (file + KV)",
+            "anon only / (2 × file + KV)",
         ],
         rows,
     )
@@ -252,8 +258,10 @@ def run_worker(args) -> None:
     path = default_gguf_path()
     batches = [int(x) for x in args.batches.split(",")]
     if args.worker.startswith("openhood"):
+        from openhood.engine.allocator import apply_malloc_policy
         from openhood.engine.llama import Llama
 
+        apply_malloc_policy("pinned")  # as `openhood generate` does
         model = Llama.from_gguf(path, weights=args.worker.split("-", 1)[1])
         if args.profile:
             bench_profile(model, 16)

@@ -83,6 +83,7 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from openhood.batch import BatchJob, InputError, JobMismatchError, run_job
+    from openhood.engine.allocator import apply_malloc_policy
     from openhood.engine.cores import available_cores
 
     for name in ("concurrency", "ray_cpus", "workers", "threads"):
@@ -93,6 +94,10 @@ def run(args: argparse.Namespace) -> int:
     # One core per engine: N one-thread engines side by side beat one N-thread engine on a
     # shared CPU (docs/batch.md); on Ray a core is also the actor's scheduling unit.
     args.threads = args.threads or 1
+    try:
+        apply_malloc_policy("default")  # throughput first; OPENHOOD_MALLOC_POLICY=pinned trades 4% for RSS
+    except ValueError as exc:
+        return _usage(str(exc))
     if args.workers is None:
         args.workers = max(1, available_cores() // args.threads) if args.engine == "local" else 1
     try:

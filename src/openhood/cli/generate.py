@@ -44,6 +44,7 @@ _usage = functools.partial(usage_error, "generate")
 
 
 def run(args: argparse.Namespace) -> int:
+    from openhood.engine.allocator import apply_malloc_policy
     from openhood.generate import GenerationConfig, Generator, SamplingParams
     from openhood.generate.bundled import DecoderModelNotFoundError
 
@@ -57,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
             sampling=SamplingParams(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed),
             stop=tuple(args.stop),
         )
+        apply_malloc_policy("pinned")  # prefill temporaries mapped and returned, not heap fragments
         gen = Generator(args.model)
         for piece in gen.stream(args.prompt, config, raw=args.raw):
             sys.stdout.write(piece)

@@ -505,8 +505,10 @@ def load_served_models(config: ServerConfig, specs: list) -> list:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    import logging
     import sys
 
+    from openhood.engine.allocator import apply_malloc_policy
     from openhood.models import ModelNotFoundError, ModelSpecError
     from openhood.server.logs import configure_logging
 
@@ -517,6 +519,8 @@ def run_serve(args: argparse.Namespace) -> int:
         settings, specs = model_specs(args)
         apply_file_settings(args, settings)
         config = config_from_args(args)
+        # Before any model is loaded; glibc's default for a server (engine/allocator.py).
+        malloc_policy = apply_malloc_policy("default")
     except (ValueError, ModelSpecError, argparse.ArgumentTypeError) as exc:
         print(f"openhood serve: error: {exc}", file=sys.stderr)
         return 2
@@ -524,8 +528,9 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         models = load_served_models(config, specs)
     except (ModelNotFoundError, ModelSpecError) as exc:
-        print(f"openhood serve: error: {exc}", file=sys.stderr)
+        print(f"openhood serve: error: {exc}", file=sys.stderr)  # the one line a usage mistake gets
         return 2
+    logging.getLogger("openhood.server").info("malloc policy: %s", malloc_policy)
     return serve(config, models)
 
 
