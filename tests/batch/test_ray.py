@@ -65,3 +65,11 @@ def test_ray_engine_matches_local_and_stays_on_loopback(jsonl, tmp_path):
     assert "40 rows embedded" in out
     subprocess.run([*cli, *common, "--output", str(local)], check=True, capture_output=True, timeout=120)
     assert on_ray.read_bytes() == local.read_bytes()
+
+
+def test_fewer_shards_than_actors_is_announced():
+    from openhood.batch.ray_engine import idle_actors_note
+
+    assert idle_actors_note(5, 2) is None and idle_actors_note(2, 2) is None
+    note = idle_actors_note(1, 2)
+    assert "1 shard(s) for 2 Ray actors" in note and "--shard-rows" in note

@@ -79,10 +79,22 @@ def init_ray(num_cpus: int | None = None) -> bool:
     return True
 
 
+def idle_actors_note(shards: int, actors: int) -> str | None:
+    """A one-line warning when the job has fewer shards than actors (a shard is the unit one
+    actor takes, so the others would sit idle), else None."""
+    if shards >= actors:
+        return None
+    return (
+        f"openhood batch: {shards} shard(s) for {actors} Ray actors, so {actors - shards} will idle; "
+        "a smaller --shard-rows spreads the rows over all of them"
+    )
+
+
 def run_on_ray(
     job: BatchJob, pending: list[ShardSpec], progress, concurrency: int | None = None, num_cpus: int | None = None
 ) -> float:
     """Run ``pending`` shards on Ray; returns the seconds spent starting or joining Ray."""
+    import sys
     import time
 
     if not pending:
@@ -97,6 +109,9 @@ def run_on_ray(
         threads = job.threads or 1
         if concurrency is None:
             concurrency = max(1, int(ray.cluster_resources().get("CPU", 1)) // threads)
+        note = idle_actors_note(len(pending), concurrency)
+        if note:
+            print(note, file=sys.stderr, flush=True)
         concurrency = min(concurrency, len(pending))
         items = ray.data.from_items([s.to_dict() for s in pending], override_num_blocks=len(pending))
         ds = items.map_batches(
