@@ -3,7 +3,8 @@ its line, and pass on the same server without it (real server processes, real HT
 
 Both soaks are short (20 s of traffic after start-up); the planted leak keeps 4 MB per
 embeddings request, so at even a few requests/s the RSS rise from mid-run to end is several
-times the 3% limit, while the clean server stays well under it.
+times the limit, while the clean server stays under it. The limit is issue #18's 2% for the
+reduced soak that ``make test`` runs.
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ import pytest
 from openhood.models.registry import default_model_dir
 from openhood.server import planted_leak
 
+MAX_GROWTH_PCT = 2.0
 SOAK = [
     "--seconds",
     "20",
     "--sample-every",
     "1",
     "--max-growth",
-    "3",
+    str(MAX_GROWTH_PCT),
     "--concurrency",
     "3",
     "--serve-args",
@@ -60,7 +62,7 @@ def test_planted_leak_fails_and_is_named(tmp_path):
     assert rc == 1, output
     analysis = doc["analysis"]
     assert analysis["verdict"] == "fail"
-    assert analysis["growth"]["rss"]["growth_pct"] > 3, analysis["growth"]
+    assert analysis["growth"]["rss"]["growth_pct"] > MAX_GROWTH_PCT, analysis["growth"]
     sites = [s["site"] for s in analysis["top_sites"][:5]]
     assert any(s.endswith(leak_site()) for s in sites), (leak_site(), sites)
     assert "openhood.server.planted_leak._RequestKey" in [t["type"] for t in analysis["top_types"]], analysis[
@@ -77,6 +79,7 @@ def test_same_soak_without_the_leak_passes(tmp_path):
     assert rc == 0, output
     analysis = doc["analysis"]
     assert analysis["verdict"] == "pass"
+    assert analysis["growth"]["rss"]["growth_pct"] < MAX_GROWTH_PCT, analysis["growth"]
     assert not any(s["site"].endswith(leak_site()) for s in analysis["top_sites"])
     assert doc["unexpected"] == 0, doc["outcomes"]
     # the mix really took the error paths and disconnects, not only valid requests
