@@ -14,7 +14,9 @@ threadpoolctl, ``torch.set_num_threads``, ORT intra-op threads):
    neither jitter nor a cosine schedule), trained by openhood, by ``sklearn.neural_network.
    MLPClassifier`` and by a plain PyTorch loop; wall time as ratios to openhood, test accuracy.
 3. **Inference** of the 784 → 256 → 10 MLP at batch 1, 64, 1024: openhood's engine (fused
-   Linear+ReLU, Linear+Softmax) vs ONNX Runtime running its ONNX export vs PyTorch; calls are
+   Linear+ReLU, Linear+Softmax; the hidden layer on the pre-packed panels of
+   ``engine.panel_gemm``, and once more with ``np.matmul`` for it, the "BLAS W1" row) vs ONNX
+   Runtime running its ONNX export vs PyTorch; calls are
    interleaved, median of ``--rounds``; GFLOP/s and % of the float32 GEMM peak measured here
    (a 1536³ numpy matmul with the same threads).
 4. **Per-op table**: the textbook forward pass one NumPy line at a time (``x @ W1``, ``+ b1``,
@@ -193,9 +195,12 @@ def inference(threads: int, rounds: int) -> None:
     peak = measure_gemm_peak()
     flops_per_row = 2 * (SIZES[0] * SIZES[1] + SIZES[1] * SIZES[2])
     fused, unfused = prepare_graph(build_mlp(SIZES)), build_mlp(SIZES)
+    fused_blas = prepare_graph(build_mlp(SIZES, packed=False))  # x @ W1 through np.matmul (OpenBLAS)
     contenders = {}
-    ex_fused, ex_unfused = Executor(fused, threads), Executor(unfused, threads)
+    executors = [Executor(g, threads) for g in (fused, fused_blas, unfused)]
+    ex_fused, ex_blas, ex_unfused = executors
     contenders["openhood engine (fused)"] = lambda x: ex_fused.run({INPUT_NAME: x})["probs"]
+    contenders["openhood engine (fused, BLAS W1)"] = lambda x: ex_blas.run({INPUT_NAME: x})["probs"]
     contenders["openhood engine (unfused)"] = lambda x: ex_unfused.run({INPUT_NAME: x})["probs"]
     sess = make_session(graph_to_onnx(fused).SerializeToString(), threads=threads)
     contenders["onnxruntime"] = lambda x: sess.run(None, {INPUT_NAME: x})[0]
@@ -244,8 +249,8 @@ def inference(threads: int, rounds: int) -> None:
             t = statistics.median(times[(n, b)])
             gf = flops_per_row * b / t / 1e9
             print(f"| {b} | {n} | {t * 1e6:.1f} | {gf:.1f} | {100 * gf / peak:.0f} % | {ort / t:.2f}× |")
-    ex_fused.close()
-    ex_unfused.close()
+    for ex in executors:
+        ex.close()
 
 
 # --- 4. per-line timing of the textbook forward pass ---------------------------------------------

@@ -15,6 +15,7 @@ import sys
 import numpy as np
 import onnx
 import pytest
+from threadpoolctl import threadpool_limits
 
 from openhood.backends import prepare_graph
 from openhood.backends.ort_session import make_session
@@ -31,7 +32,8 @@ def pixels():
 
 
 def engine_probs(graph, x):
-    with Executor(graph, threads=1) as ex:
+    # One BLAS thread: the hidden layer runs the panel kernel (engine.panel_gemm), not np.matmul.
+    with threadpool_limits(limits=1), Executor(graph, threads=1) as ex:
         return ex.run({INPUT_NAME: x})["probs"]
 
 

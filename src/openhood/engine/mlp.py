@@ -8,6 +8,11 @@ layer: ``(x - mean) / std @ W + b = x @ (W / std) + (b - (mean / std) @ W)``, co
 and cast once, so the served graph takes the raw features (0–16 pixels for the digits) and is
 nothing but Linear → ReLU → … → Linear → Softmax. The trade-off: the folded first layer differs
 from the trained one by float32 rounding (~1e-7 relative), measured in the parity tests.
+
+Layers whose width is a multiple of 16 (the 256-wide hidden layers) are ``PanelLinear``: the
+weight is packed once into the panels of ``engine.panel_gemm`` instead of being re-packed by
+OpenBLAS on every call; the 10-class head stays a plain ``Linear``. ``packed=False`` gives the
+all-BLAS graph the tests compare it with.
 """
 
 from __future__ import annotations
@@ -21,25 +26,31 @@ import numpy as np
 
 from openhood.engine.graph import Graph, Node
 from openhood.engine.linear import Linear
+from openhood.engine.panel_gemm import PanelLinear
 
 INPUT_NAME = "x"  # (B, features) float32
 OUTPUT_NAME = "probs"  # (B, classes) float32
 
 
-def mlp_graph(layers: list[tuple[np.ndarray, np.ndarray]]) -> Graph:
+def dense(w: np.ndarray, b: np.ndarray, packed: bool = True) -> Linear:
+    """The layer for (weight (in, out), bias (out,)): panel-packed where that pays, else BLAS."""
+    return PanelLinear(w, b) if packed and PanelLinear.suits(w) else Linear(w, b)
+
+
+def mlp_graph(layers: list[tuple[np.ndarray, np.ndarray]], packed: bool = True) -> Graph:
     """Linear → ReLU → … → Linear → Softmax from (weight (in, out), bias (out,)) pairs, unfused."""
     nodes: list[Node] = []
     value = INPUT_NAME
     for i, (w, b) in enumerate(layers):
         last = i == len(layers) - 1
-        nodes.append(Node(f"mlp.{i}", "Linear", (value,), (f"z.{i}",), linear=Linear(w, b)))
+        nodes.append(Node(f"mlp.{i}", "Linear", (value,), (f"z.{i}",), linear=dense(w, b, packed)))
         out = OUTPUT_NAME if last else f"a.{i}"
         nodes.append(Node(f"mlp.{i}.act", "Softmax" if last else "Relu", (f"z.{i}",), (out,)))
         value = out
     return Graph(nodes, (INPUT_NAME,), (OUTPUT_NAME,), {"fusions": []})
 
 
-def build_mlp(sizes: tuple[int, ...] = (784, 256, 10), seed: int = 0) -> Graph:
+def build_mlp(sizes: tuple[int, ...] = (784, 256, 10), seed: int = 0, packed: bool = True) -> Graph:
     """The article's network with random weights: He-normal, small random biases."""
     rng = np.random.default_rng(seed)
     layers = []
@@ -47,7 +58,7 @@ def build_mlp(sizes: tuple[int, ...] = (784, 256, 10), seed: int = 0) -> Graph:
         w = rng.standard_normal((fan_in, fan_out)).astype(np.float32) * np.float32(np.sqrt(2.0 / fan_in))
         b = rng.standard_normal(fan_out).astype(np.float32) * np.float32(0.01)
         layers.append((w, b))
-    return mlp_graph(layers)
+    return mlp_graph(layers, packed)
 
 
 @dataclass
@@ -71,9 +82,9 @@ class TrainedMLP:
         shape = self.config.get("image_shape")
         return (int(shape[0]), int(shape[1])) if shape else None
 
-    def graph(self) -> Graph:
+    def graph(self, packed: bool = True) -> Graph:
         """A fresh unfused graph (``backends.prepare_graph`` fuses it)."""
-        return mlp_graph(self.layers)
+        return mlp_graph(self.layers, packed)
 
 
 def fold_scaler(w: np.ndarray, b: np.ndarray, mean: np.ndarray, std: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
