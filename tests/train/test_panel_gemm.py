@@ -38,7 +38,7 @@ def test_pack_panels_layout():
 
 @needs_kernel
 @pytest.mark.parametrize("m", [1, 2, 5, 6, 7, 13, 64, ROWS_PER_CHUNK, ROWS_PER_CHUNK + 5, 250])
-@pytest.mark.parametrize(("k", "n"), [(1, 16), (3, 32), (64, 256), (784, 48)])
+@pytest.mark.parametrize(("k", "n"), [(1, 16), (3, 32), (64, 256), (784, 48), (256, 10), (5, 1), (7, 33)])
 def test_kernel_equals_the_reference(m, k, n):
     rng = np.random.default_rng(m * 1000 + k)
     x = rng.standard_normal((m, k), dtype=np.float32)
@@ -54,6 +54,8 @@ def test_kernel_checks_its_arguments():
     panels = pack_panels(np.ones((4, 16), np.float32))
     with pytest.raises(ValueError, match="take"):
         panel_matmul(np.ones((2, 5), np.float32), panels, 16)
+    with pytest.raises(ValueError, match="hold 1..16 columns"):
+        panel_matmul(np.ones((2, 4), np.float32), panels, 17)
     with pytest.raises(ValueError, match="out must be"):
         panel_matmul(np.ones((2, 4), np.float32), panels, 16, out=np.empty((2, 17), np.float32))
     assert panel_matmul(np.ones((0, 4), np.float32), panels, 16).shape == (0, 16)
@@ -64,7 +66,7 @@ def test_kernel_checks_its_arguments():
 
 def test_panel_linear_is_a_linear_and_falls_back_to_blas():
     rng = np.random.default_rng(0)
-    w, b = rng.standard_normal((40, 32), dtype=np.float32), rng.standard_normal(32, dtype=np.float32)
+    w, b = rng.standard_normal((40, 26), dtype=np.float32), rng.standard_normal(26, dtype=np.float32)
     lin, plain = PanelLinear(w, b), Linear(w, b)
     assert isinstance(lin, Linear) and lin.nbytes() > plain.nbytes()
     assert not PanelLinear.suits(np.zeros((40, 10), np.float32))  # a 10-class head stays BLAS

@@ -11,8 +11,8 @@ from the trained one by float32 rounding (~1e-7 relative), measured in the parit
 
 Layers whose width is a multiple of 16 (the 256-wide hidden layers) are ``PanelLinear``: the
 weight is packed once into the panels of ``engine.panel_gemm`` instead of being re-packed by
-OpenBLAS on every call; the 10-class head stays a plain ``Linear``. ``packed=False`` gives the
-all-BLAS graph the tests compare it with.
+OpenBLAS on every call; the 10-class head stays a plain ``Linear`` (np.matmul is faster on it).
+``packed=False`` gives the all-BLAS graph the tests compare it with.
 """
 
 from __future__ import annotations
