@@ -54,7 +54,7 @@ def test_kernel_checks_its_arguments():
     panels = pack_panels(np.ones((4, 16), np.float32))
     with pytest.raises(ValueError, match="take"):
         panel_matmul(np.ones((2, 5), np.float32), panels, 16)
-    with pytest.raises(ValueError, match="hold 1..16 columns"):
+    with pytest.raises(ValueError, match=r"hold 1\.\.16 columns"):
         panel_matmul(np.ones((2, 4), np.float32), panels, 17)
     with pytest.raises(ValueError, match="out must be"):
         panel_matmul(np.ones((2, 4), np.float32), panels, 16, out=np.empty((2, 17), np.float32))
