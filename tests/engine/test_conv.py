@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
-from openhood.engine import conv
+from openhood.engine import conv, depthwise_simd
 from openhood.engine.linear import Linear
 from openhood.engine.parallel import RowSplitter
 
@@ -134,3 +136,53 @@ def test_mbconv_matches_its_three_convs(
     got = conv.mbconv(x, Linear(we, be) if expand else None, dw, bd, s, Linear(wp, bp), splitter, res)
     assert got.shape == ref.shape == (3, oh, ow, cout)
     assert np.max(np.abs(got - ref)) < 1e-4
+
+
+needs_simd = pytest.mark.skipif(
+    depthwise_simd.kernel(3) is None, reason="no AVX2/FMA: the numba kernel does every pixel"
+)
+
+
+@needs_simd
+@pytest.mark.parametrize(
+    "h,w,c,k,s",
+    [(8, 11, 16, 3, 1), (9, 7, 32, 3, 2), (14, 14, 48, 5, 1), (13, 10, 16, 5, 2), (7, 7, 64, 5, 1), (3, 3, 16, 5, 1)],
+)
+@pytest.mark.parametrize("padded", [False, True])
+def test_depthwise_simd_rows_match_reference(h, w, c, k, s, padded):
+    """depthwise_rows over uneven row ranges (cutting images), pixel tails of 1-3, a channel
+    slice of a wider filter, both the interior+border split and the zero-padded copy."""
+    rng = np.random.default_rng(h * w + c)
+    n, oh, ow = 3, -(-h // s), -(-w // s)
+    x, weight, bias = rand(rng, n, h, w, c) * 2, rand(rng, k, k, c + 16), rand(rng, c + 16)
+    ref = conv.relu6_naive(conv.depthwise_conv_naive(x, weight[:, :, 16:], bias[16:], s))
+    (pt, _), (pl, _) = conv.same_padding(h, k, s), conv.same_padding(w, k, s)
+    lo, hi = np.float32(0), np.float32(6)
+    s1 = RowSplitter(1)
+    out = np.full((n, oh, ow, c), np.nan, np.float32)
+    cuts = [0, n * oh] if padded else [0, 1, oh + 1, n * oh - 1, n * oh]
+    for r0, r1 in itertools.pairwise(cuts):
+        conv.depthwise_rows(
+            x, weight, bias, out, s, pt, pl, lo, hi, 0, h, 0, 16, r0, r1, s1.scratch if padded else None
+        )
+    s1.close()
+    assert np.max(np.abs(out - ref)) < 1e-4
+
+
+@needs_simd
+def test_depthwise_simd_equals_numba_kernel(splitter, monkeypatch):
+    """Same sums in the same order (bias, then taps (a, b)): the two kernels agree to rounding."""
+    rng = np.random.default_rng(5)
+    x, weight, bias = rand(rng, 2, 28, 28, 240), rand(rng, 5, 5, 240), rand(rng, 240)
+    fast = conv.depthwise_conv(x, weight, bias, 1, splitter, "relu6")
+    monkeypatch.setattr(conv, "SIMD_DEPTHWISE", False)
+    slow = conv.depthwise_conv(x, weight, bias, 1, splitter, "relu6")
+    assert np.max(np.abs(fast - slow)) < 1e-5
+
+
+def test_depthwise_simd_interior_ranges():
+    # 14 wide, 5x5 stride 1, padding 2: windows inside for output columns 2..11
+    assert depthwise_simd.interior_columns(14, 5, 1, 2) == (2, 12)
+    # 7 high, 5x5 stride 2 (pad top 1): of 4 output rows only row 1; none in a band from output row 2
+    assert depthwise_simd.interior_rows(0, 4, 7, 5, 2, 1) == (1, 2)
+    assert depthwise_simd.interior_rows(2, 2, 7, 5, 2, 1) == (0, 0)

@@ -13,8 +13,10 @@ Convolution strategy (``conv2d``):
   6.7 ms against a direct compiled loop nest (no patch copy, Cout innermost) 17.3 ms: the
   copy is 9x the 3-channel input but small beside the 32-channel output, and the GEMM's
   register-blocked FMAs beat a loop nest whose reduction is only 27 long.
-- depthwise: ``depthwise_conv`` (a compiled kernel; im2col would copy every value KH*KW
-  times to feed a GEMM with a reduction of length KH*KW only).
+- depthwise: ``depthwise_conv`` / ``depthwise_rows`` (the interior pixels through the SIMD
+  kernel of ``engine.depthwise_simd``, the border through the numba kernel, or everything
+  through the SIMD kernel from a zero-padded copy on small maps; im2col would copy every value
+  KH*KW times to feed a GEMM with a reduction of length KH*KW only).
 - a whole inverted-residual block (expand 1×1 → depthwise → project 1×1, ``mbconv``): the three
   run tile by tile through two per-thread L2-sized scratch buffers, so the 6x-wide hidden
   activations are never written to memory (see ``mbconv``).
@@ -30,10 +32,11 @@ bounds (ReLU6 = [0, 6]) in one pass over the GEMM output, row range per thread.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
-from openhood.engine import conv_kernels
+from openhood.engine import conv_kernels, depthwise_simd
 from openhood.engine.linear import Linear
 from openhood.engine.parallel import RowSplitter
 
@@ -49,6 +52,12 @@ _NO_CLIP_LO, _NO_CLIP_HI = np.float32(-math.inf), np.float32(math.inf)
 # Scratch of one fused inverted-residual tile (expanded input band + depthwise output), float32
 # bytes: most of the 2 MB L2 of a core, the rest for the weights and the output rows.
 MBCONV_TILE_BYTES = 1536 * 1024
+# The interior pixels of a depthwise conv through ``engine.depthwise_simd`` (when the host has
+# AVX2+FMA and the channels are a multiple of 16); False: the numba kernel does every pixel.
+SIMD_DEPTHWISE = True
+# Below this share of interior pixels (window inside the image) a fused block's depthwise pads
+# its tile and runs every pixel through the SIMD kernel (5×5 at 28×28 and smaller; see depthwise_rows).
+PAD_BELOW = 0.8
 
 
 def same_padding(size: int, kernel: int, stride: int) -> tuple[int, int]:
@@ -240,6 +249,73 @@ def block_rows(depth: int, cout: int) -> int:
     return max(64, (128 * 1024 // 4) // (depth + cout))
 
 
+def depthwise_rows(
+    x: np.ndarray,
+    weight: np.ndarray,
+    bias: np.ndarray,
+    out: np.ndarray,
+    stride: int,
+    pad_top: int,
+    pad_left: int,
+    lo: np.float32,
+    hi: np.float32,
+    x_row0: int,
+    h: int,
+    out_row0: int,
+    c0: int,
+    r0: int,
+    r1: int,
+    scratch: Callable[[str, tuple[int, ...]], np.ndarray] | None = None,
+) -> None:
+    """Output rows [r0, r1) (over N*OHX) of a depthwise conv, the arguments of
+    ``conv_kernels.depthwise``: the interior pixels (window inside the image) through the SIMD
+    kernel of ``engine.depthwise_simd``, the border ones through the numba kernel.
+
+    Small maps are mostly border (a 5×5 filter on 7×7: 40 of 49 pixels), which the numba
+    kernel runs at a third of the SIMD speed; there, when [r0, r1) is whole images and a
+    per-thread ``scratch`` is given, the input is first copied into a zero-padded buffer and
+    every pixel runs the SIMD kernel (the copy is 1 float per 9 or 25 multiply-adds)."""
+    k, c, oh, ow = weight.shape[0], x.shape[3], out.shape[1], out.shape[2]
+    numba_kernel = conv_kernels.depthwise(k)
+    fn = depthwise_simd.kernel(k) if SIMD_DEPTHWISE and c % depthwise_simd.CHANNELS == 0 else None
+    j0, j1 = depthwise_simd.interior_columns(x.shape[2], k, stride, pad_left)
+    i0, i1 = depthwise_simd.interior_rows(out_row0, oh, h, k, stride, pad_top)
+    interior_share = max(0, j1 - j0) * max(0, i1 - i0) / (oh * ow)
+    if fn is not None and scratch is not None and interior_share < PAD_BELOW and r0 % oh == 0 and r1 % oh == 0:
+        n0, n1 = r0 // oh, r1 // oh
+        ph, pw = (oh - 1) * stride + k, (ow - 1) * stride + k  # padded rows and columns the windows read
+        xp = scratch("depthwise.padded", (n1 - n0, ph, pw, c))
+        top = out_row0 * stride - pad_top  # image row of xp's row 0
+        ra, rb = max(0, -top), min(ph, h - top)  # xp rows inside the image
+        ca, cb = pad_left, min(pw, pad_left + x.shape[2])
+        xp[:, :ra] = 0.0
+        xp[:, rb:] = 0.0
+        xp[:, ra:rb, :ca] = 0.0
+        xp[:, ra:rb, cb:] = 0.0
+        xp[:, ra:rb, ca:cb] = x[n0:n1, top + ra - x_row0 : top + rb - x_row0, : cb - ca]  # (n, rows, W, C)
+        dst = out[n0:n1]
+        depthwise_simd.interior(
+            fn, xp, weight, bias, dst, stride, 0, 0, lo, hi, 0, ph, 0, c0, (0, n1 - n0), (0, oh), (0, ow)
+        )
+        return
+    if fn is None or j0 >= j1 or i0 >= i1:
+        numba_kernel(x, weight, bias, out, stride, pad_top, pad_left, lo, hi, x_row0, h, out_row0, c0, r0, r1, 0, 0)
+        return
+    numba_kernel(x, weight, bias, out, stride, pad_top, pad_left, lo, hi, x_row0, h, out_row0, c0, r0, r1, j0, j1)
+    args = (stride, pad_top, pad_left, lo, hi, x_row0, h, out_row0, c0)
+    n, last = r0 // oh, (r1 - 1) // oh
+    while n <= last:  # images cut by [r0, r1) one by one, the whole ones between them in one call
+        a, b = max(r0 - n * oh, 0), min(r1 - n * oh, oh)  # this image's rows in the range
+        whole = n + 1
+        if a == 0 and b == oh:
+            while whole <= last and (whole + 1) * oh <= r1:
+                whole += 1
+        rows = (max(a, i0), min(b, i1))
+        if rows[0] < rows[1]:
+            depthwise_simd.interior(fn, x, weight, bias, out, *args, (n, whole), rows, (j0, j1))
+        n = whole
+
+
 def depthwise_conv(
     x: np.ndarray,
     weight: np.ndarray,
@@ -261,9 +337,8 @@ def depthwise_conv(
     b = bias if bias is not None else np.zeros(c, dtype=np.float32)
     lo, hi = _bounds(activation)
     chunk = max(1, 32768 // (ow * c))  # output image rows per chunk: ~128 KB of output
-    kern = conv_kernels.depthwise(kh)
     splitter.run_chunks(
-        lambda s, e: kern(x, weight, b, out, stride, pt, pl, lo, hi, 0, h, 0, 0, s, e),
+        lambda s, e: depthwise_rows(x, weight, b, out, stride, pt, pl, lo, hi, 0, h, 0, 0, s, e),
         n * oh,
         chunk,
         ow * c * kh * kw,
@@ -306,7 +381,6 @@ def mbconv(
     result = _output(x, stride, cout, out)
     y = result.reshape(n * oh * ow, cout)  # (M, Cout)
     res = _NO_RESIDUAL if residual is None else residual.reshape(-1, cout)
-    dw_kernel = conv_kernels.depthwise(k)
     lo, hi = _bounds("relu6")
     e_bias = expand.bias if expand is not None and expand.bias is not None else np.zeros(hidden, dtype=np.float32)
     p_bias = project.bias if project.bias is not None else np.zeros(cout, dtype=np.float32)
@@ -337,7 +411,9 @@ def mbconv(
             np.matmul(x[n0:n1, a0:a1].reshape(-1, cin), expand.weight[:, c0:c1], out=hid2)  # (pixels, C1-C0)
             conv_kernels.bias_act_rows(hid2, e_bias[c0:c1], _NO_RESIDUAL, lo, hi)
         d = splitter.scratch("mbconv.depthwise", (n1 - n0, i1 - i0, ow, c1 - c0))
-        dw_kernel(hid, dw, dw_bias, d, stride, pt, pl, lo, hi, a0, h, i0, c0, 0, (n1 - n0) * (i1 - i0))
+        depthwise_rows(
+            hid, dw, dw_bias, d, stride, pt, pl, lo, hi, a0, h, i0, c0, 0, (n1 - n0) * (i1 - i0), splitter.scratch
+        )
         if dst is not None:
             np.matmul(d.reshape(-1, c1 - c0), project.weight[c0:c1], out=dst)  # (pixels, Cout), partial
             return

@@ -1,0 +1,286 @@
+"""Depthwise k×k convolution of interior pixels: explicit 8-float vectors, 4 pixels × 16 channels.
+
+The numba kernel (``conv_kernels.depthwise``) measured 3 GMAC/s single-threaded on every Lite0
+layer (47% of a fused pass at batch 32): LLVM vectorizes its channel loop but leaves one
+25-FMA dependency chain per vector (4-cycle latency each) or does not vectorize at all once the
+5×5 taps are unrolled. Here the interior of the image (pixels whose k×k window lies inside
+it, no padding taps) runs a kernel written as LLVM IR over ``<8 x float>``, like
+``engine.panel_gemm``: a block of 4 adjacent output pixels × 16 channels keeps 8 independent
+accumulators in registers; for each of the k·k taps (unrolled, k a compile-time constant) it
+loads the tap's two weight vectors once and issues 8 FMAs against the 4 pixels' inputs
+(memory operands), then bias + clip to [lo, hi] and one store per vector. A tail of 1–3 pixels
+takes a 1-pixel block. Border pixels (and channel counts that are not a multiple of 16) stay
+with the numba kernel, which skips the rectangle done here.
+
+Layout, channels last: for image ``n``, interior output row ``r``, pixel ``j``, tap (a, b),
+channel ``c``: input ``x + n·ximg + r·xrstep + a·xrow + j·xpix + b·C + c``, weight
+``w + (a·k + b)·wtap + c``, output ``out + n·oimg + r·orow + j·C + c`` (C = the channels of x
+and out, a slice of the weight's ``wtap`` when the caller passes pointers offset by ``c0``).
+
+Trade-off: ~0.1 s of llvmlite compile at first use per filter size, AVX2+FMA hosts only (else
+``kernel`` returns None and the numba kernel does everything), and float32 sums in tap order
+(a, b) starting from the bias, as the numba kernel does (results agree to rounding).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Callable
+from typing import cast
+
+import numpy as np
+
+LANES = 8  # floats per AVX vector
+CHANNELS = 16  # channels per block: two vectors
+PIXELS = 4  # output pixels per block: 4 × 2 = 8 accumulators
+
+_DwFn = Callable[..., None]
+_lock = threading.Lock()
+_compiled: dict[int, _DwFn | None] = {}
+_engines: list[object] = []
+
+
+def _block_ir(k: int, pixels: int) -> str:
+    """@blk: ``pixels`` adjacent output pixels × all C channels, 16 at a time."""
+    v = "<8 x float>"
+    lines = [
+        f"define internal void @blk{pixels}(i64 %C, ptr noalias %x, i64 %xrow, i64 %xpix, ptr noalias %w,"
+        f" i64 %wtap, ptr noalias %bias, ptr noalias %out, {v} %lo, {v} %hi) alwaysinline {{",
+        "entry:",
+        "  br label %loop",
+        "loop:",
+        "  %cb = phi i64 [0, %entry], [%cb1, %loop]",
+    ]
+    for h in range(2):
+        lines += [
+            f"  %bo{h} = add i64 %cb, {LANES * h}",
+            f"  %bp{h} = getelementptr float, ptr %bias, i64 %bo{h}",
+            f"  %bv{h} = load {v}, ptr %bp{h}, align 4",
+        ]
+    acc = {(p, h): f"%bv{h}" for p in range(pixels) for h in range(2)}
+    for a in range(k):
+        for b in range(k):
+            t = f"{a}_{b}"
+            lines += [f"  %wo{t} = mul i64 %wtap, {a * k + b}", f"  %wc{t} = add i64 %wo{t}, %cb"]
+            lines += [
+                f"  %xa{t} = mul i64 %xrow, {a}",
+                f"  %xb{t} = mul i64 %C, {b}",
+                f"  %xo{t} = add i64 %xa{t}, %xb{t}",
+            ]
+            lines.append(f"  %xc{t} = add i64 %xo{t}, %cb")
+            for h in range(2):
+                lines += [
+                    f"  %wi{t}_{h} = add i64 %wc{t}, {LANES * h}",
+                    f"  %wp{t}_{h} = getelementptr float, ptr %w, i64 %wi{t}_{h}",
+                    f"  %wv{t}_{h} = load {v}, ptr %wp{t}_{h}, align 4",
+                ]
+            for p in range(pixels):
+                lines += [f"  %xq{t}_{p} = mul i64 %xpix, {p}", f"  %xr{t}_{p} = add i64 %xc{t}, %xq{t}_{p}"]
+                for h in range(2):
+                    s = f"{t}_{p}_{h}"
+                    lines += [
+                        f"  %xi{s} = add i64 %xr{t}_{p}, {LANES * h}",
+                        f"  %xp{s} = getelementptr float, ptr %x, i64 %xi{s}",
+                        f"  %xv{s} = load {v}, ptr %xp{s}, align 4",
+                        f"  %ac{s} = call {v} @llvm.fma.v8f32({v} %xv{s}, {v} %wv{t}_{h}, {v} {acc[p, h]})",
+                    ]
+                    acc[p, h] = f"%ac{s}"
+    for p in range(pixels):
+        lines.append(f"  %oq{p} = mul i64 %C, {p}")
+        for h in range(2):
+            s = f"{p}_{h}"
+            lines += [
+                f"  %lt{s} = fcmp olt {v} {acc[p, h]}, %lo",
+                f"  %mx{s} = select <8 x i1> %lt{s}, {v} %lo, {v} {acc[p, h]}",
+                f"  %gt{s} = fcmp ogt {v} %mx{s}, %hi",
+                f"  %cl{s} = select <8 x i1> %gt{s}, {v} %hi, {v} %mx{s}",
+                f"  %oo{s} = add i64 %oq{p}, %cb",
+                f"  %oi{s} = add i64 %oo{s}, {LANES * h}",
+                f"  %op{s} = getelementptr float, ptr %out, i64 %oi{s}",
+                f"  store {v} %cl{s}, ptr %op{s}, align 4",
+            ]
+    lines += [
+        f"  %cb1 = add i64 %cb, {CHANNELS}",
+        "  %more = icmp ult i64 %cb1, %C",
+        "  br i1 %more, label %loop, label %exit",
+        "exit:",
+        "  ret void",
+        "}",
+    ]
+    return "\n".join(lines)
+
+
+def _driver_ir() -> str:
+    """@dw: images × interior rows × blocks of 4 pixels, then single pixels."""
+    v = "<8 x float>"
+    args = "i64 %C, ptr %xp, i64 %xrow, i64 %xpix, ptr %w, i64 %wtap, ptr %bias"
+    return "\n".join(
+        [
+            "define void @dw(i64 %N, i64 %R, i64 %J, i64 %C, ptr %x, i64 %ximg, i64 %xrstep, i64 %xrow,"
+            " i64 %xpix, ptr %w, i64 %wtap, ptr %bias, ptr %out, i64 %oimg, i64 %orow, float %lo, float %hi) {",
+            "entry:",
+            f"  %loi = insertelement {v} poison, float %lo, i64 0",
+            f"  %lov = shufflevector {v} %loi, {v} poison, <8 x i32> zeroinitializer",
+            f"  %hii = insertelement {v} poison, float %hi, i64 0",
+            f"  %hiv = shufflevector {v} %hii, {v} poison, <8 x i32> zeroinitializer",
+            f"  %j4 = and i64 %J, {-PIXELS}",
+            "  br label %nloop",
+            "nloop:",
+            "  %n = phi i64 [0, %entry], [%n1, %nnext]",
+            "  br label %rloop",
+            "rloop:",
+            "  %r = phi i64 [0, %nloop], [%r1, %rnext]",
+            "  %xn = mul i64 %n, %ximg",
+            "  %xr = mul i64 %r, %xrstep",
+            "  %xo = add i64 %xn, %xr",
+            "  %xbase = getelementptr float, ptr %x, i64 %xo",
+            "  %on = mul i64 %n, %oimg",
+            "  %or = mul i64 %r, %orow",
+            "  %oo = add i64 %on, %or",
+            "  %obase = getelementptr float, ptr %out, i64 %oo",
+            "  %any4 = icmp ugt i64 %j4, 0",
+            "  br i1 %any4, label %jloop, label %tailcheck",
+            "jloop:",
+            "  %j = phi i64 [0, %rloop], [%j1, %jloop]",
+            "  %xj = mul i64 %j, %xpix",
+            "  %xpj = getelementptr float, ptr %xbase, i64 %xj",
+            "  %oj = mul i64 %j, %C",
+            "  %opj = getelementptr float, ptr %obase, i64 %oj",
+            f"  call void @blk{PIXELS}({args.replace('%xp,', '%xpj,')}, ptr %opj, {v} %lov, {v} %hiv)",
+            f"  %j1 = add i64 %j, {PIXELS}",
+            "  %jm = icmp ult i64 %j1, %j4",
+            "  br i1 %jm, label %jloop, label %tailcheck",
+            "tailcheck:",
+            "  %anyt = icmp ult i64 %j4, %J",
+            "  br i1 %anyt, label %tloop, label %rnext",
+            "tloop:",
+            "  %t = phi i64 [%j4, %tailcheck], [%t1, %tloop]",
+            "  %xt = mul i64 %t, %xpix",
+            "  %xpt = getelementptr float, ptr %xbase, i64 %xt",
+            "  %ot = mul i64 %t, %C",
+            "  %opt = getelementptr float, ptr %obase, i64 %ot",
+            f"  call void @blk1({args.replace('%xp,', '%xpt,')}, ptr %opt, {v} %lov, {v} %hiv)",
+            "  %t1 = add i64 %t, 1",
+            "  %tm = icmp ult i64 %t1, %J",
+            "  br i1 %tm, label %tloop, label %rnext",
+            "rnext:",
+            "  %r1 = add i64 %r, 1",
+            "  %rm = icmp ult i64 %r1, %R",
+            "  br i1 %rm, label %rloop, label %nnext",
+            "nnext:",
+            "  %n1 = add i64 %n, 1",
+            "  %nm = icmp ult i64 %n1, %N",
+            "  br i1 %nm, label %nloop, label %done",
+            "done:",
+            "  ret void",
+            "}",
+        ]
+    )
+
+
+def module_ir(k: int) -> str:
+    """The LLVM module of the k×k kernel: the FMA intrinsic, the 4- and 1-pixel blocks, @dw."""
+    parts = ["declare <8 x float> @llvm.fma.v8f32(<8 x float>, <8 x float>, <8 x float>)"]
+    parts += [_block_ir(k, PIXELS), _block_ir(k, 1), _driver_ir()]
+    return "\n\n".join(parts)
+
+
+def _compile(k: int) -> _DwFn | None:
+    import llvmlite.binding as llvm  # type: ignore[import-untyped]
+
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    features = llvm.get_host_cpu_features().flatten()
+    if "+fma" not in features or "+avx2" not in features:
+        return None
+    tm = llvm.Target.from_default_triple().create_target_machine(cpu=llvm.get_host_cpu_name(), features=features, opt=3)
+    mod = llvm.parse_assembly(module_ir(k))
+    mod.verify()
+    pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(3))
+    pb.getModulePassManager().run(mod, pb)
+    engine = llvm.create_mcjit_compiler(mod, tm)
+    engine.finalize_object()
+    i64, ptr, f32 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_float
+    proto = ctypes.CFUNCTYPE(None, i64, i64, i64, i64, ptr, i64, i64, i64, i64, ptr, i64, ptr, ptr, i64, i64, f32, f32)
+    _engines.append(engine)  # the machine code lives as long as its engine
+    return cast(_DwFn, proto(engine.get_function_address("dw")))
+
+
+def kernel(k: int) -> _DwFn | None:
+    """The compiled k×k interior kernel, or None where it cannot run (no AVX2/FMA, llvmlite failure)."""
+    with _lock:
+        if k not in _compiled:
+            try:
+                _compiled[k] = _compile(k)
+            except Exception:  # a missing target or a JIT failure: the numba kernel serves instead
+                _compiled[k] = None
+        return _compiled[k]
+
+
+def interior_columns(w: int, k: int, stride: int, pad_left: int) -> tuple[int, int]:
+    """Output columns [j0, j1) whose k-wide window lies inside a w-wide row (j0 >= j1: none)."""
+    return -(-pad_left // stride), (w - k + pad_left) // stride + 1
+
+
+def interior_rows(out_row0: int, rows: int, h: int, k: int, stride: int, pad_top: int) -> tuple[int, int]:
+    """Of ``rows`` output rows starting at image row ``out_row0``: [i0, i1) (relative) whose window
+    lies inside the h-high image."""
+    lo = -(-pad_top // stride) - out_row0
+    hi = (h - k + pad_top) // stride + 1 - out_row0
+    return max(0, lo), min(rows, hi)
+
+
+def interior(
+    fn: _DwFn,
+    x: np.ndarray,
+    weight: np.ndarray,
+    bias: np.ndarray,
+    out: np.ndarray,
+    stride: int,
+    pad_top: int,
+    pad_left: int,
+    lo: float | np.float32,
+    hi: float | np.float32,
+    x_row0: int,
+    h: int,
+    out_row0: int,
+    c0: int,
+    images: tuple[int, int],
+    rows: tuple[int, int],
+    cols: tuple[int, int],
+) -> None:
+    """The interior rectangle images × rows × cols of ``out`` (N, OHX, OW, C) from ``x`` (N, HX, W, C)
+    with the arguments of ``conv_kernels.depthwise`` (bands, channel slice c0 of weight/bias).
+    C must be a multiple of 16; every range non-empty."""
+    n0, n1 = images
+    i0, i1 = rows
+    j0, j1 = cols
+    c = x.shape[3]
+    w, hx = x.shape[2], x.shape[1]
+    oh, ow = out.shape[1], out.shape[2]
+    xrow = w * c
+    ih = (i0 + out_row0) * stride - pad_top - x_row0  # x's row of the first window's top tap
+    iw = j0 * stride - pad_left
+    xoff = ((n0 * hx + ih) * w + iw) * c
+    ooff = ((n0 * oh + i0) * ow + j0) * c
+    fs = 4  # bytes per float
+    fn(
+        n1 - n0,
+        i1 - i0,
+        j1 - j0,
+        c,
+        x.ctypes.data + fs * xoff,
+        hx * xrow,
+        stride * xrow,
+        xrow,
+        stride * c,
+        weight.ctypes.data + fs * c0,
+        weight.shape[2],
+        bias.ctypes.data + fs * c0,
+        out.ctypes.data + fs * ooff,
+        oh * ow * c,
+        ow * c,
+        lo,
+        hi,
+    )
