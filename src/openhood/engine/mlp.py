@@ -9,10 +9,11 @@ and cast once, so the served graph takes the raw features (0–16 pixels for the
 nothing but Linear → ReLU → … → Linear → Softmax. The trade-off: the folded first layer differs
 from the trained one by float32 rounding (~1e-7 relative), measured in the parity tests.
 
-Layers whose width is a multiple of 16 (the 256-wide hidden layers) are ``PanelLinear``: the
-weight is packed once into the panels of ``engine.panel_gemm`` instead of being re-packed by
-OpenBLAS on every call; the 10-class head stays a plain ``Linear`` (np.matmul is faster on it).
-``packed=False`` gives the all-BLAS graph the tests compare it with.
+Every layer is a ``PanelLinear`` where the kernel runs: the weight is packed once into the
+panels of ``engine.panel_gemm`` instead of being re-packed by OpenBLAS on every call, and after
+fusion each node (Linear+ReLU, and the 10-class head's Linear+Softmax) is one kernel call with
+the bias and activation applied to the register tile. ``packed=False`` gives the all-BLAS graph
+(np.matmul + the row kernels) the tests compare it with.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ OUTPUT_NAME = "probs"  # (B, classes) float32
 
 
 def dense(w: np.ndarray, b: np.ndarray, packed: bool = True) -> Linear:
-    """The layer for (weight (in, out), bias (out,)): panel-packed where that pays, else BLAS."""
+    """The layer for (weight (in, out), bias (out,)): panel-packed where the kernel runs, else BLAS."""
     return PanelLinear(w, b) if packed and PanelLinear.suits(w) else Linear(w, b)
 
 
