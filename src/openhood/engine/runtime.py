@@ -233,13 +233,15 @@ class Executor:
         self.graph = graph
         self.splitter = RowSplitter(threads)
         self.buffers = BufferPool()  # conv outputs, reused across nodes and calls
-        # value → index of the last node reading it; freed after that node (bounded memory).
+        # value → index of the last node reading it; freed after that node (bounded memory). The
+        # feeds are the caller's (never the pool's): nothing to give back, so not listed.
         last_use: dict[str, int] = {}
         for i, n in enumerate(graph.nodes):
             for v in n.inputs:
                 last_use[v] = i
+        keep = set(graph.outputs) | set(graph.inputs)
         self._free_after = [
-            [v for v in set(n.inputs) if last_use[v] == i and v not in graph.outputs] for i, n in enumerate(graph.nodes)
+            [v for v in set(n.inputs) if last_use[v] == i and v not in keep] for i, n in enumerate(graph.nodes)
         ]
 
     def run(self, feeds: dict[str, np.ndarray], profiler: OpProfiler | None = None) -> dict[str, np.ndarray]:
@@ -265,18 +267,19 @@ class Executor:
 
     def _run(self, feeds: dict[str, np.ndarray], ctx: RunContext, profiler: OpProfiler | None) -> dict[str, np.ndarray]:
         env: dict[str, Any] = dict(feeds)  # arrays; the attention-mask bias may be None
-        for i, node in enumerate(self.graph.nodes):
+        release = self.buffers.release
+        for node, free in zip(self.graph.nodes, self._free_after, strict=True):
             kernel = KERNELS[node.op]
-            args = [env[v] for v in node.inputs]
             if profiler is None:
-                result, _ = kernel(node, ctx, *args)
+                result = kernel(node, ctx, *[env[v] for v in node.inputs])[0]
             else:
+                args = [env[v] for v in node.inputs]
                 t0 = time.perf_counter()
                 result, flops = kernel(node, ctx, *args)
                 profiler.record(node, time.perf_counter() - t0, flops)
             env[node.outputs[0]] = result
-            for v in self._free_after[i]:
-                self.buffers.release(env.pop(v, None))
+            for v in free:
+                release(env.pop(v, None))
         return {name: env[name] for name in self.graph.outputs}
 
     def close(self) -> None:
