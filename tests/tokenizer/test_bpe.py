@@ -113,14 +113,3 @@ def test_tokenize_command_reads_gguf(tmp_path, capsys, bpe):
 @pytest.mark.parametrize("text", BPE_NASTY, ids=range(len(BPE_NASTY)))
 def test_numba_merges_equal_python_reference(bpe, text):
     assert bpe.encode(text).tolist() == bpe.encode_reference(text)
-
-
-def test_cache_is_bounded(bpe, monkeypatch):
-    import openhood.tokenizer.bpe as mod
-
-    monkeypatch.setattr(mod, "CACHE_LIMIT", 5)
-    texts = [f"word{i} other{i}" for i in range(20)]
-    first = our_ids(bpe, texts)
-    assert our_ids(bpe, texts) == first
-    bpe.encode("a b c d e f g h")
-    assert len(bpe._cache) <= 5 + 16

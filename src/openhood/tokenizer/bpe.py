@@ -6,11 +6,14 @@ bytes, each byte the id of its one-character token, and adjacent ids are merged 
 first until no ranked pair is left. Merges work on id pairs (``(left, right) → (rank, merged)``)
 rather than strings, so the inner loop is integer work.
 
-The trade-off: a per-piece cache (natural text repeats its words, so most pieces are
-dictionary hits; bounded, cleared when full) in front of the merges; the pieces a text or a
-batch misses are merged together in one numba call (``bpe_kernel``), the plain-Python
-``_bpe`` staying beside it as the reference. Decoding joins the tokens' byte strings;
-``StreamDecoder`` holds a partial UTF-8 character back until its last byte arrives.
+The trade-off: a batch is one numba call (``bpe_kernel.encode_texts``): Python joins the texts,
+views them as UTF-32 code points and finds the special tokens with one regex scan; the kernel
+pre-tokenizes, looks each piece up in a bounded cache (natural text repeats its words, so most
+pieces are hits), merges the misses and writes the ids of all texts into one array. So nothing
+in Python runs per piece or per token, at the price of a second, hand-compiled copy of the
+pre-tokenizer regex. ``encode_reference`` (``re`` split, plain-Python ``_bpe`` merges, no cache)
+stays beside it as the reference the tests compare with. Decoding joins the tokens' byte
+strings; ``StreamDecoder`` holds a partial UTF-8 character back until its last byte arrives.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import codecs
 import json
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,8 +29,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from openhood.tokenizer.batch import RaggedBatch
-from openhood.tokenizer.bpe_kernel import MergeTable, merge_pieces
-from openhood.tokenizer.byte_level import bytes_to_unicode, pretokenizer_pattern
+from openhood.tokenizer.bpe_kernel import MergeTable, PieceCache, encode_texts
+from openhood.tokenizer.byte_level import bytes_to_unicode, code_point_classes, pretokenizer_pattern
 
 if TYPE_CHECKING:
     from openhood.formats.gguf import GGUFFile
@@ -34,7 +38,7 @@ if TYPE_CHECKING:
 # GGUF token types (llama.cpp's llama_token_type): only these two are matched as whole tokens.
 TOKEN_TYPE_CONTROL = 3
 TOKEN_TYPE_USER_DEFINED = 4
-CACHE_LIMIT = 200_000  # pieces; ~ tens of MB at most, cleared when reached
+CACHE_LIMIT = 200_000  # pieces; ~20 MB of arrays, cleared when full
 
 
 class BPEConfigError(ValueError):
@@ -141,20 +145,25 @@ class BPETokenizer:
         self._table = MergeTable(
             [(a, b, m) for (a, b), (_, m) in sorted(self._merge.items(), key=lambda kv: kv[1][0])], len(spec.tokens)
         )
-        self._byte_id_arr = np.asarray(self._byte_id, dtype=np.int64)
+        self._byte_id_arr = np.asarray(self._byte_id, dtype=np.int32)
         u2b = {u: b for b, u in b2u.items()}
         # id → bytes: specials are literal text, everything else is spelled in byte-level characters.
+        special_ids = set(spec.specials.values())
         self._bytes = [
-            t.encode("utf-8")
-            if i in spec.specials.values() or any(c not in u2b for c in t)
-            else bytes(u2b[c] for c in t)
+            t.encode("utf-8") if i in special_ids or any(c not in u2b for c in t) else bytes(u2b[c] for c in t)
             for i, t in enumerate(spec.tokens)
         ]
-        self._special_ids = frozenset(spec.specials.values())
-        self._pre = pretokenizer_pattern(spec.split_digits)
+        self._special_ids = frozenset(special_ids)
+        self._pre = pretokenizer_pattern(spec.split_digits)  # the reference split (encode_reference)
+        self._classes = code_point_classes()
         alts = sorted(spec.specials, key=len, reverse=True)
         self._special_re = re.compile("|".join(map(re.escape, alts))) if alts else None
-        self._cache: dict[str, tuple[int, ...]] = {}
+        # Texts are joined with a character no special token contains, so no match spans two texts.
+        self._joiner = next(c for c in map(chr, range(0x110000)) if not any(c in t for t in alts))
+        self._cache = PieceCache(CACHE_LIMIT)
+        self._lock = threading.Lock()  # the kernel releases the GIL and mutates the cache
+        self.encode_many(["a 1"])  # load the compiled kernel now (numba's disk cache), not on first use
+        self._cache.clear()
 
     @classmethod
     def from_file(cls, path: str | Path) -> BPETokenizer:
@@ -195,23 +204,6 @@ class BPETokenizer:
             ids = out
         return tuple(ids)
 
-    def _merge_batch(self, pieces: list[str]) -> None:
-        """Merge the uncached ``pieces`` in one numba call and cache their ids."""
-        raw = [p.encode("utf-8") for p in pieces]
-        offsets = np.zeros(len(raw) + 1, dtype=np.int64)
-        np.cumsum([len(r) for r in raw], out=offsets[1:])
-        ids = self._byte_id_arr[np.frombuffer(b"".join(raw), dtype=np.uint8)]  # (total bytes,)
-        missing = ids < 0
-        if missing.any():  # bytes without a token: drop them, as HF does, then re-offset
-            keep_counts = np.add.reduceat(~missing, offsets[:-1])  # pieces are never empty
-            ids = ids[~missing]
-            offsets[1:] = np.cumsum(keep_counts)
-        lengths = np.empty(len(raw), dtype=np.int64)
-        t = self._table
-        merge_pieces(ids, offsets, lengths, t.keys, t.ranks, t.merged, t.vocab_size, t.mask)
-        for p, a, n in zip(pieces, offsets[:-1].tolist(), lengths.tolist(), strict=False):
-            self._cache[p] = tuple(ids[a : a + n].tolist())
-
     def _split(self, text: str, parse_special: bool) -> list[str | int]:
         """Pre-token pieces of ``text`` with special-token ids in their places."""
         if not parse_special or self._special_re is None:
@@ -225,25 +217,45 @@ class BPETokenizer:
         parts.extend(self._pre.findall(text[pos:]))
         return parts
 
+    def _encode_flat(self, texts: list[str], parse_special: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(ids of all texts back to back (int32), ids per text (int64)): one numba call for the batch.
+
+        Python's work is per batch, not per piece: join the texts, view them as UTF-32 code points,
+        find the special tokens with one regex scan, and hand everything to ``encode_texts``.
+        """
+        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+        starts = np.zeros(len(texts), dtype=np.int64)
+        np.cumsum(lengths[:-1] + 1, out=starts[1:])  # + 1: the joiner between texts
+        joined = self._joiner.join(texts)
+        cps = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32)
+        if parse_special and self._special_re is not None:
+            found = [(m.start(), m.end(), self.spec.specials[m.group()]) for m in self._special_re.finditer(joined)]
+        else:
+            found = []
+        sp = np.asarray(found, dtype=np.int64).reshape(-1, 3)
+        t = self._table
+        table = (t.keys, t.ranks, t.merged, t.vocab_size, t.mask)
+        with self._lock:
+            return encode_texts(
+                cps,
+                starts,
+                starts + lengths,
+                sp[:, 0].copy(),
+                sp[:, 1].copy(),
+                sp[:, 2].astype(np.int32),
+                self._classes,
+                self.spec.split_digits,
+                self._byte_id_arr,
+                table,
+                self._cache.arrays(),
+            )
+
     def encode_many(self, texts: list[str], parse_special: bool = True) -> list[list[int]]:
-        """Ids of each text; the cache is bounded before the batch (it may exceed CACHE_LIMIT by one batch)."""
-        if len(self._cache) > CACHE_LIMIT:
-            self._cache.clear()
-        splits = [self._split(t, parse_special) for t in texts]
-        cache = self._cache
-        misses = list({p for parts in splits for p in parts if isinstance(p, str) and p not in cache})
-        if misses:
-            self._merge_batch(misses)
-        out = []
-        for parts in splits:
-            ids: list[int] = []
-            for p in parts:
-                if isinstance(p, int):
-                    ids.append(p)
-                else:
-                    ids.extend(cache[p])
-            out.append(ids)
-        return out
+        """Ids of each text, as lists."""
+        ids, lengths = self._encode_flat(list(texts), parse_special)
+        bounds = np.cumsum(lengths).tolist()
+        flat = ids.tolist()
+        return [flat[a:b] for a, b in zip([0, *bounds[:-1]], bounds, strict=True)]
 
     def encode_list(self, text: str, parse_special: bool = True) -> list[int]:
         return self.encode_many([text], parse_special)[0]
@@ -260,16 +272,15 @@ class BPETokenizer:
         return np.asarray(self.encode_list(text, parse_special), dtype=np.int32)
 
     def encode_batch(self, texts: list[str], max_length: int | None = None, parse_special: bool = True) -> RaggedBatch:
-        rows = self.encode_many(list(texts), parse_special)
-        truncated = np.zeros(len(rows), dtype=bool)
-        if max_length is not None:
-            for i, r in enumerate(rows):
-                if len(r) > max_length:
-                    rows[i] = r[:max_length]
-                    truncated[i] = True
-        lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
-        flat = np.fromiter((i for r in rows for i in r), dtype=np.int32, count=int(lengths.sum()))
-        return RaggedBatch(flat, lengths, truncated, pad_id=self.pad_id, pad_left=True)
+        ids, lengths = self._encode_flat(list(texts), parse_special)
+        truncated = np.zeros(lengths.size, dtype=bool)
+        if max_length is not None and (lengths > max_length).any():
+            truncated = lengths > max_length
+            starts = np.cumsum(lengths) - lengths
+            rank = np.arange(ids.size) - np.repeat(starts, lengths)  # position of each id in its text
+            ids = ids[rank < max_length]
+            lengths = np.minimum(lengths, max_length)
+        return RaggedBatch(ids, lengths, truncated, pad_id=self.pad_id, pad_left=True)
 
     # ---- decoding -------------------------------------------------------------------------
     def convert_ids_to_tokens(self, ids) -> list[str]:
