@@ -8,7 +8,7 @@ source on the path, inside the shared lock so benchmarks do not overlap on the 2
 
 Sections, each printed as a table with ratios against anchors measured in the same run:
 1. tokenizer: byte-level BPE vs HF ``tokenizers`` (same pre-tokenizer) on the dev corpus:
-   tokens/s and the number of texts whose ids differ;
+   tokens/s and the number of texts whose ids differ (``--only-tokenizer``: this section alone);
 2. prefill and decode tokens/s at batch 1, 4, 16 — openhood runs the B prompts as one batch,
    llama.cpp (same GGUF, same threads) runs them one after another (its Python API decodes one
    sequence at a time), transformers (float32, CPU) runs batch 1. openhood runs twice: float32
@@ -44,6 +44,8 @@ def _table(title: str, header: list[str], rows: list[list]) -> None:
 
 
 def bench_tokenizer(path, corpus: Path, limit: int) -> None:
+    from importlib.metadata import version
+
     from openhood.corpus import read_texts
     from openhood.tokenizer.bpe import BPETokenizer
     from openhood.tokenizer.bpe_anchor import hf_bpe_tokenizer
@@ -63,7 +65,8 @@ def bench_tokenizer(path, corpus: Path, limit: int) -> None:
     ours.encode_batch(texts)
     t_warm = time.perf_counter() - warm
     _table(
-        f"Tokenizer: {len(texts)} dev-corpus texts, {n:,} tokens, {diff} texts with different ids",
+        f"Tokenizer: {len(texts)} dev-corpus texts, {n:,} tokens, {diff} texts with different ids "
+        f"(tokenizers {version('tokenizers')})",
         ["tokenizer", "tokens/s", "vs HF"],
         [
             ["HF tokenizers (encode_batch, its thread pool)", n / t_hf, "1.00x"],
@@ -322,6 +325,7 @@ def main() -> None:
     ap.add_argument("--corpus", type=Path, default=Path("/work/shared/data/dev_corpus.jsonl"))
     ap.add_argument("--corpus-texts", type=int, default=20000)
     ap.add_argument("--parity", action="store_true")
+    ap.add_argument("--only-tokenizer", action="store_true", help="run the tokenizer section alone and stop")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -350,6 +354,10 @@ def main() -> None:
 
     if args.corpus.is_file():
         bench_tokenizer(path, args.corpus, args.corpus_texts)
+    elif args.only_tokenizer:
+        sys.exit(f"{args.corpus}: no such corpus")
+    if args.only_tokenizer:
+        return
     engines = {
         name: {int(k): v for k, v in json.loads(_worker(name, args)).items()}
         for name in ("openhood-float32", "openhood-quantized", "llamacpp", "transformers")
