@@ -15,9 +15,10 @@ threadpoolctl, ``torch.set_num_threads``, ORT intra-op threads):
    MLPClassifier`` and by a plain PyTorch loop, each over ``--train-seeds`` seeds; mean wall time
    as ratios to openhood, test accuracy mean ± std over the seeds.
 3. **Inference** of the 784 → 256 → 10 MLP at batch 1, 64, 1024: openhood's engine (fused
-   Linear+ReLU, Linear+Softmax; the hidden layer on the pre-packed panels of
-   ``engine.panel_gemm``, and once more with ``np.matmul`` for it, the "BLAS W1" row) vs ONNX
-   Runtime running its ONNX export vs PyTorch; calls are
+   Linear+ReLU, Linear+Softmax, each one call of ``engine.panel_gemm``'s pre-packed kernel with
+   the bias and activation on its register tile; and once more with ``np.matmul`` + the row
+   kernels for both layers, the "BLAS" row) vs ONNX Runtime running its ONNX export vs
+   PyTorch; calls are
    interleaved, median of ``--rounds``; GFLOP/s and % of the float32 GEMM peak measured here
    (a 1536³ numpy matmul with the same threads).
 4. **Per-op table**: the textbook forward pass one NumPy line at a time (``x @ W1``, ``+ b1``,
@@ -203,12 +204,12 @@ def inference(threads: int, rounds: int) -> None:
     peak = measure_gemm_peak()
     flops_per_row = 2 * (SIZES[0] * SIZES[1] + SIZES[1] * SIZES[2])
     fused, unfused = prepare_graph(build_mlp(SIZES)), build_mlp(SIZES)
-    fused_blas = prepare_graph(build_mlp(SIZES, packed=False))  # x @ W1 through np.matmul (OpenBLAS)
+    fused_blas = prepare_graph(build_mlp(SIZES, packed=False))  # np.matmul (OpenBLAS) + row kernels
     contenders = {}
     executors = [Executor(g, threads) for g in (fused, fused_blas, unfused)]
     ex_fused, ex_blas, ex_unfused = executors
     contenders["openhood engine (fused)"] = lambda x: ex_fused.run({INPUT_NAME: x})["probs"]
-    contenders["openhood engine (fused, BLAS W1)"] = lambda x: ex_blas.run({INPUT_NAME: x})["probs"]
+    contenders["openhood engine (fused, BLAS)"] = lambda x: ex_blas.run({INPUT_NAME: x})["probs"]
     contenders["openhood engine (unfused)"] = lambda x: ex_unfused.run({INPUT_NAME: x})["probs"]
     sess = make_session(graph_to_onnx(fused).SerializeToString(), threads=threads)
     contenders["onnxruntime"] = lambda x: sess.run(None, {INPUT_NAME: x})[0]
