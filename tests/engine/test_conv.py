@@ -186,3 +186,30 @@ def test_depthwise_simd_interior_ranges():
     # 7 high, 5x5 stride 2 (pad top 1): of 4 output rows only row 1; none in a band from output row 2
     assert depthwise_simd.interior_rows(0, 4, 7, 5, 2, 1) == (1, 2)
     assert depthwise_simd.interior_rows(2, 2, 7, 5, 2, 1) == (0, 0)
+
+
+@needs_simd
+@pytest.mark.parametrize(
+    "h,w,cin,cout,k,s",
+    [(224, 224, 3, 32, 3, 2), (9, 7, 3, 16, 3, 2), (10, 11, 2, 48, 5, 2), (8, 8, 4, 16, 3, 1), (7, 6, 3, 32, 3, 2)],
+)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_conv2d_simd_dense_matches_reference_and_gemm_path(h, w, cin, cout, k, s, threads, monkeypatch):
+    """The stem's direct SIMD kernel (no im2col) over chunks that cut images and odd padding,
+    against the float64 definition and against im2col + sgemm."""
+    monkeypatch.setattr(conv, "MIN_PARALLEL_CONV", 0)
+    rng = np.random.default_rng(h * cout + k)
+    n = 1 if h > 100 else 3
+    x, weight, bias = rand(rng, n, h, w, cin) * 2, rand(rng, k, k, cin, cout), rand(rng, cout)
+    ref = conv.relu6_naive(conv.conv2d_naive(x, weight, bias, s))
+    lin = Linear(weight.reshape(-1, cout), bias)
+    sp = RowSplitter(threads)
+    try:
+        assert conv.SIMD_DENSE and depthwise_simd.dense_kernel(k, k * cin) is not None
+        got = conv.conv2d(x, lin, k, s, sp, "relu6")
+        monkeypatch.setattr(conv, "SIMD_DENSE", False)
+        gemm = conv.conv2d(x, lin, k, s, sp, "relu6")
+    finally:
+        sp.close()
+    assert np.max(np.abs(got - ref)) < 1e-4
+    assert np.max(np.abs(got - gemm)) < 1e-5

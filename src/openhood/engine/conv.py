@@ -8,11 +8,15 @@ definition (float64, written as the formula reads) and serve the tests only.
 Convolution strategy (``conv2d``):
 - 1×1, stride 1 (every expand/project/head conv of EfficientNet, ~85% of its FLOPs): the
   activation already IS the GEMM's left operand, so one BLAS sgemm, then the epilogue.
-- k×k (the stem's 3×3/2 over 3 channels): im2col per block of output rows + sgemm.
-  Measured on the stem at batch 8, one thread, best of 15: im2col of 27-wide patches + sgemm
-  6.7 ms against a direct compiled loop nest (no patch copy, Cout innermost) 17.3 ms: the
-  copy is 9x the 3-channel input but small beside the 32-channel output, and the GEMM's
-  register-blocked FMAs beat a loop nest whose reduction is only 27 long.
+- k×k (the stem's 3×3/2 over 3 channels): where the host has AVX2+FMA and Cout is a multiple
+  of 16, ``depthwise_simd.dense_kernel`` per block of output rows, from a zero-padded copy of
+  the band's input (4 pixels × 16 output channels in 8 FMA accumulators, each tap an input
+  float broadcast against a row of the weight; bias + clip before the one store). Else im2col
+  per block of output rows + sgemm. Stem at batch 32, one thread, best of 5: im2col + sgemm +
+  epilogue 40 ms (im2col 18, sgemm 16 at 43 GFLOP/s: K = 27 is too short for OpenBLAS, and
+  the 27-wide patches are written and read back), SIMD kernel 14 ms. (An earlier numba loop
+  nest, Cout innermost, lost to im2col + sgemm 17.3 vs 6.7 ms at batch 8: one dependency
+  chain per vector, as in the depthwise kernel.)
 - depthwise: ``depthwise_conv`` / ``depthwise_rows`` (the interior pixels through the SIMD
   kernel of ``engine.depthwise_simd``, the border through the numba kernel, or everything
   through the SIMD kernel from a zero-padded copy on small maps; im2col would copy every value
@@ -55,6 +59,9 @@ MBCONV_TILE_BYTES = 1536 * 1024
 # The interior pixels of a depthwise conv through ``engine.depthwise_simd`` (when the host has
 # AVX2+FMA and the channels are a multiple of 16); False: the numba kernel does every pixel.
 SIMD_DEPTHWISE = True
+# A k×k dense conv (the stem) through ``depthwise_simd.dense_kernel`` (no im2col, bias + clip
+# fused) when the host has AVX2+FMA and Cout is a multiple of 16; False: im2col + sgemm.
+SIMD_DENSE = True
 # Below this share of interior pixels (window inside the image) a fused block's depthwise pads
 # its tile and runs every pixel through the SIMD kernel (5×5 at 28×28 and smaller; see depthwise_rows).
 PAD_BELOW = 0.8
@@ -225,8 +232,43 @@ def conv2d(
     lo, hi = _bounds(activation)
     # Work unit: one output image row (OW pixels), so im2col and the GEMM see the same rows.
     step = max(1, block_rows(depth, cout) // ow)
+    fn = None
+    weight = linear.weight  # (KH*KW*Cin, Cout)
+    if (
+        not pointwise
+        and SIMD_DENSE
+        and residual is None
+        and cout % depthwise_simd.CHANNELS == 0
+        and weight.dtype == np.float32
+        and weight.flags.c_contiguous
+    ):
+        fn = depthwise_simd.dense_kernel(kernel, kernel * c)
+
+    def direct(r0: int, r1: int) -> None:
+        """Output rows [r0, r1) (over N*OH) through the SIMD dense kernel, image by image, from
+        a zero-padded copy of their input band (the im2col patches are never written)."""
+        assert fn is not None
+        r = r0
+        while r < r1:
+            n, i0 = divmod(r, oh)
+            i1 = min(oh, i0 + r1 - r)
+            r += i1 - i0
+            ph, pw = (i1 - i0 - 1) * stride + kernel, (ow - 1) * stride + kernel  # padded band
+            xp = splitter.scratch("conv.padded", (ph, pw, c))
+            top = i0 * stride - pt  # image row of xp's row 0
+            ra, rb = max(0, -top), min(ph, h - top)  # xp rows inside the image
+            ca, cb = pl, min(pw, pl + w)
+            xp[:ra] = 0.0
+            xp[rb:] = 0.0
+            xp[ra:rb, :ca] = 0.0
+            xp[ra:rb, cb:] = 0.0
+            xp[ra:rb, ca:cb] = x[n, top + ra : top + rb, : cb - ca]  # (rows, W, C)
+            depthwise_simd.dense(fn, xp, weight, b, result[n, i0:i1], stride, lo, hi)
 
     def work(r0: int, r1: int) -> None:
+        if fn is not None:
+            direct(r0, r1)
+            return
         for u0 in range(r0, r1, step):
             u1 = min(u0 + step, r1)
             p0, p1 = u0 * ow, u1 * ow  # output pixel rows of this block
