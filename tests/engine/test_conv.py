@@ -213,3 +213,23 @@ def test_conv2d_simd_dense_matches_reference_and_gemm_path(h, w, cin, cout, k, s
         sp.close()
     assert np.max(np.abs(got - ref)) < 1e-4
     assert np.max(np.abs(got - gemm)) < 1e-5
+
+
+@needs_simd
+@pytest.mark.parametrize("tile_bytes", [1 << 30, 32768])  # one tile (hidden channels split over threads), bands
+def test_mbconv_simd_expand_equals_sgemm_expand(splitter, monkeypatch, tile_bytes):
+    """The short-reduction expand through the SIMD dense kernel (channel slices at c0 = 0 and 32)
+    against sgemm + epilogue, and both against the three naive convs."""
+    monkeypatch.setattr(conv, "MBCONV_TILE_BYTES", tile_bytes)
+    monkeypatch.setattr(conv, "MIN_PARALLEL_CONV", 0)
+    rng = np.random.default_rng(7)
+    x = np.abs(rand(rng, 2, 11, 10, 24))
+    we, be, dw, bd = rand(rng, 24, 64) * 0.5, rand(rng, 64), rand(rng, 5, 5, 64), rand(rng, 64)
+    wp, bp = rand(rng, 64, 16) * 0.3, rand(rng, 16)
+    ref = conv.mbconv_naive(x, we, be, dw, bd, 2, wp, bp, None)
+    assert conv.DENSE_EXPAND_MAX_CIN >= 24
+    fast = conv.mbconv(x, Linear(we, be), dw, bd, 2, Linear(wp, bp), splitter)
+    monkeypatch.setattr(conv, "DENSE_EXPAND_MAX_CIN", 0)
+    gemm = conv.mbconv(x, Linear(we, be), dw, bd, 2, Linear(wp, bp), splitter)
+    assert np.max(np.abs(fast - ref)) < 1e-4 and np.max(np.abs(gemm - ref)) < 1e-4
+    assert np.max(np.abs(fast - gemm)) < 1e-5

@@ -62,6 +62,13 @@ SIMD_DEPTHWISE = True
 # A k×k dense conv (the stem) through ``depthwise_simd.dense_kernel`` (no im2col, bias + clip
 # fused) when the host has AVX2+FMA and Cout is a multiple of 16; False: im2col + sgemm.
 SIMD_DENSE = True
+# An expand 1×1 conv over at most this many input channels runs ``depthwise_simd.dense_kernel``
+# (bias + ReLU6 fused, no second pass over the tile) instead of sgemm + epilogue: OpenBLAS is
+# weakest at such short reductions. Whole mbconv, one thread, batch 8, best of 15 (sgemm → SIMD):
+# 112²×16→96 3×3/2 12.9 → 11.2 ms, 56²×24→144 3×3 10.7 → 10.3, 56²×24→144 5×5/2 11.3 → 8.1,
+# 28²×40→240 5×5 6.31 → 6.28, 28²×40→240 3×3/2 3.46 → 3.28; 14²×80→480 3.92 vs 3.96 and
+# 14²×112→672 8.1 vs 9.6: from Cin = 80 sgemm is as fast or faster.
+DENSE_EXPAND_MAX_CIN = 40
 # Below this share of interior pixels (window inside the image) a fused block's depthwise pads
 # its tile and runs every pixel through the SIMD kernel (5×5 at 28×28 and smaller; see depthwise_rows).
 PAD_BELOW = 0.8
@@ -407,7 +414,8 @@ def mbconv(
     group of whole images when one image's hidden maps fit ``MBCONV_TILE_BYTES``, else a band
     of output rows of one image (the band's input rows, halo included, are expanded again by
     the next band: ≤ 12% extra expand work at Lite0's sizes). Per tile: expand GEMM into a
-    per-thread scratch + bias/ReLU6 → depthwise (bias, ReLU6 fused) into a second scratch →
+    per-thread scratch + bias/ReLU6 (at most ``DENSE_EXPAND_MAX_CIN`` input channels: the SIMD
+    dense kernel, bias and clip fused) → depthwise (bias, ReLU6 fused) into a second scratch →
     project GEMM straight into the output rows + bias/residual. Threads take tiles in turn.
 
     When all the images make one tile (batch 1 from 28×28 on) the threads split the hidden
@@ -426,6 +434,15 @@ def mbconv(
     lo, hi = _bounds("relu6")
     e_bias = expand.bias if expand is not None and expand.bias is not None else np.zeros(hidden, dtype=np.float32)
     p_bias = project.bias if project.bias is not None else np.zeros(cout, dtype=np.float32)
+    dense_expand = None  # expand (Cin, hidden) through the SIMD dense kernel: short reductions only
+    if (
+        expand is not None
+        and SIMD_DENSE
+        and cin <= DENSE_EXPAND_MAX_CIN
+        and expand.weight.dtype == np.float32
+        and expand.weight.flags.c_contiguous
+    ):
+        dense_expand = depthwise_simd.dense_kernel(1, cin)
     image_bytes = 4 * hidden * (h * w + oh * ow)
     if image_bytes <= MBCONV_TILE_BYTES:
         per_tile, rows = max(1, MBCONV_TILE_BYTES // image_bytes), oh  # images per tile, whole
@@ -450,8 +467,12 @@ def mbconv(
         else:
             hid = splitter.scratch("mbconv.hidden", (n1 - n0, a1 - a0, w, c1 - c0))
             hid2 = hid.reshape(-1, c1 - c0)
-            np.matmul(x[n0:n1, a0:a1].reshape(-1, cin), expand.weight[:, c0:c1], out=hid2)  # (pixels, C1-C0)
-            conv_kernels.bias_act_rows(hid2, e_bias[c0:c1], _NO_RESIDUAL, lo, hi)
+            xrows = x[n0:n1, a0:a1].reshape(-1, cin)  # (pixels, Cin): whole images or one image's band, a view
+            if dense_expand is not None and (c1 - c0) % depthwise_simd.CHANNELS == 0:
+                depthwise_simd.dense(dense_expand, xrows[None], expand.weight, e_bias, hid2[None], 1, lo, hi, c0)
+            else:
+                np.matmul(xrows, expand.weight[:, c0:c1], out=hid2)  # (pixels, C1-C0)
+                conv_kernels.bias_act_rows(hid2, e_bias[c0:c1], _NO_RESIDUAL, lo, hi)
         d = splitter.scratch("mbconv.depthwise", (n1 - n0, i1 - i0, ow, c1 - c0))
         depthwise_rows(
             hid, dw, dw_bias, d, stride, pt, pl, lo, hi, a0, h, i0, c0, 0, (n1 - n0) * (i1 - i0), splitter.scratch

@@ -291,13 +291,16 @@ def dense(
     stride: int,
     lo: float | np.float32,
     hi: float | np.float32,
+    c0: int = 0,
 ) -> None:
-    """out (R, OW, Cout) ← clip(conv(xp) + bias, lo, hi) for a zero-padded band xp (HP, WP, Cin)
+    """out (R, OW, CO) ← clip(conv(xp) + bias, lo, hi) for a zero-padded band xp (HP, WP, Cin)
     whose row ``r·stride`` is output row r's first tap row and column ``j·stride`` output column
-    j's first; weight (KH·KW·Cin, Cout), Cout a multiple of 16."""
+    j's first; weight (KH·KW·Cin, Cout) and bias (Cout,) of which output channels [c0, c0 + CO)
+    are used, CO a multiple of 16."""
     r, ow, cout = out.shape
     c = xp.shape[2]
     xrow = xp.shape[1] * c
+    fs = 4  # bytes per float
     fn(
         1,
         r,
@@ -308,9 +311,9 @@ def dense(
         stride * xrow,
         xrow,
         stride * c,
-        weight.ctypes.data,
-        cout,
-        bias.ctypes.data,
+        weight.ctypes.data + fs * c0,
+        weight.shape[1],
+        bias.ctypes.data + fs * c0,
         out.ctypes.data,
         0,
         ow * cout,
