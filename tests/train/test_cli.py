@@ -46,4 +46,9 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path):
         r = run("--data", str(data), "--out", str(out))
         assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.strip().count("\n") == 0, r.stderr
         assert not out.exists()
+    for smoothing in ("1.0", "-0.1"):
+        out = tmp_path / "out"
+        r = run("--dataset", "digits", "--out", str(out), "--label-smoothing", smoothing)
+        assert r.returncode == 2 and "--label-smoothing" in r.stderr and "Traceback" not in r.stderr, r.stderr
+        assert not out.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.csv", "nan.csv"]  # no staged leftovers

@@ -39,6 +39,12 @@ def register(subparsers) -> None:
     p.add_argument("--patience", type=int, default=d.patience, help="early stopping patience in epochs (0 = off)")
     p.add_argument("--validation-fraction", type=float, default=d.validation_fraction)
     p.add_argument("--no-augment", action="store_true", help="no affine jitter of image inputs")
+    p.add_argument(
+        "--label-smoothing",
+        type=float,
+        default=d.label_smoothing,
+        help="ε of the training target (1 - ε) onehot + ε/K, in [0, 1) (0 = plain cross-entropy)",
+    )
     p.add_argument("--test-fraction", type=float, default=0.2, help="--data only: tail held out as test set")
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument(
@@ -63,6 +69,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     if args.epochs < 1 or args.batch_size < 1 or min(args.hidden) < 1 or args.lr <= 0 or args.threads < 1:
         return _fail("--epochs, --batch-size, --hidden, --lr and --threads must be positive")
+    if not 0.0 <= args.label_smoothing < 1.0:
+        return _fail(f"--label-smoothing must be in [0, 1), got {args.label_smoothing}")
     blas().set_threads_local(args.threads)
     try:
         ds = load_dataset(args.dataset, args.data, test_fraction=args.test_fraction)
@@ -79,6 +87,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         patience=args.patience,
         validation_fraction=args.validation_fraction,
         augment=not args.no_augment,
+        label_smoothing=args.label_smoothing,
         seed=args.seed,
     )
 

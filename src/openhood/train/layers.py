@@ -70,11 +70,18 @@ class ReLU:
 class SoftmaxCrossEntropy:
     """Mean cross-entropy of softmax(logits) against integer labels, fused with its gradient.
 
-    Fusing is the standard trick: d(mean CE)/dz = (softmax(z) - onehot(y)) / B, with no
-    division by p, so it stays exact where a probability underflows to 0.
+    Fusing is the standard trick: d(mean CE)/dz = (softmax(z) - q) / B, with no division by p,
+    so it stays exact where a probability underflows to 0. ``smoothing`` = ε is label smoothing
+    (Szegedy et al. 2016, PyTorch's ``label_smoothing``): the target is q = (1 - ε) onehot(y) + ε/K
+    instead of onehot(y), so the loss is (1 - ε) CE(y) + ε/K Σ_k CE(k). It keeps the logits from
+    growing without bound on the training writers (measured better on unseen ones:
+    docs/training.md); ε = 0 is plain cross-entropy, bit for bit.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, smoothing: float = 0.0) -> None:
+        if not 0.0 <= smoothing < 1.0:
+            raise ValueError(f"label smoothing must be in [0, 1), got {smoothing}")
+        self.smoothing = float(smoothing)
         self._probs: np.ndarray = np.empty((0, 0))  # set by forward
         self._labels: np.ndarray = np.empty(0, dtype=np.int64)
 
@@ -83,7 +90,13 @@ class SoftmaxCrossEntropy:
         e = np.exp(z)
         s = e.sum(axis=1, keepdims=True)  # (B, 1)
         rows = np.arange(z.shape[0])
-        loss = float(np.mean(np.log(s[:, 0]) - z[rows, labels]))
+        eps = self.smoothing
+        if eps:
+            # -Σ_k q_k log p_k = log s - (1 - ε) z_y - ε/K Σ_k z_k  (Σ_k q_k = 1)
+            target = (1.0 - eps) * z[rows, labels] + (eps / z.shape[1]) * z.sum(axis=1)
+            loss = float(np.mean(np.log(s[:, 0]) - target))
+        else:
+            loss = float(np.mean(np.log(s[:, 0]) - z[rows, labels]))
         e /= s
         self._probs, self._labels = e, labels
         return loss
@@ -94,7 +107,10 @@ class SoftmaxCrossEntropy:
 
     def backward(self) -> np.ndarray:
         d = self._probs  # reused as the gradient buffer: forward's probabilities are consumed here
-        d[np.arange(d.shape[0]), self._labels] -= 1.0
+        eps = self.smoothing
+        if eps:
+            d -= eps / d.shape[1]
+        d[np.arange(d.shape[0]), self._labels] -= 1.0 - eps
         d *= 1.0 / d.shape[0]
         return d
 
@@ -133,16 +149,20 @@ def relu_backward_naive(x: np.ndarray, dy: np.ndarray) -> np.ndarray:
     return np.where(x > 0, dy, 0).astype(dy.dtype)
 
 
-def softmax_cross_entropy_naive(logits: np.ndarray, labels: np.ndarray) -> tuple[float, np.ndarray]:
-    """(mean loss, dL/dlogits) row by row: p = exp(z - max) / Σ exp(z - max); L = -log p[y]."""
-    batch = logits.shape[0]
+def softmax_cross_entropy_naive(
+    logits: np.ndarray, labels: np.ndarray, smoothing: float = 0.0
+) -> tuple[float, np.ndarray]:
+    """(mean loss, dL/dlogits) row by row: p = exp(z - max) / Σ exp(z - max); q = (1 - ε) onehot + ε/K;
+    L = -Σ_k q_k log p_k; dL/dz = (p - q) / B."""
+    batch, classes = logits.shape
     loss = 0.0
     grad = np.zeros_like(logits)
     for bi in range(batch):
         z = logits[bi] - max(logits[bi])
-        p = np.exp(z) / np.sum(np.exp(z))
-        loss += -np.log(p[labels[bi]])
-        onehot = np.zeros_like(p)
-        onehot[labels[bi]] = 1.0
-        grad[bi] = (p - onehot) / batch
+        log_p = z - np.log(np.sum(np.exp(z)))
+        p = np.exp(log_p)
+        q = np.full_like(p, smoothing / classes)
+        q[labels[bi]] += 1.0 - smoothing
+        loss += -np.sum(q * log_p)
+        grad[bi] = (p - q) / batch
     return float(loss / batch), grad

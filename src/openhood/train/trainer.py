@@ -3,10 +3,11 @@
 ``train_mlp`` standardises the inputs once (the scaler is fitted on the training split only),
 then runs epochs of shuffled mini-batches; after each epoch it scores the validation split and
 keeps a copy of the parameters whenever the validation loss improves. After ``patience`` epochs
-without improvement it stops and restores the best copy. Everything random (initialisation,
-shuffling, the validation split) comes from generators seeded by ``TrainConfig.seed``, and the
-arithmetic is single-path NumPy, so one seed gives bit-identical weights run after run (same
-machine, same BLAS threads). The trade-off: the validation split is scored once per epoch, not
+without improvement it stops and restores the best copy. The training loss is cross-entropy
+with label smoothing (``TrainConfig.label_smoothing``); reported validation losses are plain
+cross-entropy. Everything random (initialisation, shuffling, the validation split) comes from
+generators seeded by ``TrainConfig.seed``, and the arithmetic is single-path NumPy, so one seed
+gives bit-identical weights run after run (same machine, same BLAS threads). The trade-off: the validation split is scored once per epoch, not
 per step, which is coarse but costs < 5 % of an epoch.
 """
 
@@ -19,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from openhood.train.augment import jitter_images
+from openhood.train.layers import SoftmaxCrossEntropy
 from openhood.train.model import MLP
 from openhood.train.optim import lr_at, make_optimizer
 
@@ -39,6 +41,9 @@ class TrainConfig:
     patience: int = 0  # epochs without a better validation loss before stopping; 0 = never stop early
     validation_fraction: float = 0.1  # used only when patience > 0
     augment: bool = True  # affine jitter each epoch, for data with an image shape
+    # ε of the training loss's target (1 - ε) onehot + ε/K; 0 = plain CE. 0.2 chosen on the 4-fold
+    # block CV of the training writers (98.00 vs 97.37 % for 0; 0.1-0.3 all 97.8-98.0), never on test.
+    label_smoothing: float = 0.2
     seed: int = 0
 
     def to_dict(self) -> dict:
@@ -67,13 +72,18 @@ class History:
 
 
 def evaluate(model: MLP, x_scaled: np.ndarray, y: np.ndarray, batch: int = 4096) -> tuple[float, float]:
-    """(mean loss, accuracy) without touching gradients; batched to bound memory."""
+    """(mean cross-entropy, accuracy) without touching gradients; batched to bound memory.
+
+    The loss is plain cross-entropy whatever the training loss's label smoothing, so validation
+    and test losses mean the same thing under every recipe.
+    """
+    ce = SoftmaxCrossEntropy()
     total_loss, correct = 0.0, 0
     for s in range(0, len(y), batch):
         xb, yb = x_scaled[s : s + batch], y[s : s + batch]
         z = model.logits(xb)
         correct += int((z.argmax(axis=1) == yb).sum())
-        total_loss += model.loss.forward(z, yb) * len(yb)
+        total_loss += ce.forward(z, yb) * len(yb)
     return total_loss / len(y), correct / len(y)
 
 
@@ -107,6 +117,7 @@ def train_mlp(
     if len(tr) == 0:
         raise ValueError("no training rows left after the validation split")
     model = MLP((x.shape[1], *cfg.hidden, n_classes), dtype=dtype, seed=cfg.seed)
+    model.loss = SoftmaxCrossEntropy(cfg.label_smoothing)  # the training objective
     model.fit_scaler(x[tr])
     x_tr, y_tr = model.scale(x[tr]), np.ascontiguousarray(y[tr])  # scaled once, not per batch
     x_va, y_va = model.scale(x[va]), y[va]
