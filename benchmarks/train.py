@@ -10,7 +10,7 @@ threadpoolctl, ``torch.set_num_threads``, ORT intra-op threads):
 1. **Accuracy**: the default recipe (``openhood train --dataset digits``) over ``--seeds`` seeds:
    test accuracy on the held-out last 360 digits, mean ± std, and the seconds per run.
 2. **Training speed**: the same 64 → 256 → 10 MLP, the same split, epochs, batch size, Adam,
-   learning rate and L2 decay, no augmentation and a constant learning rate (scikit-learn has
+   learning rate and L2 decay, no augmentation, no label smoothing and a constant learning rate (scikit-learn has
    neither jitter nor a cosine schedule), trained by openhood, by ``sklearn.neural_network.
    MLPClassifier`` and by a plain PyTorch loop, each over ``--train-seeds`` seeds; mean wall time
    as ratios to openhood, test accuracy mean ± std over the seeds.
