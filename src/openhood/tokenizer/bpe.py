@@ -154,8 +154,7 @@ class BPETokenizer:
             for i, t in enumerate(spec.tokens)
         ]
         self._special_ids = frozenset(special_ids)
-        self._pre = pretokenizer_pattern(spec.split_digits)  # the reference split (encode_reference)
-        self._classes = code_point_classes()
+        self._classes = code_point_classes(spec.split_digits)  # HF's \p{L}/\p{N}/\s per code point
         alts = sorted(spec.specials, key=len, reverse=True)
         self._special_re = re.compile("|".join(map(re.escape, alts))) if alts else None
         # Texts are joined with a character no special token contains, so no match spans two texts.
@@ -206,15 +205,16 @@ class BPETokenizer:
 
     def _split(self, text: str, parse_special: bool) -> list[str | int]:
         """Pre-token pieces of ``text`` with special-token ids in their places."""
+        pre = pretokenizer_pattern(self.spec.split_digits)  # compiled on first use (~15 ms), then cached
         if not parse_special or self._special_re is None:
-            return self._pre.findall(text)
+            return pre.findall(text)
         parts: list[str | int] = []
         pos = 0
         for m in self._special_re.finditer(text):
-            parts.extend(self._pre.findall(text[pos : m.start()]))
+            parts.extend(pre.findall(text[pos : m.start()]))
             parts.append(self.spec.specials[m.group()])
             pos = m.end()
-        parts.extend(self._pre.findall(text[pos:]))
+        parts.extend(pre.findall(text[pos:]))
         return parts
 
     def _encode_flat(self, texts: list[str], parse_special: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -232,14 +232,18 @@ class BPETokenizer:
             found = [(m.start(), m.end(), self.spec.specials[m.group()]) for m in self._special_re.finditer(joined)]
         else:
             found = []
-        sp = np.asarray(found, dtype=np.int64).reshape(-1, 3)
+        return self._encode_code_points(cps, starts, starts + lengths, np.asarray(found, dtype=np.int64))
+
+    def _encode_code_points(self, cps: np.ndarray, starts: np.ndarray, ends: np.ndarray, specials: np.ndarray):
+        """The kernel call: texts ``cps[starts[t]:ends[t]]`` (uint32), special tokens as (start, end, id) rows."""
+        sp = specials.reshape(-1, 3)
         t = self._table
         table = (t.keys, t.ranks, t.merged, t.vocab_size, t.mask)
         with self._lock:
             return encode_texts(
                 cps,
                 starts,
-                starts + lengths,
+                ends,
                 sp[:, 0].copy(),
                 sp[:, 1].copy(),
                 sp[:, 2].astype(np.int32),

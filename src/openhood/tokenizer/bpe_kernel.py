@@ -95,7 +95,7 @@ def _merge_run(ids, a, n, keys, ranks, merged, vocab_size, mask):
     return n
 
 
-# Code point classes of the pre-tokenizer (``byte_level.code_point_classes``).
+# Code point classes of the pre-tokenizer (numbered as ``byte_level.code_point_classes``, from HF's tables).
 OTHER, LETTER, NUMBER, SPACE = 0, 1, 2, 3
 
 

@@ -5,26 +5,29 @@ GPT-2 style vocabularies store tokens as strings over 256 printable stand-ins fo
 The pre-tokenizer cuts text into pieces that merges never cross. SmolLM2 (llama.cpp's
 ``smollm`` rule, HF's ``Digits(individual_digits) + ByteLevel``) first isolates every numeric
 character, then applies GPT-2's regex to what is between them. We fold both stages into one
-Python ``re`` pattern (see ``pretokenizer_pattern``); ``\\p{L}``/``\\p{N}`` and the White_Space
-set are spelled out as explicit classes built from ``unicodedata`` once, because ``re`` has no
-Unicode property classes and its ``\\s`` also matches U+001C..U+001F, which Oniguruma does not.
-That pattern is the reference; the fast path (``bpe_kernel``) runs the same rule as a state
-machine over ``code_point_classes``, a class per code point from the same sources.
-The trade-off: the classes follow Python's Unicode version (14.0 on 3.11), so a code point
-assigned later than that may be classed differently from the reference's newer tables: HF
-``tokenizers`` 0.23 classes 9,405 code points that are unassigned (Cn) in Unicode 14 as
-\\p{L} (9,272, e.g. U+1C89 and CJK/Tangut extensions) or \\p{N} (133), and ids around them
-differ; none occurs in the dev corpus.
+Python ``re`` pattern (see ``pretokenizer_pattern``), the reference; the fast path
+(``bpe_kernel``) runs the same rule as a state machine over ``code_point_classes``, a class per
+code point. Both take their classes from ``bpe_unicode_tables``: ``\\p{L}``, ``\\p{N}`` and
+``\\s`` as HF's regex engine (Oniguruma) sees them and what ``Digits`` isolates (Rust's
+``char::is_numeric``), probed from HF ``tokenizers`` once per code point and committed as ranges,
+because ``re`` has no property classes, its ``\\s`` also matches U+001C..U+001F, and Python 3.11's
+``unicodedata`` (Unicode 14) leaves 9,405 code points unassigned that the reference classes as
+letters or numbers. Building the table from ranges takes ~1 ms instead of ~0.3 s for a pass over
+``unicodedata``. The trade-off: the classes are pinned to the ``tokenizers`` version that was
+probed (0.23.3); a newer reference with newer Unicode tables needs the generator re-run
+(``tests/tokenizer/gen_bpe_unicode_tables.py``; ``test_bpe_unicode`` re-probes a sample and checks
+every code point's ids against the committed digests).
 """
 
 from __future__ import annotations
 
 import re
 import sys
-import unicodedata
 from functools import lru_cache
 
 import numpy as np
+
+from openhood.tokenizer import bpe_unicode_tables as bt
 
 
 @lru_cache(maxsize=1)
@@ -46,49 +49,47 @@ def bytes_to_unicode() -> dict[int, str]:
     return table
 
 
-# Unicode White_Space (what Oniguruma's and llama.cpp's \s match).
-WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+# Class numbers of ``code_point_classes`` (``bpe_kernel`` uses the same).
+OTHER, LETTER, NUMBER, SPACE = 0, 1, 2, 3
 
 
-def _ranges_class(pred) -> str:
-    """A regex class body for all code points where ``pred(category)`` holds, as merged ranges."""
-    parts: list[str] = []
-    start, prev = -1, -1
-    for cp in range(sys.maxunicode + 1):
-        if pred(unicodedata.category(chr(cp))):
-            if start < 0:
-                start = cp
-            prev = cp
-        elif start >= 0:
-            parts.append(re.escape(chr(start)) if start == prev else f"{re.escape(chr(start))}-{re.escape(chr(prev))}")
-            start = -1
-    if start >= 0:
-        parts.append(f"{re.escape(chr(start))}-{re.escape(chr(prev))}")
-    return "".join(parts)
+@lru_cache(maxsize=2)
+def code_point_classes(split_digits: bool = True) -> np.ndarray:
+    """Class of every code point (0 other, 1 \\p{L}, 2 \\p{N}, 3 \\s), as HF's pre-tokenizer sees it.
 
-
-@lru_cache(maxsize=1)
-def letter_and_number_classes() -> tuple[str, str]:
-    """(\\p{L}, \\p{N}) class bodies: categories L* and Nd/Nl/No (Rust's ``char::is_numeric``)."""
-    return _ranges_class(lambda c: c[0] == "L"), _ranges_class(lambda c: c[0] == "N")
-
-
-@lru_cache(maxsize=1)
-def code_point_classes() -> np.ndarray:
-    """Class of every code point for the numba pre-tokenizer: 0 other, 1 \\p{L}, 2 \\p{N}, 3 White_Space.
-
-    Built from the same ``unicodedata`` categories and ``WHITESPACE`` set as the pattern's classes
-    (one pass, ~0.3 s, once per process); ``bpe_kernel`` uses the same numbering.
+    Filled from ``bpe_unicode_tables``' ranges (a few hundred slice assignments, ~1 ms). With
+    ``split_digits`` the number class is what ``Digits`` isolates (Rust's ``char::is_numeric``, a
+    superset of the regex's \\p{N}), and it wins over the other classes, since ``Digits`` runs first.
+    Read-only: it is shared by every tokenizer in the process.
     """
-    major = np.frombuffer(
-        "".join(unicodedata.category(chr(cp))[0] for cp in range(sys.maxunicode + 1)).encode(), np.uint8
-    )
     table = np.zeros(sys.maxunicode + 1, dtype=np.uint8)
-    table[major == ord("L")] = 1
-    table[major == ord("N")] = 2
-    for lo, hi in re.findall(r"(.)(?:-(.))?", WHITESPACE, flags=re.DOTALL):
-        table[ord(lo) : ord(hi or lo) + 1] = 3
+    for ranges, cls in (
+        (bt.LETTER, LETTER),
+        (bt.WHITESPACE, SPACE),
+        (bt.NUMERIC if split_digits else bt.NUMBER, NUMBER),
+    ):
+        for lo, hi in ranges:
+            table[lo : hi + 1] = cls
+    table.flags.writeable = False
     return table
+
+
+def _class_body(table: np.ndarray, cls: int) -> str:
+    """A regex class body (``a-zA-Z...``) for the code points of class ``cls``, as merged ranges."""
+    cps = np.flatnonzero(table == cls)
+    if cps.size == 0:
+        return ""
+    cut = np.flatnonzero(np.diff(cps) != 1)
+    los, his = cps[np.r_[0, cut + 1]].tolist(), cps[np.r_[cut, cps.size - 1]].tolist()
+    e = re.escape
+    return "".join(e(chr(lo)) if lo == hi else f"{e(chr(lo))}-{e(chr(hi))}" for lo, hi in zip(los, his, strict=True))
+
+
+@lru_cache(maxsize=2)
+def pattern_classes(split_digits: bool = True) -> tuple[str, str, str]:
+    """(\\p{L}, \\p{N}, \\s) class bodies for ``pretokenizer_pattern``: the same sets as ``code_point_classes``."""
+    table = code_point_classes(split_digits)
+    return _class_body(table, LETTER), _class_body(table, NUMBER), _class_body(table, SPACE)
 
 
 @lru_cache(maxsize=4)
@@ -102,8 +103,7 @@ def pretokenizer_pattern(split_digits: bool = True) -> re.Pattern:
     >>> pretokenizer_pattern().findall("I've 42  apples")
     ['I', "'ve", ' ', '4', '2', ' ', ' apples']
     """
-    L, N = letter_and_number_classes()
-    S = WHITESPACE
+    L, N, S = pattern_classes(split_digits)
     contractions = r"'s|'t|'re|'ve|'m|'ll|'d"
     if split_digits:
         pat = rf"[{N}]|{contractions}| ?[{L}]+| ?[^{S}{L}{N}]+|[{S}]+(?![^{S}{N}])|[{S}]+"
