@@ -37,6 +37,8 @@ from typing import cast
 
 import numpy as np
 
+from openhood.engine.llvm_jit import jit_module
+
 LANES = 8  # floats per AVX vector
 CHANNELS = 16  # channels per block: two vectors
 PIXELS = 4  # output pixels per block: 4 × 2 = 8 accumulators
@@ -44,7 +46,6 @@ PIXELS = 4  # output pixels per block: 4 × 2 = 8 accumulators
 _DwFn = Callable[..., None]
 _lock = threading.Lock()
 _compiled: dict[int, _DwFn | None] = {}
-_engines: list[object] = []
 
 
 def _block_ir(k: int, pixels: int, dense_span: int = 0) -> str:
@@ -236,24 +237,12 @@ def module_ir(k: int, dense_span: int = 0) -> str:
 
 
 def _compile(k: int, dense_span: int = 0) -> _DwFn | None:
-    import llvmlite.binding as llvm  # type: ignore[import-untyped]
-
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-    features = llvm.get_host_cpu_features().flatten()
-    if "+fma" not in features or "+avx2" not in features:
+    address = jit_module(module_ir(k, dense_span))
+    if address is None:
         return None
-    tm = llvm.Target.from_default_triple().create_target_machine(cpu=llvm.get_host_cpu_name(), features=features, opt=3)
-    mod = llvm.parse_assembly(module_ir(k, dense_span))
-    mod.verify()
-    pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(3))
-    pb.getModulePassManager().run(mod, pb)
-    engine = llvm.create_mcjit_compiler(mod, tm)
-    engine.finalize_object()
     i64, ptr, f32 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_float
     proto = ctypes.CFUNCTYPE(None, i64, i64, i64, i64, ptr, i64, i64, i64, i64, ptr, i64, ptr, ptr, i64, i64, f32, f32)
-    _engines.append(engine)  # the machine code lives as long as its engine
-    return cast(_DwFn, proto(engine.get_function_address("dw")))
+    return cast(_DwFn, proto(address("dw")))
 
 
 def kernel(k: int) -> _DwFn | None:

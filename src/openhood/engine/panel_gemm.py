@@ -43,6 +43,7 @@ import numpy as np
 
 from openhood.engine.blas import blas
 from openhood.engine.linear import Linear
+from openhood.engine.llvm_jit import jit_module
 from openhood.engine.ops import relu_naive, softmax_naive
 
 NR = 16  # columns per panel: two 8-float AVX vectors
@@ -58,7 +59,6 @@ _GemmFn = Callable[[int, int, int, int, int, int, int, int, int, int | None, int
 _LayerFn = Callable[[int, int, int, int, int], None]
 _lock = threading.Lock()
 _compiled: list[_Kernels | None] = []  # [] = not tried yet; [None] = unavailable on this machine
-_engines: list[object] = []
 
 
 def pack_panels(w: np.ndarray) -> np.ndarray:
@@ -356,26 +356,12 @@ class _Kernels(NamedTuple):
 
 
 def _compile() -> _Kernels | None:
-    import llvmlite.binding as llvm  # type: ignore[import-untyped]
-
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-    features = llvm.get_host_cpu_features().flatten()
-    if "+fma" not in features or "+avx2" not in features:
-        return None  # the IR would still compile (LLVM splits the vectors), but not faster than BLAS
-    tm = llvm.Target.from_default_triple().create_target_machine(cpu=llvm.get_host_cpu_name(), features=features, opt=3)
-    mod = llvm.parse_assembly(module_ir())
-    mod.verify()
-    pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(3))
-    pb.getModulePassManager().run(mod, pb)
-    engine = llvm.create_mcjit_compiler(mod, tm)
-    engine.finalize_object()
+    address = jit_module(module_ir())
+    if address is None:
+        return None
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    gemm = ctypes.CFUNCTYPE(None, i64, i64, i64, ptr, i64, ptr, ptr, i64, i64, ptr, i64)(
-        engine.get_function_address("gemm")
-    )
-    layer = ctypes.CFUNCTYPE(None, ptr, i64, ptr, ptr, i64)(engine.get_function_address("layer"))
-    _engines.append(engine)  # the compiled code lives as long as the engine object: keep it for the process
+    gemm = ctypes.CFUNCTYPE(None, i64, i64, i64, ptr, i64, ptr, ptr, i64, i64, ptr, i64)(address("gemm"))
+    layer = ctypes.CFUNCTYPE(None, ptr, i64, ptr, ptr, i64)(address("layer"))
     return _Kernels(cast(_GemmFn, gemm), cast(_LayerFn, layer))
 
 
