@@ -10,8 +10,8 @@ point and committing the answer as ranges is the only way to agree with it exact
 Writes two files:
 
 * ``src/openhood/tokenizer/bpe_unicode_tables.py``: ``LETTER``, ``NUMBER``, ``WHITESPACE``
-  (Oniguruma's classes as the ByteLevel regex sees them) and ``NUMERIC`` (what ``Digits``
-  isolates), as inclusive code point ranges;
+  (Oniguruma's classes as the ByteLevel regex sees them) and ``NUMERIC_EXTRA`` (what ``Digits``
+  isolates beyond ``NUMBER``), as inclusive code point ranges;
 * ``tests/fixtures/bpe_codepoint_digests.json``: for every block of 4096 code points (surrogates
   skipped), a digest of HF's ids for each code point in each of ``CONTEXTS``, with SmolLM2's rule
   (``Digits`` then ``ByteLevel``) and with GPT-2's (``ByteLevel`` alone); ``test_bpe_unicode``
@@ -33,6 +33,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from gen_unicode_tables import ranges  # same folder: on sys.path as a script and under pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = ROOT / "src" / "openhood" / "tokenizer" / "bpe_unicode_tables.py"
@@ -75,21 +76,17 @@ def probe(cps=None) -> dict[str, set[int]]:
     return out
 
 
-def ranges(cps: set[int]) -> list[tuple[int, int]]:
-    """Sorted code points → inclusive ranges, e.g. {1, 2, 3, 7} → [(1, 3), (7, 7)]."""
-    out: list[tuple[int, int]] = []
-    for cp in sorted(cps):
-        if out and out[-1][1] == cp - 1:
-            out[-1] = (out[-1][0], cp)
-        else:
-            out.append((cp, cp))
-    return out
-
-
 def _fmt_ranges(name: str, cps: set[int], doc: str) -> str:
     rows = ranges(cps)
     body = "".join(f"    (0x{a:04X}, 0x{b:04X}),\n" for a, b in rows)
     return f"# {doc} ({len(cps)} code points, {len(rows)} ranges)\n{name} = (\n{body})\n"
+
+
+def numeric_extra(t: dict[str, set[int]]) -> set[int]:
+    """Digits' numerics are NUMBER plus a few newer digits; only those few are written."""
+    if not t["number"] <= t["numeric"]:
+        raise AssertionError("Digits no longer isolates every \\p{N}: NUMERIC must be written whole")
+    return t["numeric"] - t["number"]
 
 
 def render(t: dict[str, set[int]]) -> str:
@@ -107,7 +104,11 @@ def render(t: dict[str, set[int]]) -> str:
             _fmt_ranges("LETTER", t["letter"], "\\p{L} in ByteLevel's regex (Oniguruma)"),
             _fmt_ranges("NUMBER", t["number"], "\\p{N} in ByteLevel's regex (Oniguruma)"),
             _fmt_ranges("WHITESPACE", t["whitespace"], "\\s in ByteLevel's regex (Oniguruma: not U+001C..U+001F)"),
-            _fmt_ranges("NUMERIC", t["numeric"], "what Digits(individual_digits) isolates (Rust char::is_numeric)"),
+            _fmt_ranges(
+                "NUMERIC_EXTRA",
+                numeric_extra(t),
+                "what Digits(individual_digits) isolates beyond NUMBER (Rust char::is_numeric knows a newer Unicode)",
+            ),
         ]
     )
 

@@ -66,7 +66,7 @@ def code_point_classes(split_digits: bool = True) -> np.ndarray:
     for ranges, cls in (
         (bt.LETTER, LETTER),
         (bt.WHITESPACE, SPACE),
-        (bt.NUMERIC if split_digits else bt.NUMBER, NUMBER),
+        (bt.NUMBER + bt.NUMERIC_EXTRA if split_digits else bt.NUMBER, NUMBER),
     ):
         for lo, hi in ranges:
             table[lo : hi + 1] = cls
