@@ -265,14 +265,7 @@ def conv2d(
             r += i1 - i0
             ph, pw = (i1 - i0 - 1) * stride + kernel, (ow - 1) * stride + kernel  # padded band
             xp = splitter.scratch("conv.padded", (ph, pw, c))
-            top = i0 * stride - pt  # image row of xp's row 0
-            ra, rb = max(0, -top), min(ph, h - top)  # xp rows inside the image
-            ca, cb = pl, min(pw, pl + w)
-            xp[:ra] = 0.0
-            xp[rb:] = 0.0
-            xp[ra:rb, :ca] = 0.0
-            xp[ra:rb, cb:] = 0.0
-            xp[ra:rb, ca:cb] = x[n, top + ra : top + rb, : cb - ca]  # (rows, W, C)
+            fill_padded(xp, x[n], i0 * stride - pt, pl, h)
             depthwise_simd.dense(fn, xp, weight, b, result[n, i0:i1], stride, lo, hi)
 
     def work(r0: int, r1: int) -> None:
@@ -299,6 +292,21 @@ def block_rows(depth: int, cout: int) -> int:
     """Output pixels per GEMM block: input (rows, depth) + output (rows, Cout) float32 ≈ 128 KB,
     so both stay in L2 between the GEMM and its epilogue; at least 64 rows for GEMM efficiency."""
     return max(64, (128 * 1024 // 4) // (depth + cout))
+
+
+def fill_padded(xp: np.ndarray, x: np.ndarray, top: int, left: int, h: int, x_row0: int = 0) -> None:
+    """Fill ``xp`` (..., PH, PW, C), a zero-padded window over an image of ``h`` rows, from ``x``
+    (..., rows, W, C), whose row 0 is image row ``x_row0``: ``xp``'s row 0 is image row ``top``
+    (negative above the image), its column ``left`` is image column 0; zeros where it falls
+    outside the image. Every position is written once, so ``xp`` may be reused scratch."""
+    ph, pw = xp.shape[-3], xp.shape[-2]
+    ra, rb = max(0, -top), min(ph, h - top)  # xp rows inside the image
+    ca, cb = left, min(pw, left + x.shape[-2])  # xp columns inside the image
+    xp[..., :ra, :, :] = 0.0
+    xp[..., rb:, :, :] = 0.0
+    xp[..., ra:rb, :ca, :] = 0.0
+    xp[..., ra:rb, cb:, :] = 0.0
+    xp[..., ra:rb, ca:cb, :] = x[..., top + ra - x_row0 : top + rb - x_row0, : cb - ca, :]
 
 
 def depthwise_rows(
@@ -337,14 +345,7 @@ def depthwise_rows(
         n0, n1 = r0 // oh, r1 // oh
         ph, pw = (oh - 1) * stride + k, (ow - 1) * stride + k  # padded rows and columns the windows read
         xp = scratch("depthwise.padded", (n1 - n0, ph, pw, c))
-        top = out_row0 * stride - pad_top  # image row of xp's row 0
-        ra, rb = max(0, -top), min(ph, h - top)  # xp rows inside the image
-        ca, cb = pad_left, min(pw, pad_left + x.shape[2])
-        xp[:, :ra] = 0.0
-        xp[:, rb:] = 0.0
-        xp[:, ra:rb, :ca] = 0.0
-        xp[:, ra:rb, cb:] = 0.0
-        xp[:, ra:rb, ca:cb] = x[n0:n1, top + ra - x_row0 : top + rb - x_row0, : cb - ca]  # (n, rows, W, C)
+        fill_padded(xp, x[n0:n1], out_row0 * stride - pad_top, pad_left, h, x_row0)
         dst = out[n0:n1]
         depthwise_simd.interior(
             fn, xp, weight, bias, dst, stride, 0, 0, lo, hi, 0, ph, 0, c0, (0, n1 - n0), (0, oh), (0, ow)
