@@ -94,6 +94,20 @@ class Collector:
         return "".join(e.text for e in self.events)
 
 
+class SlowCollector(Collector):
+    """A sink that holds the scheduler's thread for ``delay`` seconds per token, so a sequence
+    outlives whatever the test does between its tokens."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__()
+        self.delay = delay
+
+    def __call__(self, event: TokenEvent | FinishEvent) -> None:
+        if isinstance(event, TokenEvent):
+            time.sleep(self.delay)
+        super().__call__(event)
+
+
 def scheduler(policy: GenerationPolicy, steps: list | None = None) -> GenerationScheduler:
     return GenerationScheduler(
         MODEL,
@@ -220,15 +234,19 @@ def test_cancel_frees_the_slot_and_cut_all_ends_with_length():
     s = scheduler(GenerationPolicy(max_running=2))
     s.start()
     long = GenerationConfig(max_tokens=100, sampling=SamplingParams(temperature=0.0))
-    a, b = Collector(), Collector()
+    a, b = Collector(), SlowCollector(0.005)
     ha = s.submit([1, 2, 3], long, a)
     s.submit([4, 5], long, b)
     while len(a.events) < 2:
         time.sleep(0.001)
     ha.cancel()
     assert a.finish.finish_reason == "cancelled"
-    while s.n_running != 1:
+    # b takes >= 0.5 s (its sink sleeps per token), so it is still running here even on a
+    # loaded machine; the loop waits for a's slot to be released, never for b to end.
+    deadline = time.monotonic() + 30
+    while s.n_running > 1 and time.monotonic() < deadline:
         time.sleep(0.001)
+    assert s.n_running == 1 and not b.done.is_set()
     s.cut_all()
     fin = b.finish
     assert fin.finish_reason == "length" and fin.cut and fin.completion_tokens < 100
