@@ -228,8 +228,11 @@ def test_mbconv_simd_expand_equals_sgemm_expand(splitter, monkeypatch, tile_byte
     wp, bp = rand(rng, 64, 16) * 0.3, rand(rng, 16)
     ref = conv.mbconv_naive(x, we, be, dw, bd, 2, wp, bp, None)
     assert conv.DENSE_EXPAND_MAX_CIN >= 24
+    panel = conv.mbconv(x, Linear(we, be), dw, bd, 2, Linear(wp, bp), splitter)  # pointwise_simd
+    monkeypatch.setattr(conv, "SIMD_POINTWISE", False)
     fast = conv.mbconv(x, Linear(we, be), dw, bd, 2, Linear(wp, bp), splitter)
     monkeypatch.setattr(conv, "DENSE_EXPAND_MAX_CIN", 0)
     gemm = conv.mbconv(x, Linear(we, be), dw, bd, 2, Linear(wp, bp), splitter)
-    assert np.max(np.abs(fast - ref)) < 1e-4 and np.max(np.abs(gemm - ref)) < 1e-4
-    assert np.max(np.abs(fast - gemm)) < 1e-5
+    for got in (panel, fast, gemm):
+        assert np.max(np.abs(got - ref)) < 1e-4
+    assert np.max(np.abs(fast - gemm)) < 1e-5 and np.max(np.abs(panel - gemm)) < 1e-5

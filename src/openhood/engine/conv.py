@@ -40,7 +40,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from openhood.engine import conv_kernels, depthwise_simd
+from openhood.engine import conv_kernels, depthwise_simd, pointwise_simd
 from openhood.engine.linear import Linear
 from openhood.engine.parallel import RowSplitter
 
@@ -65,13 +65,19 @@ SIMD_DEPTHWISE = True
 # A k×k dense conv (the stem) through ``depthwise_simd.dense_kernel`` (no im2col, bias + clip
 # fused) when the host has AVX2+FMA and Cout is a multiple of 16; False: im2col + sgemm.
 SIMD_DENSE = True
-# An expand 1×1 conv over at most this many input channels runs ``depthwise_simd.dense_kernel``
+# An expand 1×1 conv that ``pointwise_simd`` does not take (SIMD_POINTWISE off, a width not a
+# multiple of 16) over at most this many input channels runs ``depthwise_simd.dense_kernel``
 # (bias + ReLU6 fused, no second pass over the tile) instead of sgemm + epilogue: OpenBLAS is
-# weakest at such short reductions. Whole mbconv, one thread, batch 8, best of 15 (sgemm → SIMD):
+# weakest at such short reductions. (pointwise_simd's 6×16 tile beat it in situ, whole pass, one
+# thread, same process: batch 1 14.91 → 14.67 ms, batch 32 443 → 429 ms.) Whole mbconv, one thread, batch 8, best of 15 (sgemm → SIMD):
 # 112²×16→96 3×3/2 12.9 → 11.2 ms, 56²×24→144 3×3 10.7 → 10.3, 56²×24→144 5×5/2 11.3 → 8.1,
 # 28²×40→240 5×5 6.31 → 6.28, 28²×40→240 3×3/2 3.46 → 3.28; 14²×80→480 3.92 vs 3.96 and
 # 14²×112→672 8.1 vs 9.6: from Cin = 80 sgemm is as fast or faster.
 DENSE_EXPAND_MAX_CIN = 40
+# 1×1 convs (MBConv expand/project over > DENSE_EXPAND_MAX_CIN inputs, the head) whose output
+# width is a multiple of 16 through ``pointwise_simd`` (packed panels, 6×16 register tile, bias
+# + residual + clip before the store) instead of sgemm + a second pass for the epilogue.
+SIMD_POINTWISE = True
 # Below this share of interior pixels (window inside the image) a fused block's depthwise pads
 # its tile and runs every pixel through the SIMD kernel (5×5 at 28×28 and smaller; see depthwise_rows).
 PAD_BELOW = 0.8
@@ -268,6 +274,8 @@ def conv2d(
             fill_padded(xp, x[n], i0 * stride - pt, pl, h)
             depthwise_simd.dense(fn, xp, weight, b, result[n, i0:i1], stride, lo, hi)
 
+    pw = _pointwise_kernel(linear) if pointwise else None
+
     def work(r0: int, r1: int) -> None:
         if fn is not None:
             direct(r0, r1)
@@ -275,6 +283,10 @@ def conv2d(
         for u0 in range(r0, r1, step):
             u1 = min(u0 + step, r1)
             p0, p1 = u0 * ow, u1 * ow  # output pixel rows of this block
+            if pw is not None:
+                r = None if res is None else res[p0:p1]
+                pointwise_simd.pointwise(pw[0], pixels[p0:p1], pw[1], b, y[p0:p1], lo, hi, r)
+                continue
             if pointwise:
                 src = pixels[p0:p1]
             else:
@@ -286,6 +298,15 @@ def conv2d(
 
     splitter.run_chunks(work, n * oh, step, ow * cout * depth, MIN_PARALLEL_CONV)
     return result
+
+
+def _pointwise_kernel(linear: Linear | None) -> tuple[Callable[..., None], np.ndarray] | None:
+    """(``pointwise_simd``'s kernel, ``linear``'s packed panels) when its 1×1 conv should run
+    there (see SIMD_POINTWISE), else None."""
+    fn = pointwise_simd.kernel()
+    if linear is None or fn is None or not SIMD_POINTWISE or not pointwise_simd.suits(linear):
+        return None
+    return fn, pointwise_simd.panels(linear)
 
 
 def block_rows(depth: int, cout: int) -> int:
@@ -438,15 +459,18 @@ def mbconv(
     lo, hi = _bounds("relu6")
     e_bias = expand.bias if expand is not None and expand.bias is not None else np.zeros(hidden, dtype=np.float32)
     p_bias = project.bias if project.bias is not None else np.zeros(cout, dtype=np.float32)
-    dense_expand = None  # expand (Cin, hidden) through the SIMD dense kernel: short reductions only
+    pw_expand = _pointwise_kernel(expand)  # expand through pointwise_simd when it suits
+    dense_expand = None  # else through the SIMD dense kernel: short reductions only
     if (
-        expand is not None
+        pw_expand is None
+        and expand is not None
         and SIMD_DENSE
         and cin <= DENSE_EXPAND_MAX_CIN
         and expand.weight.dtype == np.float32
         and expand.weight.flags.c_contiguous
     ):
         dense_expand = depthwise_simd.dense_kernel(1, cin)
+    pw_project = _pointwise_kernel(project)
     image_bytes = 4 * hidden * (h * w + oh * ow)
     if image_bytes <= MBCONV_TILE_BYTES:
         per_tile, rows = max(1, MBCONV_TILE_BYTES // image_bytes), oh  # images per tile, whole
@@ -474,6 +498,8 @@ def mbconv(
             xrows = x[n0:n1, a0:a1].reshape(-1, cin)  # (pixels, Cin): whole images or one image's band, a view
             if dense_expand is not None and (c1 - c0) % depthwise_simd.CHANNELS == 0:
                 depthwise_simd.dense(dense_expand, xrows[None], expand.weight, e_bias, hid2[None], 1, lo, hi, c0)
+            elif pw_expand is not None and (c1 - c0) % depthwise_simd.CHANNELS == 0:
+                pointwise_simd.pointwise(pw_expand[0], xrows, pw_expand[1], e_bias, hid2, lo, hi, None, c0)
             else:
                 np.matmul(xrows, expand.weight[:, c0:c1], out=hid2)  # (pixels, C1-C0)
                 conv_kernels.bias_act_rows(hid2, e_bias[c0:c1], _NO_RESIDUAL, lo, hi)
@@ -486,6 +512,12 @@ def mbconv(
             return
         p0, p1 = (n0 * oh + i0) * ow, ((n1 - 1) * oh + i1) * ow
         o = y[p0:p1]
+        if pw_project is not None:
+            r = res[p0:p1] if res.size else None
+            pointwise_simd.pointwise(
+                pw_project[0], d.reshape(-1, hidden), pw_project[1], p_bias, o, _NO_CLIP_LO, _NO_CLIP_HI, r
+            )
+            return
         np.matmul(d.reshape(-1, hidden), project.weight, out=o)
         conv_kernels.bias_act_rows(o, p_bias, res[p0:p1] if res.size else res, _NO_CLIP_LO, _NO_CLIP_HI)
 

@@ -1,0 +1,94 @@
+"""engine.pointwise_simd: the 1×1-conv GEMM with bias + residual + clip in its store, against
+its float64 reference, and the convs that use it against sgemm + the separate epilogue."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from openhood.engine import conv, pointwise_simd
+from openhood.engine.linear import Linear
+from openhood.engine.parallel import RowSplitter
+
+pytestmark = pytest.mark.skipif(pointwise_simd.kernel() is None, reason="no AVX2/FMA: sgemm serves")
+
+
+def rand(rng, *shape):
+    return rng.standard_normal(shape, dtype=np.float32)
+
+
+@pytest.mark.parametrize(
+    "m,k,n", [(1, 8, 16), (5, 3, 32), (6, 24, 48), (49, 1152, 192), (97, 96, 64), (200, 40, 16), (13, 320, 1280)]
+)
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize("bounds", [(-np.inf, np.inf), (0.0, 6.0)])
+def test_pointwise_matches_reference(m, k, n, residual, bounds):
+    rng = np.random.default_rng(m * k + n)
+    lin = Linear(rand(rng, k, n), rand(rng, n))
+    x = rand(rng, m, k)
+    r = rand(rng, m, n) if residual else None
+    out = np.full((m, n), np.nan, np.float32)
+    pointwise_simd.pointwise(pointwise_simd.kernel(), x, pointwise_simd.panels(lin), lin.bias, out, *bounds, r)
+    ref = pointwise_simd.pointwise_reference(x, lin.weight, lin.bias, *bounds, r)
+    assert np.max(np.abs(out - ref)) < 2e-5 * np.sqrt(k) * max(1.0, float(np.abs(ref).max()))
+    if bounds[0] == 0.0:
+        assert out.min() >= 0.0 and out.max() <= 6.0
+
+
+def test_pointwise_column_slice_and_strided_rows():
+    """Output columns [c0, c0 + 16·j) of the packed weight, from and into row-strided views."""
+    rng = np.random.default_rng(3)
+    k, n, m = 24, 64, 19
+    lin = Linear(rand(rng, k, n), rand(rng, n))
+    big = rand(rng, m, 40)
+    x = big[:, 5 : 5 + k]  # rows 40 floats apart
+    dst = np.zeros((m, 80), np.float32)
+    out = dst[:, 8:40]  # 32 columns, rows 80 floats apart
+    pointwise_simd.pointwise(pointwise_simd.kernel(), x, pointwise_simd.panels(lin), lin.bias, out, 0.0, 6.0, None, 16)
+    ref = pointwise_simd.pointwise_reference(x, lin.weight[:, 16:48], lin.bias[16:48], 0.0, 6.0)
+    assert np.max(np.abs(out - ref)) < 1e-4
+    assert not dst[:, :8].any() and not dst[:, 40:].any()  # nothing written outside the view
+
+
+def test_panels_are_packed_once_per_layer():
+    rng = np.random.default_rng(4)
+    lin = Linear(rand(rng, 8, 32), None)
+    assert pointwise_simd.panels(lin) is pointwise_simd.panels(lin)
+    assert pointwise_simd.suits(lin) and not pointwise_simd.suits(Linear(rand(rng, 8, 24), None))
+
+
+@pytest.fixture(scope="module")
+def splitter():
+    s = RowSplitter(2)
+    yield s
+    s.close()
+
+
+@pytest.mark.parametrize("residual", [False, True])
+def test_conv2d_pointwise_equals_sgemm_path(splitter, monkeypatch, residual):
+    rng = np.random.default_rng(5)
+    x = np.abs(rand(rng, 2, 9, 7, 40))
+    lin = Linear(rand(rng, 40, 48), rand(rng, 48))
+    res = rand(rng, 2, 9, 7, 48) if residual else None
+    monkeypatch.setattr(conv, "MIN_PARALLEL_CONV", 0)  # blocks split over both threads
+    fast = conv.conv2d(x, lin, 1, 1, splitter, "relu6", res)
+    monkeypatch.setattr(conv, "SIMD_POINTWISE", False)
+    gemm = conv.conv2d(x, lin, 1, 1, splitter, "relu6", res)
+    ref = conv.relu6_naive(conv.conv2d_naive(x, lin.weight[None, None], lin.bias, 1) + (0 if res is None else res))
+    assert np.max(np.abs(fast - ref)) < 1e-4 and np.max(np.abs(fast - gemm)) < 1e-5
+
+
+@pytest.mark.parametrize("tile_bytes", [1 << 30, 32768])  # whole images (channels split over threads), bands
+def test_mbconv_pointwise_equals_sgemm(splitter, monkeypatch, tile_bytes):
+    """Expand (96 → 192) and project (192 → 32, + residual) through pointwise_simd against sgemm."""
+    monkeypatch.setattr(conv, "MBCONV_TILE_BYTES", tile_bytes)
+    monkeypatch.setattr(conv, "MIN_PARALLEL_CONV", 0)
+    rng = np.random.default_rng(6)
+    x = np.abs(rand(rng, 2, 9, 9, 32))
+    we, be, dw, bd = rand(rng, 32, 192) * 0.3, rand(rng, 192), rand(rng, 3, 3, 192), rand(rng, 192)
+    wp, bp, res = rand(rng, 192, 32) * 0.2, rand(rng, 32), rand(rng, 2, 9, 9, 32)
+    ref = conv.mbconv_naive(x, we, be, dw, bd, 1, wp, bp, res)
+    fast = conv.mbconv(x, Linear(we, be), dw, bd, 1, Linear(wp, bp), splitter, res)
+    monkeypatch.setattr(conv, "SIMD_POINTWISE", False)
+    gemm = conv.mbconv(x, Linear(we, be), dw, bd, 1, Linear(wp, bp), splitter, res)
+    assert np.max(np.abs(fast - ref)) < 1e-4 and np.max(np.abs(fast - gemm)) < 1e-5
