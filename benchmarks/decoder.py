@@ -15,7 +15,7 @@ Sections, each printed as a table with ratios against anchors measured in the sa
    weights (BLAS) and quantized weights (our Q4_1/Q8_0 kernels on repacked blocks). Each engine runs in its own
    process, so no two thread pools (OpenBLAS, OpenMP of llama.cpp/numba/torch) share the cores;
 3. RSS of a fresh openhood process (each weight mode) after generating at batch 16, against
-   2 × the GGUF file + KV;
+   2 × the GGUF file + KV (``--only-memory``: this section alone);
 4. a per-op profile of one decode step at batch 1 against measured memory bandwidth;
 5. with ``--parity``: logits and 64-step greedy continuations against the committed
    transformers fixtures.
@@ -147,8 +147,10 @@ cache = m.new_cache(16, max(map(len, prompts)) + steps + 1)
 lg = m.forward([np.array(p) for p in prompts], list(range(16)), cache)
 for _ in range(steps):
     lg = m.forward([np.array([int(t)]) for t in lg.argmax(axis=1)], list(range(16)), cache)
+from openhood.engine import resident  # the first decode step released the compiler's pages
 print(json.dumps({'policy': policy, 'after_load': after_load, 'after_generate': rss(), 'anon': rss('RssAnon'), 'file': rss('RssFile'),
-                  'kv_used': int(cache.lengths.sum()) * cache.bytes_per_token}))
+                  'kv_used': int(cache.lengths.sum()) * cache.bytes_per_token,
+                  'released': resident._released.compiler_bytes if resident._released else 0}))
 """
 
 
@@ -176,14 +178,15 @@ def bench_rss(path: Path, steps: int) -> None:
                 r["after_load"] / 1e6,
                 r["after_generate"] / 1e6,
                 f"{r['anon'] / 1e6:.0f} / {r['file'] / 1e6:.0f}",
+                r["released"] / 1e6,
                 f"{r['after_generate'] / 1e6 / budget:.2f}x",
                 f"{r['after_generate'] / 1e6 / (2 * (file_mb + kv_mb)):.2f}x",
                 f"{r['anon'] / 1e6 / budget:.2f}x",
             ]
         )
     _table(
-        "Memory (fresh process per weight mode, 16 sequences generated; RSS = anonymous + file-backed pages, "
-        "the latter mostly numba's LLVM library)",
+        "Memory (fresh process per weight mode, 16 sequences generated; RSS = anonymous + file-backed pages; "
+        "the JIT compiler's clean pages are released after the first decode step, engine/resident.py)",
         [
             "weights",
             "GGUF MB",
@@ -192,6 +195,7 @@ def bench_rss(path: Path, steps: int) -> None:
             "RSS after load MB",
             "RSS after generating MB",
             "of which anon / file MB",
+            "compiler pages released MB",
             "RSS / (2 × file + KV)",
             "RSS / 2 × (file + KV)",
             "anon only / (2 × file + KV)",
@@ -326,6 +330,7 @@ def main() -> None:
     ap.add_argument("--corpus-texts", type=int, default=20000)
     ap.add_argument("--parity", action="store_true")
     ap.add_argument("--only-tokenizer", action="store_true", help="run the tokenizer section alone and stop")
+    ap.add_argument("--only-memory", action="store_true", help="run the memory (RSS) section alone and stop")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -352,11 +357,14 @@ def main() -> None:
         "each engine in its own process"
     )
 
-    if args.corpus.is_file():
+    if args.corpus.is_file() and not args.only_memory:
         bench_tokenizer(path, args.corpus, args.corpus_texts)
     elif args.only_tokenizer:
         sys.exit(f"{args.corpus}: no such corpus")
     if args.only_tokenizer:
+        return
+    if args.only_memory:
+        bench_rss(path, args.decode_tokens)
         return
     engines = {
         name: {int(k): v for k, v in json.loads(_worker(name, args)).items()}
