@@ -95,10 +95,11 @@ def smollm2_path():
 
 @pytest.fixture(scope="session")
 def smollm2_gen(smollm2_path):
-    """The bundled SmolLM2-135M-Instruct Generator, loaded once for the whole session (~0.5 GB)."""
+    """The bundled SmolLM2-135M-Instruct Generator on float32 weights (the parity tests' path
+    and the server's), loaded once for the whole session (~0.5 GB)."""
     from openhood.generate import Generator
 
-    return Generator(smollm2_path)
+    return Generator(smollm2_path, weights="float32")
 
 
 @pytest.fixture(scope="session")

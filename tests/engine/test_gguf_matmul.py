@@ -67,3 +67,19 @@ def test_quantized_decoder_matches_float32_decoder(smollm2, smollm2_path):
     np.testing.assert_allclose(q.forward([ids], [0], cache)[0], smollm2.forward_full(ids)[-1], atol=1e-3)
     with pytest.raises(ValueError, match="weights must be"):
         Llama.from_gguf(smollm2_path, weights="int3")
+
+
+def test_widening_float16_factors_is_exact_for_every_finite_value():
+    """The kernels keep block factors as float16 bits and widen them per chunk: every finite
+    float16 (subnormals and -0 included) must come out as NumPy's float32 of it, bit for bit."""
+    from openhood.engine.packed_matmul import _widen_f16, f16_bits
+
+    every = np.arange(65536, dtype=np.uint32).astype(np.uint16)
+    finite = every[np.isfinite(every.view(np.float16))][: 63488 // CH * CH].reshape(-1, CH)  # (rows, CH)
+    out = np.empty(finite.shape, np.float32)
+    _widen_f16(finite, out, np.empty(finite.size, np.uint32))
+    np.testing.assert_array_equal(out.view(np.uint32), finite.view(np.float16).astype(np.float32).view(np.uint32))
+    with pytest.raises(ValueError, match="float16"):
+        f16_bits(np.array([1.0, 1.0001], np.float32))  # 1.0001 is not a float16 value
+    with pytest.raises(ValueError, match="float16"):
+        f16_bits(np.array([1e6], np.float32))  # overflows float16

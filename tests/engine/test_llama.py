@@ -14,6 +14,7 @@ from openhood.engine.llama_ops import (
     masked_softmax_naive,
     rms_norm,
     rms_norm_naive,
+    rope_at,
     rope_half,
     rope_pairs_naive,
     rope_tables,
@@ -116,3 +117,26 @@ def test_cache_full_and_slot_reuse(smollm2):
     np.testing.assert_allclose(m.forward([np.array([1, 2, 3])], [0], cache), first, atol=1e-6)
     with pytest.raises(ValueError, match="at least one"):
         m.forward([np.array([], dtype=np.int64)], [0], cache)
+
+
+def test_first_decode_step_releases_the_compilers_pages():
+    """The step loop's kernels are compiled by the first decode step; then the process gives
+    back the JIT compiler's pages once (engine/resident.py, measured by benchmarks/decoder.py)."""
+    from openhood.engine import resident
+    from tests.scheduler.test_generation import tiny_llama
+
+    model = tiny_llama(seed=3)
+    cache = model.new_cache(2, 16)
+    logits = model.forward([np.array([1, 2, 3]), np.array([4, 5])], [0, 1], cache)  # prefill
+    assert not model._warm
+    model.forward([np.array([int(t)]) for t in logits.argmax(axis=1)], [0, 1], cache)  # decode
+    assert model._warm
+    assert resident._released is not None  # this process released once (here or in an earlier test)
+
+
+def test_rope_at_positions_equals_the_table_rows():
+    cos, sin = rope_tables(300, 64, 100000.0)
+    pos = np.array([0, 7, 299, 7, 128])
+    c, s = rope_at(pos, 64, 100000.0)
+    np.testing.assert_array_equal(c, cos[pos])
+    np.testing.assert_array_equal(s, sin[pos])

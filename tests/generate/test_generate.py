@@ -96,3 +96,16 @@ def test_cli_streams_only_the_continuation():
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
     missing = _cli("--model", "/nonexistent.gguf", "x")
     assert missing.returncode == 2 and "does not exist" in missing.stderr
+
+
+def test_quantized_weights_are_the_default_and_agree_with_float32(smollm2_gen, smollm2_path):
+    from openhood.generate import Generator
+
+    q = Generator(smollm2_path)
+    assert q.weights == "quantized" and smollm2_gen.weights == "float32"
+    assert q.model.weight_bytes * 4 < smollm2_gen.model.weight_bytes  # blocks kept, not widened
+    cfg = GenerationConfig(max_tokens=24, sampling=SamplingParams(temperature=0.0))
+    for prompt in ("What is the capital of France?", "Write a haiku about the sea."):
+        assert q.generate(prompt, cfg).text == smollm2_gen.generate(prompt, cfg).text
+    with pytest.raises(ValueError, match="weights"):
+        Generator(smollm2_path, weights="int3")

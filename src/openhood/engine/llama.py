@@ -32,8 +32,9 @@ import numpy as np
 
 from openhood.engine.gguf_matmul import QuantMatrix
 from openhood.engine.kv_cache import KVCache
-from openhood.engine.llama_ops import masked_softmax_, rms_norm, rope_half, rope_tables, swiglu
+from openhood.engine.llama_ops import masked_softmax_, rms_norm, rope_at, rope_half, swiglu
 from openhood.engine.packed_matmul import PackedMatrix, packed_linear
+from openhood.engine.resident import release_after_warm_up
 
 Matrix = np.ndarray | PackedMatrix  # a weight as held: float32 array or packed quantized blocks
 
@@ -141,7 +142,7 @@ class Llama:
         self.embed = embed  # (V, D) float32 or PackedMatrix; also the LM head (tied)
         self.layers = layers
         self.out_norm = out_norm
-        self.cos, self.sin = rope_tables(config.context_length, config.head_dim, config.rope_base)  # (ctx, hd/2)
+        self._warm = False  # set by the first decode step (see forward)
 
     @classmethod
     def from_gguf(cls, path: Any, weights: str = "float32") -> Llama:
@@ -234,7 +235,7 @@ class Llama:
         N = int(ends[-1])
         row = np.repeat(np.arange(len(tokens)), n_new)  # (N,) the row each packed token belongs to
         pos = start[row] + np.arange(N) - offsets[row]  # (N,) absolute positions
-        cos, sin = self.cos[pos][None], self.sin[pos][None]  # (1, N, hd/2)
+        cos, sin = (a[None] for a in rope_at(pos, c.head_dim, c.rope_base))  # (1, N, hd/2)
         groups = attention_groups(slots, start, n_new, offsets)
         x = self.embed_rows(np.concatenate([np.asarray(t, dtype=np.int64).reshape(-1) for t in tokens]))  # (N, D)
         laps.mark("embedding", nbytes=x.nbytes)
@@ -250,6 +251,12 @@ class Llama:
         laps.mark("rmsnorm", nbytes=out.nbytes * 2)
         logits = linear(out, self.embed)  # (B, V)
         laps.mark("matmul lm_head", flops=2 * len(tokens) * c.vocab_size * c.dim, nbytes=self.embed.nbytes)
+        if not self._warm and len(tokens) == N:  # one new token per row
+            # The first decode step: every kernel of the step loop has now been compiled (or
+            # loaded from numba's cache), so the compiler's pages and the loader's heap
+            # leftovers can go (engine/resident.py; once per process).
+            self._warm = True
+            release_after_warm_up()
         return logits
 
     def _attention(
@@ -320,7 +327,7 @@ class Llama:
         ids = np.asarray(ids, dtype=np.int64)
         T, H, Hkv, hd = len(ids), c.n_heads, c.n_kv_heads, c.head_dim
         G = H // Hkv
-        cos, sin = self.cos[None, :T], self.sin[None, :T]  # (1, T, hd/2)
+        cos, sin = (a[None] for a in rope_at(np.arange(T), c.head_dim, c.rope_base))  # (1, T, hd/2)
         causal = np.tril(np.ones((T, T), dtype=bool))
         x = self.embed_rows(ids)  # (T, D)
         for L in self.layers:

@@ -26,11 +26,19 @@ def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
 
 
 # ---- RoPE --------------------------------------------------------------------------------------
-def rope_tables(max_pos: int, head_dim: int, base: float) -> tuple[np.ndarray, np.ndarray]:
-    """cos, sin of shape (max_pos, head_dim // 2): angle = pos * base^(-2i / head_dim)."""
+def rope_at(pos: np.ndarray, head_dim: int, base: float) -> tuple[np.ndarray, np.ndarray]:
+    """cos, sin of shape (len(pos), head_dim // 2) at positions ``pos``: angle = pos * base^(-2i / head_dim),
+    in float64, stored float32. Computed per call rather than tabled for the whole context (a
+    table for SmolLM2's 8192 positions is 2 MiB held for the process's life; a decode step needs
+    B rows of it, microseconds to compute)."""
     inv_freq = 1.0 / (base ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim))  # (hd/2,)
-    ang = np.arange(max_pos, dtype=np.float64)[:, None] * inv_freq[None, :]
+    ang = np.asarray(pos, dtype=np.float64)[:, None] * inv_freq[None, :]
     return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+
+
+def rope_tables(max_pos: int, head_dim: int, base: float) -> tuple[np.ndarray, np.ndarray]:
+    """cos, sin of shape (max_pos, head_dim // 2): ``rope_at`` for positions 0..max_pos-1."""
+    return rope_at(np.arange(max_pos), head_dim, base)
 
 
 def rope_half(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
