@@ -92,3 +92,49 @@ def test_mbconv_pointwise_equals_sgemm(splitter, monkeypatch, tile_bytes):
     monkeypatch.setattr(conv, "SIMD_POINTWISE", False)
     gemm = conv.mbconv(x, Linear(we, be), dw, bd, 1, Linear(wp, bp), splitter, res)
     assert np.max(np.abs(fast - ref)) < 1e-4 and np.max(np.abs(fast - gemm)) < 1e-5
+
+
+def test_pointwise_rows_at_scatters_rows_into_a_padded_buffer():
+    """Each product row lands at its table offset; the pad around the rows is never written."""
+    rng = np.random.default_rng(8)
+    h, w, c, pad = 5, 7, 32, 2
+    lin = Linear(rand(rng, 24, c), rand(rng, c))
+    x = rand(rng, h * w, 24)
+    buf = np.full((h + 2 * pad, w + 2 * pad, c), -7.0, np.float32)
+    rows, cols = np.meshgrid(np.arange(pad, pad + h), np.arange(pad, pad + w), indexing="ij")
+    at = ((rows * (w + 2 * pad) + cols) * c).reshape(-1).astype(np.int64)
+    pointwise_simd.pointwise(
+        pointwise_simd.kernel(), x, pointwise_simd.panels(lin), lin.bias, buf[0], 0.0, 6.0, None, 0, at
+    )
+    ref = pointwise_simd.pointwise_reference(x, lin.weight, lin.bias, 0.0, 6.0).reshape(h, w, c)
+    assert np.max(np.abs(buf[pad : pad + h, pad : pad + w] - ref)) < 1e-4
+    inside = np.zeros(buf.shape[:2], bool)
+    inside[pad : pad + h, pad : pad + w] = True
+    assert (buf[~inside] == -7.0).all()
+    with pytest.raises(ValueError):
+        pointwise_simd.pointwise(
+            pointwise_simd.kernel(), x, pointwise_simd.panels(lin), lin.bias, buf[0], 0.0, 6.0, None, 0, at[:-1]
+        )
+
+
+@pytest.mark.parametrize("h,k,s", [(9, 3, 1), (10, 5, 2), (7, 5, 1), (12, 3, 2)])
+@pytest.mark.parametrize("tile_bytes", [1 << 30, 1 << 17, 16384])  # all images (channels split), 2 images, bands
+def test_mbconv_expand_into_padded_band(splitter, monkeypatch, h, k, s, tile_bytes):
+    """The expand written straight into a zero-padded band (every depthwise pixel interior)
+    against the plain tile + border path and the three naive convs; the scratch is first filled
+    with garbage by another shape, so stale pad values would show."""
+    monkeypatch.setattr(conv, "MBCONV_TILE_BYTES", tile_bytes)
+    monkeypatch.setattr(conv, "MIN_PARALLEL_CONV", 0)
+    rng = np.random.default_rng(h * k + s)
+    cin, hidden, cout = 24, 64, 16
+    x = np.abs(rand(rng, 3, h, h + 3, cin))
+    we, be = rand(rng, cin, hidden) * 0.3, rand(rng, hidden) + 1.0  # ReLU6(bias) > 0: a pad left unzeroed shows
+    dw, bd, wp, bp = rand(rng, k, k, hidden), rand(rng, hidden), rand(rng, hidden, cout) * 0.2, rand(rng, cout)
+    ref = conv.mbconv_naive(x, we, be, dw, bd, s, wp, bp, None)
+    junk = np.full((3, 2 * h, 2 * h, cin), 5.0, np.float32)
+    conv.mbconv(junk, Linear(we, be), dw, bd, s, Linear(wp, bp), splitter)  # dirties the scratch
+    assert conv.EXPAND_INTO_PADDED
+    padded = conv.mbconv(x, Linear(we, be), dw, bd, s, Linear(wp, bp), splitter)
+    monkeypatch.setattr(conv, "EXPAND_INTO_PADDED", False)
+    plain = conv.mbconv(x, Linear(we, be), dw, bd, s, Linear(wp, bp), splitter)
+    assert np.max(np.abs(padded - ref)) < 1e-4 and np.max(np.abs(padded - plain)) < 1e-5

@@ -48,11 +48,13 @@ _packed: weakref.WeakKeyDictionary[Linear, np.ndarray] = weakref.WeakKeyDictiona
 
 def _tile_ir(rows: int) -> str:
     """@tile{rows}: c[0:rows, 0:16] = clip(a[0:rows, :K] @ b (K, 16) + bias (+ r), lo, hi);
-    one phi'd <8 x float> accumulator per row and half; ``%hasr`` false: no residual read."""
+    one phi'd <8 x float> accumulator per row and half; ``%hasr`` false: no residual read.
+    Row i is stored at c + i·ldc, plus ``tab[i]`` floats when ``%hast`` (a row-offset table)."""
     v = "<8 x float>"
     lines = [
         f"define internal void @tile{rows}(i64 %K, ptr noalias %a, i64 %lda, ptr noalias %b, ptr noalias %c,"
-        f" i64 %ldc, ptr noalias %bias, ptr noalias %r, i64 %ldr, i1 %hasr, {v} %lo, {v} %hi) alwaysinline {{",
+        f" i64 %ldc, ptr noalias %bias, ptr noalias %r, i64 %ldr, i1 %hasr, {v} %lo, {v} %hi, ptr noalias %tab,"
+        " i1 %hast) alwaysinline {",
         "entry:",
         "  br label %loop",
         "loop:",
@@ -104,8 +106,13 @@ def _tile_ir(rows: int) -> str:
             ]
     lines += ["  br label %clip", "clip:"]
     lines += [f"  %vs{i}_{h} = phi {v} [%vb{i}_{h}, %exit], [%va{i}_{h}, %res]" for i in range(rows) for h in range(2)]
+    lines += ["  br i1 %hast, label %table, label %store", "table:"]
     for i in range(rows):
-        lines.append(f"  %co{i} = mul i64 %ldc, {i}")
+        lines += [f"  %tp{i} = getelementptr i64, ptr %tab, i64 {i}", f"  %tl{i} = load i64, ptr %tp{i}, align 8"]
+    lines += ["  br label %store", "store:"]
+    lines += [f"  %to{i} = phi i64 [0, %clip], [%tl{i}, %table]" for i in range(rows)]
+    for i in range(rows):
+        lines += [f"  %cm{i} = mul i64 %ldc, {i}", f"  %co{i} = add i64 %cm{i}, %to{i}"]
         for h in range(2):
             t = f"{i}_{h}"
             lines += [
@@ -120,24 +127,30 @@ def _tile_ir(rows: int) -> str:
 
 
 def _driver_ir() -> str:
-    """@pw: chunks of MC rows × panels × 6-row blocks (then a 1..5-row tail block)."""
+    """@pw: chunks of MC rows × panels × 6-row blocks (then a 1..5-row tail block); chunk q's
+    output starts ``q·cstep`` floats into c (MC·ldc: one matrix; more: a gap after each chunk)."""
     v = "<8 x float>"
     tails = " ".join(f"i64 {m}, label %t{m}" for m in range(1, MR))
-    args = "i64 %K, ptr %{a}, i64 %lda, ptr %bp, ptr %{c}, i64 %ldc, ptr %bq, ptr %{r}, i64 %ldr, i1 %hasr, {v} %lov, {v} %hiv"
+    args = (
+        "i64 %K, ptr %{a}, i64 %lda, ptr %bp, ptr %{c}, i64 %ldc, ptr %bq, ptr %{r}, i64 %ldr, i1 %hasr,"
+        " {v} %lov, {v} %hiv, ptr %{t}, i1 %hast"
+    )
     lines = [
         "define void @pw(i64 %M, i64 %N, i64 %K, ptr %a, i64 %lda, ptr %b, i64 %pstride, ptr %c, i64 %ldc,"
-        " ptr %bias, ptr %r, i64 %ldr, float %lo, float %hi, i64 %MC) {",
+        " ptr %bias, ptr %r, i64 %ldr, float %lo, float %hi, i64 %MC, i64 %cstep, ptr %tab) {",
         "entry:",
         f"  %loi = insertelement {v} poison, float %lo, i64 0",
         f"  %lov = shufflevector {v} %loi, {v} poison, <8 x i32> zeroinitializer",
         f"  %hii = insertelement {v} poison, float %hi, i64 0",
         f"  %hiv = shufflevector {v} %hii, {v} poison, <8 x i32> zeroinitializer",
         "  %hasr = icmp ne ptr %r, null",
+        "  %hast = icmp ne ptr %tab, null",
         f"  %NP = udiv i64 %N, {NR}",
         "  %empty = icmp eq i64 %M, 0",
         "  br i1 %empty, label %done, label %chunk",
         "chunk:",
         "  %r0 = phi i64 [0, %entry], [%r0n, %cnext]",
+        "  %q = phi i64 [0, %entry], [%qn, %cnext]",
         "  %left = sub i64 %M, %r0",
         "  %small = icmp ult i64 %left, %MC",
         "  %m = select i1 %small, i64 %left, i64 %MC",
@@ -146,10 +159,11 @@ def _driver_ir() -> str:
         "  %rest = sub i64 %m, %mfull",
         "  %ca0 = mul i64 %r0, %lda",
         "  %achunk = getelementptr float, ptr %a, i64 %ca0",
-        "  %cc0 = mul i64 %r0, %ldc",
+        "  %cc0 = mul i64 %q, %cstep",
         "  %cchunk = getelementptr float, ptr %c, i64 %cc0",
         "  %cr0 = mul i64 %r0, %ldr",
         "  %rchunk = getelementptr float, ptr %r, i64 %cr0",
+        "  %tchunk = getelementptr i64, ptr %tab, i64 %r0",
         "  br label %ploop",
         "ploop:",
         "  %p = phi i64 [0, %chunk], [%p1, %pnext]",
@@ -169,7 +183,8 @@ def _driver_ir() -> str:
         "  %cpi = getelementptr float, ptr %cp, i64 %cr",
         "  %rr = mul i64 %i, %ldr",
         "  %rpi = getelementptr float, ptr %rp, i64 %rr",
-        f"  call void @tile{MR}({args.format(a='ap', c='cpi', r='rpi', v=v)})",
+        "  %tpi = getelementptr i64, ptr %tchunk, i64 %i",
+        f"  call void @tile{MR}({args.format(a='ap', c='cpi', r='rpi', v=v, t='tpi')})",
         f"  %i1 = add i64 %i, {MR}",
         "  %im = icmp ult i64 %i1, %mfull",
         "  br i1 %im, label %iloop, label %tail",
@@ -180,10 +195,15 @@ def _driver_ir() -> str:
         "  %tcp = getelementptr float, ptr %cp, i64 %tcr",
         "  %trr = mul i64 %mfull, %ldr",
         "  %trp = getelementptr float, ptr %rp, i64 %trr",
+        "  %ttp = getelementptr i64, ptr %tchunk, i64 %mfull",
         f"  switch i64 %rest, label %pnext [{tails}]",
     ]
     for m in range(1, MR):
-        lines += [f"t{m}:", f"  call void @tile{m}({args.format(a='tap', c='tcp', r='trp', v=v)})", "  br label %pnext"]
+        lines += [
+            f"t{m}:",
+            f"  call void @tile{m}({args.format(a='tap', c='tcp', r='trp', v=v, t='ttp')})",
+            "  br label %pnext",
+        ]
     lines += [
         "pnext:",
         "  %p1 = add i64 %p, 1",
@@ -191,6 +211,7 @@ def _driver_ir() -> str:
         "  br i1 %pm, label %ploop, label %cnext",
         "cnext:",
         "  %r0n = add i64 %r0, %MC",
+        "  %qn = add i64 %q, 1",
         "  %cm = icmp ult i64 %r0n, %M",
         "  br i1 %cm, label %chunk, label %done",
         "done:",
@@ -222,7 +243,7 @@ def kernel() -> _PwFn | None:
                 if address is not None:
                     i64, ptr, f32 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_float
                     proto = ctypes.CFUNCTYPE(
-                        None, i64, i64, i64, ptr, i64, ptr, i64, ptr, i64, ptr, ptr, i64, f32, f32, i64
+                        None, i64, i64, i64, ptr, i64, ptr, i64, ptr, i64, ptr, ptr, i64, f32, f32, i64, i64, ptr
                     )
                     fn = cast(_PwFn, proto(address("pw")))
                 _compiled.append(fn)
@@ -257,15 +278,25 @@ def pointwise(
     hi: float | np.float32,
     residual: np.ndarray | None = None,
     c0: int = 0,
+    rows_at: np.ndarray | None = None,
 ) -> None:
     """out (M, NO) ← clip(x (M, K') @ W[:, c0:c0+NO] + bias[c0:c0+NO] (+ residual (M, NO)), lo, hi).
 
     ``packed`` = ``panels(linear)`` of the full (K, N) weight; its output columns [c0, c0 + NO)
     are used (c0 and NO multiples of 16). x's rows may be strided (row step ``x.strides[0]``,
-    unit column step) and so may out's and the residual's; K' = x's width = K."""
+    unit column step) and so may out's and the residual's; K' = x's width = K.
+
+    ``rows_at`` (M,) int64: row i of the product is stored ``rows_at[i]`` floats after out's
+    first element instead (``out`` is then any array giving that base and the width NO, e.g.
+    a zero-padded image buffer whose pad columns the rows skip; no residual)."""
     m, k = x.shape
-    no = out.shape[1]
+    no = out.shape[1] if out.ndim == 2 else out.shape[-1]
     fs = 4  # bytes per float
+    ldc = out.strides[0] // fs
+    if rows_at is not None:
+        if residual is not None or rows_at.shape != (m,) or rows_at.dtype != np.int64:
+            raise ValueError("rows_at must be an (M,) int64 table and takes no residual")
+        ldc = 0
     r_ptr, ldr = (None, 0) if residual is None else (residual.ctypes.data, residual.strides[0] // fs)
     fn(
         m,
@@ -276,13 +307,15 @@ def pointwise(
         packed.ctypes.data + fs * (c0 // NR) * k * NR,
         k * NR,
         out.ctypes.data,
-        out.strides[0] // fs,
+        ldc,
         bias.ctypes.data + fs * c0,
         r_ptr,
         ldr,
         lo,
         hi,
         ROWS_PER_CHUNK,
+        ROWS_PER_CHUNK * ldc,
+        None if rows_at is None else rows_at.ctypes.data,
     )
 
 
