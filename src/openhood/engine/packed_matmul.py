@@ -86,7 +86,8 @@ class PackedMatrix:
 def f16_bits(a: np.ndarray) -> np.ndarray:
     """Float32 factors that came from the file's float16 (exactly representable) → their float16
     bit patterns as uint16; refuses what float16 cannot hold, which the kernels could not widen."""
-    h = a.astype(np.float16)
+    with np.errstate(over="ignore"):  # an overflow becomes inf, refused just below
+        h = a.astype(np.float16)
     if not np.isfinite(h).all() or not np.array_equal(h.astype(np.float32), a):
         raise ValueError("block factors must be finite float16 values (as GGUF stores them)")
     return h.view(np.uint16)
