@@ -52,6 +52,12 @@ from openhood.engine.parallel import RowSplitter
 # 11.1 ms median per image vs 22.3 ms at 2^22) and batch 32 splits every layer.
 MIN_PARALLEL_CONV = 1 << 26
 
+# Multiply-adds per chunk of the SIMD dense conv (the stem) when its rows are split over threads:
+# ~20 µs chunks (4 rows of 112, from ``block_rows``) spent as long in Python (scratch,
+# fill_padded) as in the kernel, and the two threads queued on the GIL. Stem alone, two
+# threads, median: batch 32 37.4 → 22.7 ms; batch 1 split from 2^20 1.19 → 0.77 ms (0.60 ms
+# on one thread: the kernel is FMA-bound and this VM's two vCPUs share one core's FMA units).
+DIRECT_CHUNK_MACS = 1 << 21
 # activation name → (lo, hi) of the clip that implements it in the fused epilogue.
 ACTIVATION_BOUNDS = {None: (-math.inf, math.inf), "relu": (0.0, math.inf), "relu6": (0.0, 6.0)}
 _NO_RESIDUAL = np.empty((0, 0), dtype=np.float32)
@@ -271,6 +277,8 @@ def conv2d(
         and weight.flags.c_contiguous
     ):
         fn = depthwise_simd.dense_kernel(kernel, kernel * c)
+    if fn is not None:  # direct() takes any rows: chunks big enough to outweigh their Python glue
+        step = max(step, -(-DIRECT_CHUNK_MACS // (ow * cout * depth)))
 
     def direct(r0: int, r1: int) -> None:
         """Output rows [r0, r1) (over N*OH) through the SIMD dense kernel, image by image, from
