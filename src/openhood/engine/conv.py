@@ -63,11 +63,13 @@ ACTIVATION_BOUNDS = {None: (-math.inf, math.inf), "relu": (0.0, math.inf), "relu
 _NO_RESIDUAL = np.empty((0, 0), dtype=np.float32)
 _NO_CLIP_LO, _NO_CLIP_HI = np.float32(-math.inf), np.float32(math.inf)
 # Scratch of one fused inverted-residual tile (expanded input band + depthwise output), float32
-# bytes. More than this host's 1 MiB L2 per core, yet measured best: whole pass, one thread,
+# bytes. More than this host's L2 (512 KiB per core), yet measured best: whole pass, one thread,
 # batch 32 (loaded VM): 256 KB 984 ms, 512 KB 594, 1 MB 506, 1.5 MB 478, 2 MB 455, 3 MB 444,
-# 4 MB 446, 8 MB 470 (smaller tiles mean shorter GEMMs and more halo rows); on two threads
-# 1.5 MB and 3 MB were level within the noise, so it stays.
-MBCONV_TILE_BYTES = 1536 * 1024
+# 4 MB 446, 8 MB 470 (smaller tiles mean shorter GEMMs, more halo rows, more Python per pixel).
+# With the pointwise_simd / padded-expand tiles (4 Dec, same process, alternating, medians):
+# batch 32 two threads 1.5 → 3 MB 1.047× and 1.034× (6 MB 0.93×, 12 MB 0.79×, 768 KB 0.77×),
+# batch 1 one thread 1.011× and 1.045×.
+MBCONV_TILE_BYTES = 3072 * 1024
 # The interior pixels of a depthwise conv through ``engine.depthwise_simd`` (when the host has
 # AVX2+FMA and the channels are a multiple of 16); False: the numba kernel does every pixel.
 SIMD_DEPTHWISE = True
