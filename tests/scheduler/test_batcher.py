@@ -348,3 +348,40 @@ def test_per_bucket_budgets_apply_until_a_surge_then_batches_fill_max_batch_toke
     assert max(f.result(timeout=10).batch.size for f in surge) > 1  # batches grow toward max_batch_tokens
     blocker[0].result(timeout=10), blocker2[0].result(timeout=10)
     batcher.stop(5)
+
+
+def test_a_backlog_batches_similar_lengths_together_and_the_oldest_goes_first():
+    backend = FakeBackend(max_length=64)
+    backend.gate.clear()
+    seen: list = []
+    batcher, _ = make(
+        backend,
+        max_batch_size=8,
+        max_batch_tokens=128,
+        surge_items=1,
+        max_wait_ms=0,
+        on_batch=lambda b, ok: seen.append(b),
+    )
+    blocker = batcher.submit([TOK.encode(words(2))])
+    while batcher.queue_depth:
+        time.sleep(0.005)
+    # One bucket (17-64 tokens), lengths alternating: in arrival order every batch would pad the
+    # short rows to the long ones (2 x 60 tokens per 128-token batch, half of it padding).
+    texts = [words(n, salt=f"m{i}_") for i, n in enumerate([58, 18, 58, 18, 58, 18, 58, 18])]
+    seqs = [TOK.encode(t) for t in texts]
+    lengths = [len(s) for s in seqs]
+    assert len(set(lengths)) == 2 and BUCKETS.index(min(lengths)) == BUCKETS.index(max(lengths))
+    futures = batcher.submit(seqs)
+    backend.gate.set()
+    results = [f.result(timeout=10) for f in futures]
+    blocker[0].result(timeout=10)
+    batcher.stop(5)
+    for text, r in zip(texts, results, strict=True):  # rows still go back to their own request
+        np.testing.assert_allclose(r.output, single(backend, text), atol=1e-5)
+    mixed = [b for b in seen[1:] if b.real_tokens != b.padded_tokens]
+    assert not mixed, f"batches padded short rows to long ones: {mixed}"
+    first = results[0].batch  # the oldest queued item is in the first batch after the blocker
+    assert first.batch_id == seen[1].batch_id
+    assert {r.batch.batch_id for r, n in zip(results, lengths, strict=True) if n == min(lengths)}.isdisjoint(
+        {r.batch.batch_id for r, n in zip(results, lengths, strict=True) if n == max(lengths)}
+    )
