@@ -138,3 +138,17 @@ def test_mbconv_expand_into_padded_band(splitter, monkeypatch, h, k, s, tile_byt
     monkeypatch.setattr(conv, "EXPAND_INTO_PADDED", False)
     plain = conv.mbconv(x, Linear(we, be), dw, bd, s, Linear(wp, bp), splitter)
     assert np.max(np.abs(padded - ref)) < 1e-4 and np.max(np.abs(padded - plain)) < 1e-5
+
+
+def test_pointwise_partial_product_over_input_rows():
+    """k0: x (M, K') against weight rows [k0, k0 + K') only, the channel-split partial sums."""
+    rng = np.random.default_rng(9)
+    lin = Linear(rand(rng, 96, 48), rand(rng, 48))
+    x = rand(rng, 30, 32)
+    zero = np.zeros(48, np.float32)
+    out = np.empty((30, 48), np.float32)
+    pointwise_simd.pointwise(
+        pointwise_simd.kernel(), x, pointwise_simd.panels(lin), zero, out, -np.inf, np.inf, None, 0, None, 64
+    )
+    ref = pointwise_simd.pointwise_reference(x, lin.weight[64:96], zero, -np.inf, np.inf)
+    assert np.max(np.abs(out - ref)) < 1e-4

@@ -512,6 +512,7 @@ def mbconv(
     ):
         dense_expand = depthwise_simd.dense_kernel(1, cin)
     pw_project = _pointwise_kernel(project)
+    zero_bias, no_clip = np.zeros(cout, np.float32), (_NO_CLIP_LO, _NO_CLIP_HI)  # of a partial product
     # the depthwise kernel for an expand written into a zero-padded band (EXPAND_INTO_PADDED)
     padded_dw = depthwise_simd.kernel(k) if EXPAND_INTO_PADDED and SIMD_DEPTHWISE and pw_expand is not None else None
     image_bytes = 4 * hidden * (h * w + oh * ow)
@@ -567,8 +568,13 @@ def mbconv(
             depthwise_rows(
                 hid, dw, dw_bias, d, stride, pt, pl, lo, hi, a0, h, i0, c0, 0, (n1 - n0) * (i1 - i0), splitter.scratch
             )
-        if dst is not None:
-            np.matmul(d.reshape(-1, c1 - c0), project.weight[c0:c1], out=dst)  # (pixels, Cout), partial
+        if dst is not None:  # (pixels, Cout), the partial product over hidden channels [c0, c1)
+            if pw_project is not None:
+                pointwise_simd.pointwise(
+                    pw_project[0], d.reshape(-1, c1 - c0), pw_project[1], zero_bias, dst, *no_clip, None, 0, None, c0
+                )
+            else:
+                np.matmul(d.reshape(-1, c1 - c0), project.weight[c0:c1], out=dst)
             return
         p0, p1 = (n0 * oh + i0) * ow, ((n1 - 1) * oh + i1) * ow
         o = y[p0:p1]

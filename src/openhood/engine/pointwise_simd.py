@@ -279,12 +279,14 @@ def pointwise(
     residual: np.ndarray | None = None,
     c0: int = 0,
     rows_at: np.ndarray | None = None,
+    k0: int = 0,
 ) -> None:
     """out (M, NO) ← clip(x (M, K') @ W[:, c0:c0+NO] + bias[c0:c0+NO] (+ residual (M, NO)), lo, hi).
 
     ``packed`` = ``panels(linear)`` of the full (K, N) weight; its output columns [c0, c0 + NO)
-    are used (c0 and NO multiples of 16). x's rows may be strided (row step ``x.strides[0]``,
-    unit column step) and so may out's and the residual's; K' = x's width = K.
+    and input rows [k0, k0 + K') are used (c0 and NO multiples of 16; K' = x's width, all of K
+    unless a partial product over a slice of the inputs is wanted). x's rows may be strided
+    (row step ``x.strides[0]``, unit column step) and so may out's and the residual's.
 
     ``rows_at`` (M,) int64: row i of the product is stored ``rows_at[i]`` floats after out's
     first element instead (``out`` is then any array giving that base and the width NO, e.g.
@@ -304,8 +306,8 @@ def pointwise(
         k,
         x.ctypes.data,
         x.strides[0] // fs,
-        packed.ctypes.data + fs * (c0 // NR) * k * NR,
-        k * NR,
+        packed.ctypes.data + fs * ((c0 // NR) * packed.shape[1] + k0) * NR,
+        packed.shape[1] * NR,
         out.ctypes.data,
         ldc,
         bias.ctypes.data + fs * c0,
