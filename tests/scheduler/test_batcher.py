@@ -385,3 +385,28 @@ def test_a_backlog_batches_similar_lengths_together_and_the_oldest_goes_first():
     assert {r.batch.batch_id for r, n in zip(results, lengths, strict=True) if n == min(lengths)}.isdisjoint(
         {r.batch.batch_id for r, n in zip(results, lengths, strict=True) if n == max(lengths)}
     )
+
+
+def test_a_worker_counts_as_idle_once_its_engine_returned_not_after_reporting():
+    # A lone client's next request can arrive while the worker still reports the last batch
+    # (metrics). It must find the server idle and run at once, not wait max_wait_ms for mates.
+    reporting = threading.Event()
+    unblock = threading.Event()
+
+    def slow_observer(info, ok):
+        reporting.set()
+        unblock.wait(10)
+
+    backend = FakeBackend(max_length=64)
+    batcher = DynamicBatcher([runner(backend)] * 2, BUCKETS, BatchPolicy(max_wait_ms=60_000), on_batch=slow_observer)
+    batcher.start()
+    try:
+        first = batcher.submit([TOK.encode("first")])[0]
+        assert first.result(timeout=10)
+        assert reporting.wait(10)  # worker still inside the observer
+        second = batcher.submit([TOK.encode("second")])[0]
+        done, _ = wait([second], timeout=5)
+        assert done, "the next lone request waited for the reporting worker"
+    finally:
+        unblock.set()
+        batcher.stop(5)
