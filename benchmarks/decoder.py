@@ -15,7 +15,8 @@ Sections, each printed as a table with ratios against anchors measured in the sa
    weights (BLAS) and quantized weights (our Q4_1/Q8_0 kernels on repacked blocks). Each engine runs in its own
    process, so no two thread pools (OpenBLAS, OpenMP of llama.cpp/numba/torch) share the cores;
 3. RSS of a fresh openhood process (each weight mode) after generating at batch 16, against
-   2 × the GGUF file + KV (``--only-memory``: this section alone);
+   2 × the GGUF file + KV (``--only-memory``: this section alone), run in ``.venv-runtime``
+   (``make runtime-env``: openhood as installed, without the peers this environment holds);
 4. a per-op profile of one decode step at batch 1 against measured memory bandwidth;
 5. with ``--parity``: logits and 64-step greedy continuations against the committed
    transformers fixtures.
@@ -24,6 +25,7 @@ Sections, each printed as a table with ratios against anchors measured in the sa
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -154,13 +156,32 @@ print(json.dumps({'policy': policy, 'after_load': after_load, 'after_generate': 
 """
 
 
+RUNTIME_PYTHON = ROOT / ".venv-runtime" / "bin" / "python"  # `make runtime-env`: openhood's declared deps only
+
+
+def memory_python() -> tuple[str, str]:
+    """The interpreter the memory children run in, and a line saying what it holds.
+
+    Memory is openhood's as installed (`make runtime-env`): this benchmark's own environment
+    holds the peers' packages, and numba imports one of them (scipy) at its first compile."""
+    if RUNTIME_PYTHON.is_file():
+        return str(RUNTIME_PYTHON), f"{RUNTIME_PYTHON.relative_to(ROOT)} (openhood's runtime dependencies only)"
+    has_scipy = importlib.util.find_spec("scipy") is not None
+    return sys.executable, (
+        f"{sys.executable} (no .venv-runtime: run `make runtime-env`"
+        + ("; scipy is installed here and numba imports it, ~10 MB more than openhood's runtime)" if has_scipy else ")")
+    )
+
+
 def bench_rss(path: Path, steps: int) -> None:
+    python, where = memory_python()
+    print(f"\nmemory children run in {where}")
     rows = []
     # numba compiles a kernel only when its on-disk cache misses (first run after an install or
     # a change); compiling leaves tens of MB of heap behind that a process loading from the cache
     # never has. One throw-away child fills the cache, so every measured child is the steady state.
     subprocess.run(
-        [sys.executable, "-c", RSS_CHILD, str(path), "1", str(FIXTURES / "llama_greedy.json"), "quantized", "default"],
+        [python, "-c", RSS_CHILD, str(path), "1", str(FIXTURES / "llama_greedy.json"), "quantized", "default"],
         capture_output=True,
         check=True,
         timeout=600,
@@ -169,7 +190,7 @@ def bench_rss(path: Path, steps: int) -> None:
     # policy, shown for the quantized weights to give the heap fragments' share.
     for mode, malloc in (("float32", "pinned"), ("quantized", "pinned"), ("quantized", "default")):
         out = subprocess.run(
-            [sys.executable, "-c", RSS_CHILD, str(path), str(steps), str(FIXTURES / "llama_greedy.json"), mode, malloc],
+            [python, "-c", RSS_CHILD, str(path), str(steps), str(FIXTURES / "llama_greedy.json"), mode, malloc],
             capture_output=True,
             text=True,
             check=True,
