@@ -138,6 +138,10 @@ def test_mbconv_expand_into_padded_band(splitter, monkeypatch, h, k, s, tile_byt
     monkeypatch.setattr(conv, "EXPAND_INTO_PADDED", False)
     plain = conv.mbconv(x, Linear(we, be), dw, bd, s, Linear(wp, bp), splitter)
     assert np.max(np.abs(padded - ref)) < 1e-4 and np.max(np.abs(padded - plain)) < 1e-5
+    monkeypatch.setattr(conv, "EXPAND_INTO_PADDED", True)  # the same geometry again after another one
+    conv.mbconv(junk, Linear(we, be), dw, bd, s, Linear(wp, bp), splitter)
+    again = conv.mbconv(x, Linear(we, be), dw, bd, s, Linear(wp, bp), splitter)
+    assert np.array_equal(again, padded)
 
 
 def test_pointwise_partial_product_over_input_rows():

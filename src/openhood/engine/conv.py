@@ -39,6 +39,7 @@ bounds (ReLU6 = [0, 6]) in one pass over the GEMM output, row range per thread.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable
 
 import numpy as np
@@ -331,6 +332,27 @@ def _pointwise_kernel(linear: Linear | None) -> tuple[Callable[..., None], np.nd
     return fn, pointwise_simd.panels(linear)
 
 
+# id(scratch buffer) → (a weak reference to it, the padded-band geometry whose pads it holds as zeros)
+_zeroed_pads: dict[int, tuple[weakref.ref[np.ndarray], tuple[object, ...]]] = {}
+
+
+def _zero_pads(hp: np.ndarray, ra: int, rb: int, pl: int, w: int) -> None:
+    """Zero what lies outside rows [ra, rb) × columns [pl, pl + w) of the padded band ``hp``
+    (images, PH, PW, C), unless this scratch buffer last held a band of the same geometry: the
+    expand writes inside that rectangle only, so its pads are still zero (~330 KB per 7×7×1152
+    5×5 tile otherwise: 2.3% of a batch-1 pass). Any other geometry re-zeroes and takes over."""
+    base = hp.base if hp.base is not None else hp
+    geometry = (hp.shape, hp.strides, hp.__array_interface__["data"][0], ra, rb, pl, w)
+    seen = _zeroed_pads.get(id(base))
+    if seen is not None and seen[0]() is base and seen[1] == geometry:
+        return
+    hp[:, :ra] = 0.0
+    hp[:, rb:] = 0.0
+    hp[:, ra:rb, :pl] = 0.0
+    hp[:, ra:rb, pl + w :] = 0.0
+    _zeroed_pads[id(base)] = (weakref.ref(base), geometry)
+
+
 _padded_rows_cache: dict[tuple[int, ...], np.ndarray] = {}
 
 
@@ -542,10 +564,7 @@ def mbconv(
             ph, pw = (i1 - i0 - 1) * stride + k, (ow - 1) * stride + k
             hp = splitter.scratch("mbconv.padded", (n1 - n0, ph, pw, c))
             ra, rb = a0 - top, a1 - top  # hp rows inside the image
-            hp[:, :ra] = 0.0
-            hp[:, rb:] = 0.0
-            hp[:, ra:rb, :pl] = 0.0
-            hp[:, ra:rb, pl + w :] = 0.0
+            _zero_pads(hp, ra, rb, pl, w)
             xrows = x[n0:n1, a0:a1].reshape(-1, cin)  # (pixels, Cin): whole images or one image's band
             at = _padded_rows(n1 - n0, a1 - a0, w, ph, pw, ra, pl, c)  # each pixel's place in hp
             pointwise_simd.pointwise(pw_expand[0], xrows, pw_expand[1], e_bias, hp[0, 0], lo, hi, None, c0, at)
