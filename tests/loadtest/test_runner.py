@@ -60,6 +60,8 @@ def test_closed_loop_keeps_n_clients_busy_and_excludes_warmup(stub):
     # At most 4 requests overlap at any instant (4 clients, one connection each).
     events = sorted([(t, 1) for t in r.scheduled] + [(t, -1) for t in r.done])
     assert max(np.cumsum([e[1] for e in events])) <= 4
+    # The client's own CPU (it shares the cores with the server under test) is reported.
+    assert r.cpu_s > 0 and summary["client_cpu_cores"] == pytest.approx(r.cpu_s / r.wall_s)
 
 
 def test_open_loop_follows_the_seeded_schedule_and_times_from_it(stub):

@@ -87,6 +87,9 @@ class RunResult:
     warmup_requests: int = 0
     cancelled: int = 0  # still in flight at the drain deadline (also counted as errors)
     wall_s: float = 0.0
+    # CPU seconds this client process used over the run (warm-up included): on a small box the
+    # client shares the cores with the server under test, and this is how much it took.
+    cpu_s: float = 0.0
 
     @property
     def latency(self) -> np.ndarray:
@@ -292,6 +295,7 @@ async def run_async(
     own_client = client is None
     client = client or make_client(plan)
     t0 = time.perf_counter()
+    cpu0 = time.process_time()
     ticker = None
     if progress is not None:
         progress.start(cfg, lambda: (rec.sent, time.perf_counter() - t0))
@@ -308,6 +312,7 @@ async def run_async(
         if own_client:
             await client.aclose()
     wall = time.perf_counter() - t0
+    cpu = time.process_time() - cpu0
     rows = rec.rows
     cols = list(zip(*rows, strict=True)) if rows else [()] * 7
     return RunResult(
@@ -323,6 +328,7 @@ async def run_async(
         warmup_requests=rec.warmup_requests,
         cancelled=cancelled,
         wall_s=wall,
+        cpu_s=cpu,
     )
 
 

@@ -130,6 +130,8 @@ def summarize(result, slo: Slo = Slo()) -> dict:
         "service_ms": latency_stats(result.service[ok] * 1e3),
         "length_source": source,
         "buckets": buckets,
+        # Cores this client kept busy during the run (its CPU seconds over the run's wall time).
+        "client_cpu_cores": result.cpu_s / result.wall_s if result.wall_s > 0 else None,
     }
     summary["slo"] = evaluate_slo(summary, slo)
     return summary
