@@ -1,4 +1,4 @@
-"""Depthwise k×k convolution of interior pixels: explicit 8-float vectors, 4 pixels × 16 channels.
+"""Depthwise k×k convolution of interior pixels: explicit 8-float vectors, 4 (5×5: 6) pixels × 16 channels.
 
 The numba kernel (``conv_kernels.depthwise``) measured 3 GMAC/s single-threaded on every Lite0
 layer (47% of a fused pass at batch 32): LLVM vectorizes its channel loop but leaves one
@@ -9,7 +9,8 @@ it, no padding taps) runs a kernel written as LLVM IR over ``<8 x float>``, like
 accumulators in registers; for each of the k·k taps (unrolled, k a compile-time constant) it
 loads the tap's two weight vectors once and issues 8 FMAs against the 4 pixels' inputs
 (memory operands), then bias + clip to [lo, hi] and one store per vector. A tail of 1–3 pixels
-takes a 1-pixel block. Border pixels (and channel counts that are not a multiple of 16) stay
+takes a 1-pixel block. 5×5 filters use blocks of 6 pixels (12 accumulators, see
+``PIXELS_BY_KERNEL``). Border pixels (and channel counts that are not a multiple of 16) stay
 with the numba kernel, which skips the rectangle done here.
 
 Layout, channels last: for image ``n``, interior output row ``r``, pixel ``j``, tap (a, b),
@@ -42,6 +43,12 @@ from openhood.engine.llvm_jit import jit_module
 LANES = 8  # floats per AVX vector
 CHANNELS = 16  # channels per block: two vectors
 PIXELS = 4  # output pixels per block: 4 × 2 = 8 accumulators
+# Pixels per block of the k×k depthwise kernel where not PIXELS: a 5×5 block chains 25 FMAs per
+# accumulator, and with 8 accumulators × 4 cycles of FMA latency the two FMA pipes have no
+# slack; 6 pixels (12 accumulators + 2 weight vectors: 14 of the 16 ymm registers) give them
+# some. Whole pass, same process, alternating, 5×5 at 4 → 6: batch 32 two threads median
+# 318 → 303 ms, batch 1 one thread 15.70 → 15.57 ms. (3×3 layers measured level or slower.)
+PIXELS_BY_KERNEL = {5: 6}
 
 _DwFn = Callable[..., None]
 _lock = threading.Lock()
@@ -160,8 +167,8 @@ def _dense_taps_ir(k: int, span: int, pixels: int, acc: dict[tuple[int, int], st
     return lines
 
 
-def _driver_ir() -> str:
-    """@dw: images × interior rows × blocks of 4 pixels, then single pixels."""
+def _driver_ir(pixels: int = PIXELS) -> str:
+    """@dw: images × interior rows × blocks of ``pixels`` pixels, then single pixels."""
     v = "<8 x float>"
     args = "i64 %C, ptr %xp, i64 %xrow, i64 %xpix, ptr %w, i64 %wtap, ptr %bias"
     return "\n".join(
@@ -173,7 +180,8 @@ def _driver_ir() -> str:
             f"  %lov = shufflevector {v} %loi, {v} poison, <8 x i32> zeroinitializer",
             f"  %hii = insertelement {v} poison, float %hi, i64 0",
             f"  %hiv = shufflevector {v} %hii, {v} poison, <8 x i32> zeroinitializer",
-            f"  %j4 = and i64 %J, {-PIXELS}",
+            f"  %jq = udiv i64 %J, {pixels}",
+            f"  %j4 = mul i64 %jq, {pixels}",
             "  br label %nloop",
             "nloop:",
             "  %n = phi i64 [0, %entry], [%n1, %nnext]",
@@ -196,8 +204,8 @@ def _driver_ir() -> str:
             "  %xpj = getelementptr float, ptr %xbase, i64 %xj",
             "  %oj = mul i64 %j, %C",
             "  %opj = getelementptr float, ptr %obase, i64 %oj",
-            f"  call void @blk{PIXELS}({args.replace('%xp,', '%xpj,')}, ptr %opj, {v} %lov, {v} %hiv)",
-            f"  %j1 = add i64 %j, {PIXELS}",
+            f"  call void @blk{pixels}({args.replace('%xp,', '%xpj,')}, ptr %opj, {v} %lov, {v} %hiv)",
+            f"  %j1 = add i64 %j, {pixels}",
             "  %jm = icmp ult i64 %j1, %j4",
             "  br i1 %jm, label %jloop, label %tailcheck",
             "tailcheck:",
@@ -229,10 +237,12 @@ def _driver_ir() -> str:
 
 
 def module_ir(k: int, dense_span: int = 0) -> str:
-    """The LLVM module of the k×k kernel: the FMA intrinsic, the 4- and 1-pixel blocks, @dw
-    (``dense_span`` > 0: the dense conv of ``dense_kernel``, same driver)."""
+    """The LLVM module of the k×k kernel: the FMA intrinsic, the PIXELS- (or
+    ``PIXELS_BY_KERNEL[k]``-) and 1-pixel blocks, @dw (``dense_span`` > 0: the dense conv of
+    ``dense_kernel``, same driver, PIXELS)."""
+    pixels = PIXELS if dense_span else PIXELS_BY_KERNEL.get(k, PIXELS)
     parts = ["declare <8 x float> @llvm.fma.v8f32(<8 x float>, <8 x float>, <8 x float>)"]
-    parts += [_block_ir(k, PIXELS, dense_span), _block_ir(k, 1, dense_span), _driver_ir()]
+    parts += [_block_ir(k, pixels, dense_span), _block_ir(k, 1, dense_span), _driver_ir(pixels)]
     return "\n\n".join(parts)
 
 
