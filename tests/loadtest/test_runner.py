@@ -115,3 +115,26 @@ def test_batch_and_char_fallback(stub):
     assert set(r.n_texts.tolist()) == {3}
     assert np.all(r.tokens == -1)
     assert summarize(r)["length_source"].startswith("estimated")
+
+
+def test_closed_loop_gives_each_user_its_own_one_connection_client(stub, monkeypatch):
+    # One shared pool of N connections scans all N per request (httpcore); N pools of one do not.
+    from openhood.loadtest import runner as runner_mod
+
+    made = []
+    real = runner_mod.make_client
+
+    def counting(plan):
+        client = real(plan)
+        made.append((plan.max_connections, client))
+        return client
+
+    monkeypatch.setattr(runner_mod, "make_client", counting)
+    s = stub(service_s=0.005)
+    r = _run(s.url, concurrency=3, duration=0.5)
+    assert summarize(r)["error_count"] == 0
+    assert [n for n, _ in made] == [1, 1, 1]
+    assert all(c.is_closed for _, c in made)
+    made.clear()
+    _run(s.url, rate=20, duration=0.3)  # open loop: one pool sized by the plan
+    assert len(made) == 1 and made[0][0] >= 2
