@@ -143,6 +143,49 @@ def _softmax_row_ir(r: int) -> list[str]:
     return lines
 
 
+def accumulate_ir(rows: int) -> list[str]:
+    """The register tile's body, shared by every kernel built on these panels: blocks ``entry``,
+    ``loop`` and the start of ``exit`` of a function with arguments ``%K``, ``%a``, ``%lda``
+    (rows of A, float stride), ``%b`` (one packed (K, 16) panel) and ``%bias`` (16 floats).
+
+    Leaves ``%n{r}_{h}`` = a[r, :K] @ b[:, 8h:8h+8] (one phi'd <8 x float> accumulator per row
+    and half, one broadcast of a[r, k] and two FMAs per k) and the bias halves ``%bv0``,
+    ``%bv1`` loaded; the caller's epilogue continues in ``exit``."""
+    v = "<8 x float>"
+    lines = ["entry:", "  br label %loop", "loop:", "  %k = phi i64 [0, %entry], [%k1, %loop]"]
+    for r in range(rows):
+        for h in range(2):
+            lines.append(f"  %acc{r}_{h} = phi {v} [zeroinitializer, %entry], [%n{r}_{h}, %loop]")
+    lines += [
+        f"  %boff = mul i64 %k, {NR}",
+        "  %bp0 = getelementptr float, ptr %b, i64 %boff",
+        "  %bp1 = getelementptr float, ptr %bp0, i64 8",
+        f"  %b0 = load {v}, ptr %bp0, align 4",
+        f"  %b1 = load {v}, ptr %bp1, align 4",
+    ]
+    for r in range(rows):
+        lines += [
+            f"  %ro{r} = mul i64 %lda, {r}",
+            f"  %ai{r} = add i64 %ro{r}, %k",
+            f"  %ap{r} = getelementptr float, ptr %a, i64 %ai{r}",
+            f"  %as{r} = load float, ptr %ap{r}, align 4",
+            f"  %av{r}i = insertelement {v} poison, float %as{r}, i64 0",
+            f"  %av{r} = shufflevector {v} %av{r}i, {v} poison, <8 x i32> zeroinitializer",
+        ]
+        for h in range(2):
+            lines.append(f"  %n{r}_{h} = call {v} @llvm.fma.v8f32({v} %av{r}, {v} %b{h}, {v} %acc{r}_{h})")
+    lines += [
+        "  %k1 = add i64 %k, 1",
+        "  %more = icmp ult i64 %k1, %K",
+        "  br i1 %more, label %loop, label %exit",
+        "exit:",
+        f"  %bv0 = load {v}, ptr %bias, align 4",
+        "  %bq1 = getelementptr float, ptr %bias, i64 8",
+        f"  %bv1 = load {v}, ptr %bq1, align 4",
+    ]
+    return lines
+
+
 def _micro_kernel_ir(rows: int) -> str:
     """c[0:rows, 0:cols] = epilogue(a[0:rows, 0:K] @ b (K, 16) + bias (16,)): one phi'd
     <8 x float> accumulator per row and half; the epilogue runs on the registers before the store.
@@ -155,42 +198,7 @@ def _micro_kernel_ir(rows: int) -> str:
     lines = [
         f"define internal void @tile{rows}(i64 %K, ptr noalias %a, i64 %lda, ptr noalias %b, ptr noalias %c,"
         " i64 %ldc, ptr noalias %bias, i64 %act, i64 %cols) alwaysinline {",
-        "entry:",
-        "  br label %loop",
-        "loop:",
-        "  %k = phi i64 [0, %entry], [%k1, %loop]",
-    ]
-    for r in range(rows):
-        for h in range(2):
-            lines.append(f"  %acc{r}_{h} = phi <8 x float> [zeroinitializer, %entry], [%n{r}_{h}, %loop]")
-    lines += [
-        f"  %boff = mul i64 %k, {NR}",
-        "  %bp0 = getelementptr float, ptr %b, i64 %boff",
-        "  %bp1 = getelementptr float, ptr %bp0, i64 8",
-        "  %b0 = load <8 x float>, ptr %bp0, align 4",
-        "  %b1 = load <8 x float>, ptr %bp1, align 4",
-    ]
-    for r in range(rows):
-        lines += [
-            f"  %ro{r} = mul i64 %lda, {r}",
-            f"  %ai{r} = add i64 %ro{r}, %k",
-            f"  %ap{r} = getelementptr float, ptr %a, i64 %ai{r}",
-            f"  %as{r} = load float, ptr %ap{r}, align 4",
-            f"  %av{r}i = insertelement <8 x float> poison, float %as{r}, i64 0",
-            f"  %av{r} = shufflevector <8 x float> %av{r}i, <8 x float> poison, <8 x i32> zeroinitializer",
-        ]
-        for h in range(2):
-            lines.append(
-                f"  %n{r}_{h} = call <8 x float> @llvm.fma.v8f32(<8 x float> %av{r}, <8 x float> %b{h},"
-                f" <8 x float> %acc{r}_{h})"
-            )
-    lines += ["  %k1 = add i64 %k, 1", "  %more = icmp ult i64 %k1, %K", "  br i1 %more, label %loop, label %exit"]
-    # epilogue: + bias, ReLU as a select (branch-free), softmax in a block of its own
-    lines += [
-        "exit:",
-        "  %bv0 = load <8 x float>, ptr %bias, align 4",
-        "  %bq1 = getelementptr float, ptr %bias, i64 8",
-        "  %bv1 = load <8 x float>, ptr %bq1, align 4",
+        *accumulate_ir(rows),
         f"  %relu = icmp eq i64 %act, {ACT_RELU}",
         "  %c32 = trunc i64 %cols to i32",
         "  %cv = insertelement <8 x i32> poison, i32 %c32, i64 0",

@@ -34,7 +34,7 @@ import numpy as np
 
 from openhood.engine.linear import Linear
 from openhood.engine.llvm_jit import jit_module
-from openhood.engine.panel_gemm import MR, NR, pack_panels
+from openhood.engine.panel_gemm import MR, NR, accumulate_ir, pack_panels
 
 # Rows of the input swept against every panel before moving on: a 96 × 1152 float32 chunk is
 # 442 KB, within a core's 1 MiB L2 beside one 72 KB panel.
@@ -55,40 +55,7 @@ def _tile_ir(rows: int) -> str:
         f"define internal void @tile{rows}(i64 %K, ptr noalias %a, i64 %lda, ptr noalias %b, ptr noalias %c,"
         f" i64 %ldc, ptr noalias %bias, ptr noalias %r, i64 %ldr, i1 %hasr, {v} %lo, {v} %hi, ptr noalias %tab,"
         " i1 %hast) alwaysinline {",
-        "entry:",
-        "  br label %loop",
-        "loop:",
-        "  %k = phi i64 [0, %entry], [%k1, %loop]",
-    ]
-    for i in range(rows):
-        for h in range(2):
-            lines.append(f"  %acc{i}_{h} = phi {v} [zeroinitializer, %entry], [%n{i}_{h}, %loop]")
-    lines += [
-        f"  %boff = mul i64 %k, {NR}",
-        "  %bp0 = getelementptr float, ptr %b, i64 %boff",
-        "  %bp1 = getelementptr float, ptr %bp0, i64 8",
-        f"  %b0 = load {v}, ptr %bp0, align 4",
-        f"  %b1 = load {v}, ptr %bp1, align 4",
-    ]
-    for i in range(rows):
-        lines += [
-            f"  %ro{i} = mul i64 %lda, {i}",
-            f"  %ai{i} = add i64 %ro{i}, %k",
-            f"  %ap{i} = getelementptr float, ptr %a, i64 %ai{i}",
-            f"  %as{i} = load float, ptr %ap{i}, align 4",
-            f"  %av{i}i = insertelement {v} poison, float %as{i}, i64 0",
-            f"  %av{i} = shufflevector {v} %av{i}i, {v} poison, <8 x i32> zeroinitializer",
-        ]
-        for h in range(2):
-            lines.append(f"  %n{i}_{h} = call {v} @llvm.fma.v8f32({v} %av{i}, {v} %b{h}, {v} %acc{i}_{h})")
-    lines += [
-        "  %k1 = add i64 %k, 1",
-        "  %more = icmp ult i64 %k1, %K",
-        "  br i1 %more, label %loop, label %exit",
-        "exit:",
-        f"  %bv0 = load {v}, ptr %bias, align 4",
-        "  %bq1 = getelementptr float, ptr %bias, i64 8",
-        f"  %bv1 = load {v}, ptr %bq1, align 4",
+        *accumulate_ir(rows),
     ]
     for i in range(rows):
         for h in range(2):
