@@ -117,7 +117,7 @@ def test_batch_and_char_fallback(stub):
     assert summarize(r)["length_source"].startswith("estimated")
 
 
-def test_closed_loop_gives_each_user_its_own_one_connection_client(stub, monkeypatch):
+def test_closed_loop_gives_each_user_its_own_client_and_open_loop_splits_its_pool(stub, monkeypatch):
     # One shared pool of N connections scans all N per request (httpcore); N pools of one do not.
     from openhood.loadtest import runner as runner_mod
 
@@ -136,5 +136,5 @@ def test_closed_loop_gives_each_user_its_own_one_connection_client(stub, monkeyp
     assert [n for n, _ in made] == [1, 1, 1]
     assert all(c.is_closed for _, c in made)
     made.clear()
-    _run(s.url, rate=20, duration=0.3)  # open loop: one pool sized by the plan
-    assert len(made) == 1 and made[0][0] >= 2
+    _run(s.url, rate=20, duration=0.3, pool=20)  # open loop: the plan's pool in pools of <= 8
+    assert sorted(n for n, _ in made) == [6, 7, 7] and all(c.is_closed for _, c in made)

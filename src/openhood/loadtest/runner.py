@@ -19,6 +19,7 @@ server (we cannot tell them apart), and the progress line shows in-flight counts
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 import sys
 import time
@@ -35,6 +36,8 @@ from openhood.loadtest.progress import ProgressLine
 _PROMPT_TOKENS = re.compile(rb'"prompt_tokens"\s*:\s*(\d+)')
 
 MAX_REQUESTS_HARD = 1_000_000
+# Open loop: connections per httpx pool (see run_async); a pool's per-request cost grows with its size.
+OPEN_POOL_SHARD = 8
 MAX_DURATION_HARD_S = 3600.0
 
 
@@ -213,20 +216,30 @@ def _hard_timeout(plan: ClientPlan) -> float:
     return plan.pool_timeout + plan.connect_timeout + 2 * plan.read_timeout
 
 
-async def _open_loop(client, cfg: RunConfig, plan: ClientPlan, sampler: TextSampler, rec: _Recorder, t0: float) -> int:
+async def _open_loop(
+    clients: list, cfg: RunConfig, plan: ClientPlan, sampler: TextSampler, rec: _Recorder, t0: float
+) -> int:
     assert cfg.rate is not None  # RunConfig.mode is "open" exactly when a rate is set
     schedule = poisson_schedule(cfg.rate, cfg.warmup + cfg.duration, cfg.seed, cfg.max_requests)
     hard = _hard_timeout(plan)
     tasks: set[asyncio.Task] = set()
+    in_flight = [0] * len(clients)  # per pool: a request goes to the least busy one
+
+    async def one(k: int, texts: list[str], due: float) -> None:
+        try:
+            await _one_request(clients[k], cfg.url, texts, cfg.model, due, t0, hard, rec)
+        finally:
+            in_flight[k] -= 1
+
     for due in schedule:
         # uvloop's timers have 1 ms resolution and can fire early: sleep again until the
         # scheduled instant has really passed, so no request is sent before its arrival time.
         while (delay := t0 + due - time.perf_counter()) > 0:
             await asyncio.sleep(delay)
         # If we are late (a busy loop), we still start now and the lateness is counted in latency.
-        task = asyncio.create_task(
-            _one_request(client, cfg.url, sampler.draw(cfg.batch), cfg.model, float(due), t0, hard, rec)
-        )
+        k = min(range(len(clients)), key=in_flight.__getitem__)
+        in_flight[k] += 1
+        task = asyncio.create_task(one(k, sampler.draw(cfg.batch), float(due)))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
         rec.sent += 1
@@ -300,8 +313,16 @@ async def run_async(
         # at 64 clients that was ~70% of this process's CPU, ~0.4 of the 2 cores it shares
         # with the server under test.
         clients = [make_client(replace(plan, max_connections=1)) for _ in range(cfg.concurrency or 1)]
+    elif own_client:
+        # Open loop: the plan's pool split into pools of at most OPEN_POOL_SHARD connections
+        # (same total), each request to the one with the fewest in flight, for the same reason.
+        # The difference from one pool: when every connection is busy, a request waits for its
+        # own pool's next free one rather than the first one anywhere (only under overload).
+        n = math.ceil(plan.max_connections / OPEN_POOL_SHARD)
+        sizes = [plan.max_connections // n + (1 if i < plan.max_connections % n else 0) for i in range(n)]
+        clients = [make_client(replace(plan, max_connections=size)) for size in sizes]
     else:
-        clients = [client or make_client(plan)]
+        clients = [client]
     t0 = time.perf_counter()
     cpu0 = time.process_time()
     ticker = None
@@ -310,7 +331,7 @@ async def run_async(
         ticker = asyncio.create_task(progress.run())
     try:
         if cfg.mode == "open":
-            cancelled = await _open_loop(clients[0], cfg, plan, sampler, rec, t0)
+            cancelled = await _open_loop(clients, cfg, plan, sampler, rec, t0)
         else:
             cancelled = await _closed_loop(clients, cfg, plan, sampler, rec, t0)
     finally:
