@@ -293,7 +293,7 @@ class DynamicBatcher:
                     self._on_drop(1)
             if not queue:
                 continue
-            n = len(self._select(b, queue))
+            n = self._fifo_fit(b, queue)  # < len(queue) exactly when the queue does not fit one batch
             deadline = queue[0].enqueued_ns + self.max_wait_ns
             ready = n < len(queue) or n == self.max_batch_size or now >= deadline or self._stopping or idle
             if ready:
@@ -327,6 +327,21 @@ class DynamicBatcher:
             return None, None  # nothing queued: sleep until notified
         return None, max(0.0, (next_deadline - now) / 1e9)
 
+    def _fifo_fit(self, bucket: int, queue: deque[_Item]) -> int:
+        """How many items from the head, in arrival order, fit one batch's caps (>= 1)."""
+        budget = self.max_batch_tokens if self._depth >= self.surge_items else self._budgets[bucket]
+        cap = self.max_batch_size
+        if self.pad_to == "bucket":
+            return min(len(queue), cap, max(1, budget // self.buckets.upper(bucket)))
+        longest = 0
+        n = 0
+        for item in queue:
+            if n == cap or (n + 1) * max(longest, item.length) > budget:
+                break
+            longest = max(longest, item.length)
+            n += 1
+        return n
+
     def _select(self, bucket: int, queue: deque[_Item]) -> list[int]:
         """Queue positions of the batch this bucket would run now, in the order they go in.
 
@@ -339,20 +354,13 @@ class DynamicBatcher:
         Items passed over wait for a later batch of their own length (at the latest until they
         are the head). With ``pad_to="bucket"`` every row pads to the bucket bound anyway: order.
         """
+        n = self._fifo_fit(bucket, queue)
+        if n == len(queue) or self.pad_to == "bucket":
+            # Everything fits (in any order: the batch pads to its longest either way), or every
+            # row pads to the bucket bound: arrival order.
+            return list(range(n))
         budget = self.max_batch_tokens if self._depth >= self.surge_items else self._budgets[bucket]
         cap = self.max_batch_size
-        if self.pad_to == "bucket":
-            per_row = self.buckets.upper(bucket)
-            return list(range(min(len(queue), cap, max(1, budget // per_row))))
-        longest = 0
-        n = 0
-        for item in queue:  # the FIFO prefix that fits
-            if n == cap or (n + 1) * max(longest, item.length) > budget:
-                break
-            longest = max(longest, item.length)
-            n += 1
-        if n == len(queue):  # everything fits (in any order: the batch pads to the longest either way)
-            return list(range(n))
         head = queue[0].length
         # Closest length to the head's first, ties in arrival order; O(k log k) on one bucket's queue.
         order = sorted(range(1, len(queue)), key=lambda i: (abs(queue[i].length - head), i))
