@@ -96,6 +96,8 @@ def test_cli_streams_only_the_continuation():
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
     missing = _cli("--model", "/nonexistent.gguf", "x")
     assert missing.returncode == 2 and "does not exist" in missing.stderr
+    weights = _cli("--weights", "int3", "x")
+    assert weights.returncode == 2 and "weights must be one of" in weights.stderr and "Traceback" not in weights.stderr
 
 
 def test_quantized_weights_are_the_default_and_agree_with_float32(smollm2_gen, smollm2_path):

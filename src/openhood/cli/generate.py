@@ -39,9 +39,8 @@ def register(subparsers) -> None:
     p.add_argument("--raw", action="store_true", help="no chat template; special tokens in the prompt are parsed")
     p.add_argument(
         "--weights",
-        choices=("quantized", "float32"),
-        default="quantized",
-        help="quantized: multiply the file's Q4_1/Q8_0 blocks in place (default: least memory, fastest "
+        default=None,
+        help="quantized or float32. quantized: multiply the file's Q4_1/Q8_0 blocks in place (default: least memory, fastest "
         "one-stream decode); float32: dequantize at load (~5x the memory, faster long prompts)",
     )
     p.set_defaults(func=run)
@@ -54,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from openhood.engine.allocator import apply_malloc_policy
     from openhood.generate import GenerationConfig, Generator, SamplingParams
     from openhood.generate.bundled import DecoderModelNotFoundError
+    from openhood.generate.generator import DEFAULT_WEIGHTS
 
     if not args.prompt:
         return _usage("the prompt is empty")
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
             stop=tuple(args.stop),
         )
         apply_malloc_policy("pinned")  # prefill temporaries mapped and returned, not heap fragments
-        gen = Generator(args.model, weights=args.weights)
+        gen = Generator(args.model, weights=args.weights or DEFAULT_WEIGHTS)  # a bad mode: ValueError, exit 2
         for piece in gen.stream(args.prompt, config, raw=args.raw):
             sys.stdout.write(piece)
             sys.stdout.flush()

@@ -36,6 +36,8 @@ from openhood.engine.llama_ops import masked_softmax_, rms_norm, rope_at, rope_h
 from openhood.engine.packed_matmul import PackedMatrix, packed_linear
 from openhood.engine.resident import release_after_warm_up
 
+WEIGHT_MODES = ("quantized", "float32")  # Llama.from_gguf's ``weights``: blocks kept, or dequantized at load
+
 Matrix = np.ndarray | PackedMatrix  # a weight as held: float32 array or packed quantized blocks
 
 
@@ -149,8 +151,8 @@ class Llama:
         """Load a llama GGUF; ``weights`` is "float32" (dequantize at load) or "quantized" (keep blocks)."""
         from openhood.formats.gguf import GGUFFile, dequantize, unpermute_qk
 
-        if weights not in ("float32", "quantized"):
-            raise ValueError(f"weights must be 'float32' or 'quantized', not {weights!r}")
+        if weights not in WEIGHT_MODES:
+            raise ValueError(f"weights must be one of {', '.join(WEIGHT_MODES)}, not {weights!r}")
         g = path if isinstance(path, GGUFFile) else GGUFFile(path)
         cfg = LlamaConfig.from_gguf(g)
         if "output.weight" in g.tensors:

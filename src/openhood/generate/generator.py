@@ -92,8 +92,7 @@ class SequenceState:
         return out
 
 
-WEIGHTS = ("quantized", "float32")  # engine.llama.Llama.from_gguf's weight modes
-DEFAULT_WEIGHTS = "quantized"
+DEFAULT_WEIGHTS = "quantized"  # one of engine.llama.WEIGHT_MODES
 
 
 class Generator:
@@ -104,17 +103,17 @@ class Generator:
     load (~540 MB for SmolLM2-135M), faster for prefill and wide batches (docs/decoder.md)."""
 
     def __init__(self, path: str | Path | None = None, weights: str = DEFAULT_WEIGHTS):
-        from openhood.engine.llama import Llama
+        from openhood.engine.llama import WEIGHT_MODES, Llama
         from openhood.formats.gguf import GGUFFile
         from openhood.generate.bundled import default_gguf_path
         from openhood.generate.chat import ChatTemplate
         from openhood.tokenizer.bpe import BPETokenizer, spec_from_gguf
 
+        if weights not in WEIGHT_MODES:  # before the tokenizer's few seconds of loading
+            raise ValueError(f"weights must be one of {', '.join(WEIGHT_MODES)}, not {weights!r}")
         self.path = Path(path) if path is not None else default_gguf_path()
         g = GGUFFile(self.path)
         self.tokenizer = BPETokenizer(spec_from_gguf(g))
-        if weights not in WEIGHTS:
-            raise ValueError(f"weights must be one of {', '.join(WEIGHTS)}, not {weights!r}")
         self.weights = weights
         self.model = Llama.from_gguf(g, weights=weights)
         tok = self.tokenizer

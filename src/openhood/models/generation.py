@@ -102,9 +102,9 @@ def decoder_threads(options: EngineOptions) -> int:
 def load_generator(name: str, path: Path, options: EngineOptions) -> ServedGenerator:
     """A llama-architecture GGUF file → the served generator, on float32 weights: a server steps
     many streams at once and reads prompts in chunks beside them, where BLAS sgemm on float32
-    beats the quantized kernels (16 streams: 2.37× vs 1.76× llama.cpp's tokens/s, prefill 2.4×
-    faster; docs/benchmarks.md § Decoder) at ~5× the weights' memory. ``openhood generate``
-    (one stream) keeps the quantized default."""
+    beats the quantized kernels at wide batches and in prefill (docs/decoder.md § Weights, figures
+    from benchmarks/decoder.py) at ~5× the weights' memory. ``openhood generate`` (one stream)
+    keeps the quantized default."""
     gen = Generator(path, weights="float32")
     threads = decoder_threads(options)
     c = gen.model.config
