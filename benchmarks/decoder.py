@@ -151,7 +151,7 @@ for _ in range(steps):
     lg = m.forward([np.array([int(t)]) for t in lg.argmax(axis=1)], list(range(16)), cache)
 from openhood.engine import resident  # the first decode step released the compiler's pages
 print(json.dumps({'policy': policy, 'after_load': after_load, 'after_generate': rss(), 'anon': rss('RssAnon'), 'file': rss('RssFile'),
-                  'kv_used': int(cache.lengths.sum()) * cache.bytes_per_token,
+                  'kv_used': int(cache.lengths.sum()) * cache.bytes_per_token, 'kv_alloc': cache.nbytes, 'weights': m.weight_bytes,
                   'released': resident._released.compiler_bytes if resident._released else 0}))
 """
 
@@ -209,6 +209,7 @@ def bench_rss(path: Path, steps: int) -> None:
                 r["after_generate"] / 1e6,
                 f"{r['anon'] / 1e6:.0f} / {r['file'] / 1e6:.0f}",
                 r["released"] / 1e6,
+                f"{r['weights'] / 1e6:.1f} / {r['kv_alloc'] / 1e6:.1f} / {(r['after_generate'] - r['weights'] - r['kv_alloc']) / 1e6:.1f}",
                 f"{r['after_generate'] / 1e6 / budget:.2f}x",
                 f"{r['after_generate'] / 1e6 / (2 * (file_mb + kv_mb)):.2f}x",
                 f"{r['anon'] / 1e6 / budget:.2f}x",
@@ -226,6 +227,7 @@ def bench_rss(path: Path, steps: int) -> None:
             "RSS after generating MB",
             "of which anon / file MB",
             "compiler pages released MB",
+            "weights / KV allocated / the rest MB",
             "RSS / (2 × file + KV)",
             "RSS / 2 × (file + KV)",
             "anon only / (2 × file + KV)",

@@ -13,7 +13,7 @@ llama.cpp's "repacked" CPU kernels use, in spirit).
 Bytes held per weight are those of the file's blocks: the scale and min stay float16 (their
 bit patterns as uint16: numba has no float16 type), 0.625 (Q4_1) and 1.0625 (Q8_0) bytes per
 weight. Each kernel widens one chunk's factors to float32 at a time (``_widen_f16``: integer
-shifts and one multiply, vectorized; ~3% of a chunk's arithmetic), so the copy held is the
+shifts and one multiply, vectorized; two widenings per 32 weights), so the copy held is the
 file's size rather than 1.2× it, and a decode step reads 1/6 fewer bytes. Two kernels per kind:
 
 - ``gemv`` (one input row, the decode step at batch 1): per block, ``blk = Σ_j q_j x_j`` over the
