@@ -327,9 +327,14 @@ class DynamicBatcher:
             return None, None  # nothing queued: sleep until notified
         return None, max(0.0, (next_deadline - now) / 1e9)
 
+    def _budget(self, bucket: int) -> int:
+        """Padded tokens one batch of ``bucket`` may hold now: the surge budget once the backlog
+        reaches ``surge_items``, else the bucket's calibrated one."""
+        return self.max_batch_tokens if self._depth >= self.surge_items else self._budgets[bucket]
+
     def _fifo_fit(self, bucket: int, queue: deque[_Item]) -> int:
         """How many items from the head, in arrival order, fit one batch's caps (>= 1)."""
-        budget = self.max_batch_tokens if self._depth >= self.surge_items else self._budgets[bucket]
+        budget = self._budget(bucket)
         cap = self.max_batch_size
         if self.pad_to == "bucket":
             return min(len(queue), cap, max(1, budget // self.buckets.upper(bucket)))
@@ -359,7 +364,7 @@ class DynamicBatcher:
             # Everything fits (in any order: the batch pads to its longest either way), or every
             # row pads to the bucket bound: arrival order.
             return list(range(n))
-        budget = self.max_batch_tokens if self._depth >= self.surge_items else self._budgets[bucket]
+        budget = self._budget(bucket)
         cap = self.max_batch_size
         head = queue[0].length
         # Closest length to the head's first, ties in arrival order; O(k log k) on one bucket's queue.
