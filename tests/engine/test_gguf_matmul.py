@@ -72,14 +72,27 @@ def test_quantized_decoder_matches_float32_decoder(smollm2, smollm2_path):
 def test_widening_float16_factors_is_exact_for_every_finite_value():
     """The kernels keep block factors as float16 bits and widen them per chunk: every finite
     float16 (subnormals and -0 included) must come out as NumPy's float32 of it, bit for bit."""
-    from openhood.engine.packed_matmul import _widen_f16, f16_bits
+    from openhood.engine.packed_matmul import _widen_f16
 
     every = np.arange(65536, dtype=np.uint32).astype(np.uint16)
     finite = every[np.isfinite(every.view(np.float16))][: 63488 // CH * CH].reshape(-1, CH)  # (rows, CH)
     out = np.empty(finite.shape, np.float32)
     _widen_f16(finite, out, np.empty(finite.size, np.uint32))
     np.testing.assert_array_equal(out.view(np.uint32), finite.view(np.float16).astype(np.float32).view(np.uint32))
-    with pytest.raises(ValueError, match="float16"):
-        f16_bits(np.array([1.0, 1.0001], np.float32))  # 1.0001 is not a float16 value
-    with pytest.raises(ValueError, match="float16"):
-        f16_bits(np.array([1e6], np.float32))  # overflows float16
+
+
+def test_packed_factors_are_the_files_float16_bits(smollm2_path):
+    """The packed layout carries each block's scale and min exactly as the file stores them."""
+    g = GGUFFile(smollm2_path)
+    t = g.tensors["blk.0.attn_output.weight"]
+    assert t.kind == "Q4_1"
+    rows, cols = t.shape
+    pm = PackedMatrix.from_quant(QuantMatrix.from_tensor(t))
+    blocks = np.asarray(t.raw).reshape(rows, cols // 32, 20)  # (rows, nb, 20): f16 d, f16 m, nibbles
+    d_file = blocks[..., 0:2].copy().view(np.uint16)[..., 0]  # (rows, nb)
+    m_file = blocks[..., 2:4].copy().view(np.uint16)[..., 0]
+    d_packed = np.moveaxis(pm.d, -1, 1).reshape(-1, cols // 32)[:rows]  # (nc, nb, CH) -> rows
+    m_packed = np.moveaxis(pm.m, -1, 1).reshape(-1, cols // 32)[:rows]
+    assert pm.d.dtype == np.uint16
+    np.testing.assert_array_equal(d_packed, d_file)
+    np.testing.assert_array_equal(m_packed, m_file)

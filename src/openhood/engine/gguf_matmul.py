@@ -1,7 +1,7 @@
 """GGUF Q4_1 / Q8_0 weights as blocks in memory, and the naive reference every quantized matmul must equal.
 
-``QuantMatrix`` holds a matrix's blocks row by row as the file has them, with the float16
-scale (and Q4_1 min) widened to float32: the form the loader fuses (QKV, gate+up) and
+``QuantMatrix`` holds a matrix's blocks row by row as the file has them, float16 scale (and
+Q4_1 min) included: the form the loader fuses (QKV, gate+up) and
 permutes (Q/K rows) before ``engine.packed_matmul`` repacks it for its SIMD kernels.
 ``quant_linear_naive`` is the reference: dequantize the whole matrix, one float64 product.
 The trade-off: the row-major form is easy to check against the file (the tests compare
@@ -23,8 +23,8 @@ class QuantMatrix:
 
     kind: str
     shape: tuple[int, int]
-    d: np.ndarray  # (rows, n_blocks) float32
-    m: np.ndarray | None  # (rows, n_blocks) float32, Q4_1 only
+    d: np.ndarray  # (rows, n_blocks) float16, as the file stores it
+    m: np.ndarray | None  # (rows, n_blocks) float16, Q4_1 only
     q: np.ndarray  # Q4_1: (rows, n_blocks, 16) uint8 nibble pairs; Q8_0: (rows, n_blocks, 32) int8
 
     @property
@@ -37,12 +37,12 @@ class QuantMatrix:
         nb = cols // QK
         if t.kind == "Q4_1":
             b = np.asarray(t.raw).reshape(rows, nb, 20)
-            d = b[..., 0:2].copy().view(np.float16)[..., 0].astype(np.float32)
-            m = b[..., 2:4].copy().view(np.float16)[..., 0].astype(np.float32)
+            d = b[..., 0:2].copy().view(np.float16)[..., 0]
+            m = b[..., 2:4].copy().view(np.float16)[..., 0]
             return cls("Q4_1", (rows, cols), d, m, np.ascontiguousarray(b[..., 4:]))
         if t.kind == "Q8_0":
             b = np.asarray(t.raw).reshape(rows, nb, 34)
-            d = b[..., 0:2].copy().view(np.float16)[..., 0].astype(np.float32)
+            d = b[..., 0:2].copy().view(np.float16)[..., 0]
             return cls("Q8_0", (rows, cols), d, None, np.ascontiguousarray(b[..., 2:]).view(np.int8))
         raise ValueError(f"tensor {t.name}: no quantized kernel for {t.kind}")
 
@@ -70,13 +70,13 @@ class QuantMatrix:
 
     def rows(self, idx: np.ndarray) -> np.ndarray:
         """Dequantized rows ``idx`` (n, cols) float32: the embedding lookup."""
-        d = self.d[idx][..., None]
+        d = self.d[idx].astype(np.float32)[..., None]
         if self.kind == "Q8_0":
             return np.asarray((self.q[idx].astype(np.float32) * d).reshape(len(idx), -1))
         qs = self.q[idx]
         q = np.concatenate([qs & 0x0F, qs >> 4], axis=-1).astype(np.float32)
         assert self.m is not None  # Q4_1 always has mins
-        return np.asarray((q * d + self.m[idx][..., None]).reshape(len(idx), -1))
+        return np.asarray((q * d + self.m[idx].astype(np.float32)[..., None]).reshape(len(idx), -1))
 
 
 def quant_linear_naive(x: np.ndarray, t: GGUFTensor) -> np.ndarray:

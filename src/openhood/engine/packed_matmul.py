@@ -68,7 +68,11 @@ class PackedMatrix:
             return np.ascontiguousarray(np.moveaxis(a, 1, -1))
 
         return cls(
-            w.kind, w.shape, chunked(f16_bits(w.d)), None if w.m is None else chunked(f16_bits(w.m)), chunked(w.q)
+            w.kind,
+            w.shape,
+            chunked(w.d.view(np.uint16)),
+            None if w.m is None else chunked(w.m.view(np.uint16)),
+            chunked(w.q),
         )
 
     def rows(self, idx: np.ndarray) -> np.ndarray:
@@ -81,16 +85,6 @@ class PackedMatrix:
         q = np.concatenate([qs & 0x0F, qs >> 4], axis=-1).astype(np.float32)
         m = self.m[c, :, r].view(np.float16).astype(np.float32)[..., None]
         return np.asarray((q * d + m).reshape(len(idx), -1))
-
-
-def f16_bits(a: np.ndarray) -> np.ndarray:
-    """Float32 factors that came from the file's float16 (exactly representable) → their float16
-    bit patterns as uint16; refuses what float16 cannot hold, which the kernels could not widen."""
-    with np.errstate(over="ignore"):  # an overflow becomes inf, refused just below
-        h = a.astype(np.float16)
-    if not np.isfinite(h).all() or not np.array_equal(h.astype(np.float32), a):
-        raise ValueError("block factors must be finite float16 values (as GGUF stores them)")
-    return h.view(np.uint16)
 
 
 F16_TO_F32_SCALE = np.float32(2.0**112)  # rebias float16's exponent (bias 15) to float32's (bias 127)
