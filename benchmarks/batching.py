@@ -10,6 +10,10 @@ The server's defaults rest on two measurements, both made here on dev-corpus tex
 2. **One 2-thread engine vs two 1-thread engines side by side** (two Python threads, each
    owning its engine, each fed half of the batches): the layout ``openhood serve --workers 2``
    uses on 2 cores.
+3. **Padding-free execution** (NumPy, ``--packing``): the same texts in *arrival order*, cut into
+   batches of ≤ 512 padded tokens (what a server's FIFO batches look like, every row padded to
+   its batch's longest), two 1-thread engines side by side, with ``engine.packing`` on and
+   off, rounds alternating; the share of padding in those batches is printed beside.
 
 Backends are run one after the other, each batch list twice; the best round counts.
 
@@ -36,6 +40,22 @@ def pack(rb, budget: int) -> list[tuple[np.ndarray, np.ndarray]]:
             groups.append(cur)
             cur = []
         cur.append(i)
+    if cur:
+        groups.append(cur)
+    return [(p.input_ids, p.attention_mask) for p in (rb.take(g).pad() for g in groups)]
+
+
+def pack_unsorted(rb, budget: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Batches in arrival order of at most ``budget`` padded tokens (rows padded to the batch's
+    longest), like a FIFO server's."""
+    groups, cur, longest = [], [], 0
+    for i, length in enumerate(rb.lengths):
+        longest_with = max(longest, int(length))
+        if cur and (len(cur) + 1) * longest_with > budget:
+            groups.append(cur)
+            cur, longest_with = [], int(length)
+        cur.append(i)
+        longest = longest_with
     if cur:
         groups.append(cur)
     return [(p.input_ids, p.attention_mask) for p in (rb.take(g).pad() for g in groups)]
@@ -75,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backends", nargs="+", default=["onnxruntime", "numpy"], choices=["onnxruntime", "numpy"])
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--packing", action="store_true", help="add section 3: NumPy padded vs padding-free (arrival order)"
+    )
     args = ap.parse_args(argv)
 
     folder = resolve_model_dir(None)
@@ -83,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     pick = np.random.default_rng(args.seed).choice(len(texts), size=min(args.texts, len(texts)), replace=False)
     texts = [texts[int(i)][: args.max_chars] for i in pick]
     rb = tok.encode_batch(texts, max_length=256)
+    rb_arrival = rb  # the random draw's order: what a FIFO server sees
     rb = rb.take(np.argsort(rb.lengths, kind="stable"))  # length-sorted: nearly no padding
     lengths = np.asarray(rb.lengths)
     budgets = [int(b) for b in args.budgets.split(",")]
@@ -123,11 +147,37 @@ def main(argv: list[str] | None = None) -> int:
                 f"| {name} | two engines × {max(1, cores // 2)} thread side by side | {label} | {n_calls} | "
                 f"{rates[('halves', b)]:.1f} | {rates[('halves', b)] / base:.2f}x |"
             )
+        if name == "numpy" and args.packing:
+            packing_rows(halves, rb_arrival, args.rounds)
         for be in (full, *halves):
             close = getattr(be, "close", None)
             if close:
                 close()
     return 0
+
+
+def packing_rows(halves, rb_arrival, rounds: int) -> None:
+    """Section 3: arrival-order ≤ 512-token batches, padded rows vs padding-free, alternating."""
+    from openhood.engine import packing
+
+    batches = pack_unsorted(rb_arrival, 512)
+    real = sum(int(m.sum()) for _, m in batches)
+    padded = sum(m.size for _, m in batches)
+    best = {False: 0.0, True: 0.0}
+    default = packing.PACK_TOKENS
+    try:
+        for _ in range(max(2, rounds)):
+            for on in (False, True):
+                packing.PACK_TOKENS = on
+                best[on] = max(best[on], len(rb_arrival) / run_side_by_side(halves, batches))
+    finally:
+        packing.PACK_TOKENS = default
+    print(
+        f"\narrival-order batches of ≤ 512 padded tokens: {len(batches)} calls, padding {1 - real / padded:.1%} of "
+        f"the rows; two engines × 1 thread, best of {max(2, rounds)} alternating rounds:"
+    )
+    print("| numpy | padded rows | padding-free |\n|---|---:|---:|")
+    print(f"| sentences/s | {best[False]:.1f} | {best[True]:.1f} ({best[True] / best[False]:.2f}x) |")
 
 
 if __name__ == "__main__":

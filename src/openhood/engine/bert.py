@@ -188,11 +188,22 @@ def build_graph(cfg: BertConfig, w: dict[str, np.ndarray], head: bool = True) ->
             ),
         ]
     last = f"h.{cfg.layers}"
-    meta = {"hidden": cfg.hidden, "heads": cfg.heads, "layers": cfg.layers, "eps": eps, "fusions": []}
+    # token_outputs: the outputs that are per-token rows; their presence lets the Executor run
+    # a padded batch padding-free (engine.packing): every op here is row-wise except those that
+    # read the (B, T) layout (Embeddings, Attention, MeanPool), which know the packed form.
+    meta = {
+        "hidden": cfg.hidden,
+        "heads": cfg.heads,
+        "layers": cfg.layers,
+        "eps": eps,
+        "fusions": [],
+        "token_outputs": (),
+    }
     if not head:
         # Rename the last state so the graph's output has a stable, architecture-free name.
         final = nodes[-1]
         nodes[-1] = Node(final.name, final.op, final.inputs, (TOKEN_OUTPUT,), final.attrs, final.params, final.linear)
+        meta["token_outputs"] = (TOKEN_OUTPUT,)
         return Graph(nodes, ("input_ids", "attention_mask"), (TOKEN_OUTPUT,), meta)
     nodes.append(Node("pool", "MeanPool", (last, "attention_mask"), ("pooled" if cfg.normalize else POOLED_OUTPUT,)))
     if cfg.normalize:

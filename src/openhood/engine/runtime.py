@@ -21,6 +21,7 @@ from openhood.engine import conv, ops
 from openhood.engine.blas import blas
 from openhood.engine.buffers import BufferPool
 from openhood.engine.graph import Graph, Node
+from openhood.engine.packing import TokenPacking
 from openhood.engine.parallel import RowSplitter
 
 # Arithmetic per element of the compiled elementwise kernels (engine/kernels.py, an FMA counts
@@ -35,6 +36,9 @@ class RunContext:
     seq: int
     splitter: RowSplitter
     buffers: BufferPool
+    # Set when the batch runs padding-free (engine.packing): hidden states are then (N, C), the
+    # real tokens only, and the ops that need (B, T) (embeddings, attention, pooling) use it.
+    packing: TokenPacking | None = None
 
 
 class OpProfiler(Protocol):
@@ -92,6 +96,12 @@ def k_embeddings(node: Node, ctx: RunContext, input_ids: np.ndarray) -> KernelRe
     c = p["word"].shape[1]
     if t > p["position"].shape[0]:
         raise ValueError(f"sequence length {t} exceeds the model's {p['position'].shape[0]} positions")
+    packing = ctx.packing
+    if packing is not None:  # (N, C): the real tokens, each at its own column's position id
+        rows = np.take(p["word"], np.asarray(input_ids).reshape(-1)[packing.rows], axis=0)
+        rows += p["position"][packing.positions]
+        rows += p["token_type"][0]
+        return rows, 2 * rows.size
     out = np.empty((b, t, c), dtype=np.float32)
     np.take(p["word"], input_ids, axis=0, out=out)  # (B, T, C) gather
     out += p["position"][:t] + p["token_type"][0]  # single-segment input: token type 0
@@ -124,6 +134,15 @@ def k_attention_mask(node: Node, ctx: RunContext, attention_mask: np.ndarray) ->
 def k_attention(node: Node, ctx: RunContext, *args: np.ndarray) -> KernelResult:
     b, t = ctx.batch, ctx.seq
     heads = node.attrs["heads"]
+    packing = ctx.packing
+    if packing is not None:
+        # (N, ·) rows → a zeroed (B*T, ·) padded copy (padding keys are masked, but 0 x NaN from
+        # uninitialised memory would not be), the padded kernel, then the N real rows back.
+        *qkv_rows, bias = args
+        padded = [packing.unpack(a) for a in qkv_rows]
+        out_padded, flops = k_attention(node, RunContext(b, t, ctx.splitter, ctx.buffers), *padded, bias)
+        assert out_padded is not None  # attention always returns its context
+        return packing.pack(out_padded), flops
     if len(args) == 2:  # packed (N, 3C) from a merged QKV projection
         qkv, bias = args
         c = qkv.shape[1] // 3
@@ -143,6 +162,8 @@ def k_attention(node: Node, ctx: RunContext, *args: np.ndarray) -> KernelResult:
 
 def k_mean_pool(node: Node, ctx: RunContext, hidden: np.ndarray, attention_mask: np.ndarray) -> KernelResult:
     b, t = ctx.batch, ctx.seq
+    if ctx.packing is not None:  # (N, C) real tokens → (B, C)
+        return ctx.packing.mean(hidden), 2 * hidden.size
     return ops.mean_pool(hidden.reshape(b, t, -1), attention_mask), 2 * hidden.size
 
 
@@ -252,6 +273,11 @@ class Executor:
                 f"{self.graph.inputs[0]} must be {len(layout)}-D ({', '.join(layout)}), got shape {first.shape}"
             )
         ctx = RunContext(batch=first.shape[0], seq=first.shape[1], splitter=self.splitter, buffers=self.buffers)
+        # Text graphs (meta "token_outputs": the outputs that are per-token rows) run padding-free
+        # when the batch holds enough padding to pay for it (engine.packing).
+        token_outputs = self.graph.meta.get("token_outputs")
+        if token_outputs is not None and "attention_mask" in feeds:
+            ctx.packing = TokenPacking.from_mask(feeds["attention_mask"])
         # A graph whose ops do their own threading (the CNN: row-blocked convs) keeps BLAS on one
         # thread for the whole pass: waking OpenBLAS's idle pool costs more than a small GEMM on
         # the loaded 2-core VM (measured: 28 conv blocks of 112x40 @ 40x240 took 468 ms with
@@ -259,7 +285,8 @@ class Executor:
         blas_threads = self.graph.meta.get("blas_threads")
         previous = blas().set_threads_local(blas_threads) if blas_threads else 0
         try:
-            return self._run(feeds, ctx, profiler)
+            with self.splitter.hot():  # the pool threads poll between regions of this run only
+                return self._run(feeds, ctx, profiler)
         finally:
             self.buffers.forget_lent()  # what is still out (the outputs) now belongs to the caller
             if previous:
@@ -280,6 +307,9 @@ class Executor:
             env[node.outputs[0]] = result
             for v in free:
                 release(env.pop(v, None))
+        if ctx.packing is not None:  # per-token outputs back to the caller's (B*T, C) rows, padding zero
+            for name in self.graph.meta["token_outputs"]:
+                env[name] = ctx.packing.unpack(env[name])
         return {name: env[name] for name in self.graph.outputs}
 
     def close(self) -> None:
