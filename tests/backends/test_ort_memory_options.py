@@ -53,3 +53,11 @@ def test_the_backend_runs_with_the_run_options(embedders, monkeypatch):
     assert passed[-1].get_run_config_entry("memory.enable_memory_arena_shrinkage") == "cpu:0"
     for name in plain:
         np.testing.assert_array_equal(plain[name], shrunk[name])
+
+
+def test_pool_threads_stop_spinning_when_a_run_returns(monkeypatch):
+    so = ort_session.session_options(2)
+    assert so.get_session_config_entry("session.force_spinning_stop") == "1"
+    monkeypatch.setattr(ort_session, "SPIN_AFTER_RUN", True)  # ORT's default: the entry is not set
+    with pytest.raises(RuntimeError):  # ORT raises on reading an entry that was never set
+        ort_session.session_options(2).get_session_config_entry("session.force_spinning_stop")

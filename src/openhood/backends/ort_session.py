@@ -32,6 +32,15 @@ Batch = tuple[np.ndarray, np.ndarray]  # (input_ids (B, T) int64, attention_mask
 CPU_MEM_ARENA = True
 MEM_PATTERN = True
 ARENA_SHRINK = False  # give the arena's free blocks back after every run (RunOptions)
+# ORT's intra-op pool threads spin between parallel sections (fast, kept) and, by default, go on
+# spinning after a run returns, waiting for the next one: a core burnt for nothing, taken from
+# the other engines of the server (per-worker sessions and the wide one share the cores).
+# False: ``session.force_spinning_stop`` puts them to sleep as soon as the run returns. Open
+# loop at 23.2 req/s (main + wide-only-short, 4 Dec, one run each, `openhood loadtest --rate`):
+# P99/P50 of the 0-32 token bucket 4.53 spinning after runs, 4.09 stopped, 3.13 with spinning
+# off altogether; a lone 0-32 token request on the wide engine 8.2 ms stopped vs 10.1 ms
+# without spinning, so spinning stays on inside a run (the lone request is a goal too).
+SPIN_AFTER_RUN = False
 
 
 def session_options(threads: int | None = None):
@@ -45,6 +54,8 @@ def session_options(threads: int | None = None):
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.enable_cpu_mem_arena = CPU_MEM_ARENA
     so.enable_mem_pattern = MEM_PATTERN
+    if not SPIN_AFTER_RUN:
+        so.add_session_config_entry("session.force_spinning_stop", "1")
     return so
 
 
