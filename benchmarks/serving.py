@@ -157,7 +157,11 @@ class Server:
 def closed_run(server: Server, n: int, args, seed: int, label: str = "closed") -> dict:
     # A 10 s read timeout: closed loop measures capacity, and 64 clients on a slow server
     # legitimately wait longer than the SLO's 3 x budget default.
+    cpu0, t0 = process_cpu_s(server.proc.pid), time.perf_counter()
     shown, s = loadtest(server.url, args, ["--concurrency", str(n), "--timeout", "10"], seed)
+    # The server's CPU over the whole loadtest process (warm-up and start-up included, so a
+    # little under its rate during the measured window): with the client's, where the cores went.
+    server_cores = (process_cpu_s(server.proc.pid) - cpu0) / (time.perf_counter() - t0)
     row = {
         "clients": n,
         "seed": seed,
@@ -166,15 +170,22 @@ def closed_run(server: Server, n: int, args, seed: int, label: str = "closed") -
         "p99": s["latency_ms"]["p99"],
         "errors": s["error_count"],
         "client_cpu_cores": s.get("client_cpu_cores"),
+        "server_cpu_cores": round(server_cores, 3),
         "command": shown,
     }
     print(
         f"  {server.name:<22} {label} x{n:<3} seed {seed} {row['throughput_rps']:7.1f} req/s  "
         f"P50 {row['p50'] or 0:7.1f} ms  P99 {row['p99'] or 0:7.1f} ms  errors {row['errors']}  "
-        f"client CPU {row['client_cpu_cores'] or 0:.2f} cores",
+        f"client CPU {row['client_cpu_cores'] or 0:.2f} cores  server CPU {server_cores:.2f} cores",
         flush=True,
     )
     return row
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process and its threads so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def sweep_run(server: Server, args) -> None:
@@ -335,8 +346,8 @@ def ratios(results: list[dict], ceiling: dict[str, float]) -> list[str]:
                 )
                 # The load generator runs on the same cores; the ceiling had them all.
                 client = [r["client_cpu_cores"] for r in per[best_n] if r.get("client_cpu_cores") is not None]
+                cores = len(os.sched_getaffinity(0))
                 if client:
-                    cores = len(os.sched_getaffinity(0))
                     left = [
                         r["throughput_rps"] / (ceiling[backend] * (cores - r["client_cpu_cores"]) / cores)
                         for r in per[best_n]
@@ -345,6 +356,19 @@ def ratios(results: list[dict], ceiling: dict[str, float]) -> list[str]:
                     lines.append(
                         f"{oh['server']}: the load generator used {spread(client)} of {cores} cores at that point; "
                         f"served max / the ceiling scaled to the cores left: {spread(left)}"
+                    )
+                server_cores = [r["server_cpu_cores"] for r in per[best_n] if r.get("server_cpu_cores")]
+                if server_cores:
+                    # Throughput per core the server really had, against the ceiling's per core: how
+                    # efficient the served path is, whatever else the machine was doing.
+                    per_core = [
+                        (r["throughput_rps"] / r["server_cpu_cores"]) / (ceiling[backend] / cores)
+                        for r in per[best_n]
+                        if r.get("server_cpu_cores")
+                    ]
+                    lines.append(
+                        f"{oh['server']}: the server process used {spread(server_cores)} cores there; requests per "
+                        f"server core / the ceiling's per core: {spread(per_core)}"
                     )
             held = {n: [r["throughput_rps"] / best for r in rows] for n, rows in per.items() if n >= 2}
             if held:
