@@ -157,11 +157,11 @@ class Server:
 def closed_run(server: Server, n: int, args, seed: int, label: str = "closed") -> dict:
     # A 10 s read timeout: closed loop measures capacity, and 64 clients on a slow server
     # legitimately wait longer than the SLO's 3 x budget default.
-    cpu0, t0 = process_cpu_s(server.proc.pid), time.perf_counter()
-    shown, s = loadtest(server.url, args, ["--concurrency", str(n), "--timeout", "10"], seed)
-    # The server's CPU over the whole loadtest process (warm-up and start-up included, so a
-    # little under its rate during the measured window): with the client's, where the cores went.
-    server_cores = (process_cpu_s(server.proc.pid) - cpu0) / (time.perf_counter() - t0)
+    with CpuSampler(server.proc.pid) as cpu:
+        shown, s = loadtest(server.url, args, ["--concurrency", str(n), "--timeout", "10"], seed)
+    # The server's CPU during the client's run (its warm-up included, like client_cpu_cores):
+    # with the client's, where the cores went.
+    server_cores = cpu.cores_between(*s["window_unix"]) if s.get("window_unix") else 0.0
     row = {
         "clients": n,
         "seed": seed,
@@ -186,6 +186,43 @@ def process_cpu_s(pid: int) -> float:
     """User + system CPU seconds of a process and its threads so far (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuSampler:
+    """A process's CPU seconds sampled every ``period`` s on a thread (wall-clock stamped), so the
+    cores it used within any sub-window (a load test's measured run) can be read afterwards."""
+
+    def __init__(self, pid: int, period: float = 0.1):
+        import threading
+
+        self.pid, self.period = pid, period
+        self.samples: list[tuple[float, float]] = []  # (time.time(), CPU seconds)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while True:
+            try:
+                self.samples.append((time.time(), process_cpu_s(self.pid)))
+            except (FileNotFoundError, ProcessLookupError):
+                return
+            if self._stop.wait(self.period):
+                return
+
+    def __enter__(self) -> CpuSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def cores_between(self, start: float, end: float) -> float:
+        """CPU seconds per wall second over [start, end], from the samples nearest inside it."""
+        inside = [s for s in self.samples if start <= s[0] <= end]
+        if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+            return 0.0
+        return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
 
 
 def sweep_run(server: Server, args) -> None:

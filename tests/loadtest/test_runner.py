@@ -62,6 +62,9 @@ def test_closed_loop_keeps_n_clients_busy_and_excludes_warmup(stub):
     assert max(np.cumsum([e[1] for e in events])) <= 4
     # The client's own CPU (it shares the cores with the server under test) is reported.
     assert r.cpu_s > 0 and summary["client_cpu_cores"] == pytest.approx(r.cpu_s / r.wall_s)
+    # ... with the run's wall-clock window, for matching samples taken on the server's side
+    start, end = summary["window_unix"]
+    assert end - start == pytest.approx(r.wall_s) and abs(start - (time.time() - r.wall_s)) < 30
 
 
 def test_open_loop_follows_the_seeded_schedule_and_times_from_it(stub):

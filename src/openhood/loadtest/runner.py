@@ -93,6 +93,9 @@ class RunResult:
     # CPU seconds this client process used over the run (warm-up included): on a small box the
     # client shares the cores with the server under test, and this is how much it took.
     cpu_s: float = 0.0
+    # Wall-clock (time.time()) start and end of the run, warm-up included: lets a caller match
+    # what it sampled on the server side (benchmarks/serving.py: the server's CPU) to the run.
+    window_unix: tuple[float, float] | None = None
 
     @property
     def latency(self) -> np.ndarray:
@@ -325,6 +328,7 @@ async def run_async(
         clients = [client]
     t0 = time.perf_counter()
     cpu0 = time.process_time()
+    started_unix = time.time()
     ticker = None
     if progress is not None:
         progress.start(cfg, lambda: (rec.sent, time.perf_counter() - t0))
@@ -359,6 +363,7 @@ async def run_async(
         cancelled=cancelled,
         wall_s=wall,
         cpu_s=cpu,
+        window_unix=(started_unix, started_unix + wall),
     )
 
 

@@ -132,6 +132,7 @@ def summarize(result, slo: Slo = Slo()) -> dict:
         "buckets": buckets,
         # Cores this client kept busy during the run (its CPU seconds over the run's wall time).
         "client_cpu_cores": result.cpu_s / result.wall_s if result.wall_s > 0 else None,
+        "window_unix": list(result.window_unix) if result.window_unix else None,
     }
     summary["slo"] = evaluate_slo(summary, slo)
     return summary
