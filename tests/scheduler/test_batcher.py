@@ -411,20 +411,3 @@ def test_a_worker_counts_as_idle_once_its_engine_returned_not_after_reporting():
         unblock.set()
         batcher.stop(5)
 
-
-def test_only_short_lane_batches_run_wide():
-    """A lone short item runs on the all-cores engine; a lone long one stays on a worker's own
-    engine, so the lane's core is free for the next short request."""
-    lane, other, wide = (FakeBackend(max_length=64) for _ in range(3))
-    batcher = DynamicBatcher(
-        [runner(lane), runner(other)],
-        BUCKETS,
-        BatchPolicy(max_wait_ms=0, short_lane_tokens=16),
-        wide_run=runner(wide),
-    )
-    batcher.start()
-    short = batcher.submit([TOK.encode(words(5))])[0].result(timeout=5)
-    long = batcher.submit([TOK.encode(words(40))])[0].result(timeout=5)
-    batcher.stop(5)
-    assert short.batch.wide and wide.calls == [(1, short.batch.padded_len)]
-    assert not long.batch.wide and other.calls == [(1, long.batch.padded_len)]

@@ -29,10 +29,8 @@ Adaptive parallelism (``wide_run``): per-worker engines with few threads win und
 lone request on a 1-thread engine leaves the other cores idle. So when every worker is idle
 and the queue holds nothing else, the batch starts at once (no ``max_wait_ms``: with nothing
 running there is nothing to wait for) on ``wide_run``, an extra engine with every core's
-threads; one wide batch at a time. With a short lane, only batches of the lane's buckets go
-wide: a long one on every core would make the next short request wait for it (the per-bucket
-tail the SLO checks). Under load the queue is never empty when a worker takes work, so the
-per-worker layout runs (docs/server.md, "Adaptive parallelism").
+threads; one wide batch at a time. Under load the queue is never empty when a worker takes
+work, so the per-worker layout runs (docs/server.md, "Adaptive parallelism").
 
 Token budgets: a short request that finds every worker busy waits for one batch, so below
 ``surge_items`` queued items each bucket's batches are capped by its own budget (calibrated at
@@ -395,15 +393,12 @@ class DynamicBatcher:
                         break
                     items, wait_s = self._take_locked(time.monotonic_ns(), worker)
                     if items:
-                        # A lone batch on an idle server: every core's threads for it, unless it is
-                        # longer than the short lane's buckets: a long wide batch would hold the
-                        # lane's core too, and a short request arriving meanwhile would wait for it.
+                        # A lone batch on an idle server: every core's threads for it.
                         wide = (
                             self._wide_run is not None
                             and self._depth == 0
                             and not self._wide_busy
                             and not any(self._busy_since_ns)
-                            and (self._lane_limit is None or items[0].bucket < self._lane_limit)
                         )
                         self._wide_busy = self._wide_busy or wide
                         if self._depth and len(self._threads) > 1:
