@@ -285,8 +285,7 @@ class Executor:
         blas_threads = self.graph.meta.get("blas_threads")
         previous = blas().set_threads_local(blas_threads) if blas_threads else 0
         try:
-            with self.splitter.hot():  # the pool threads poll between regions of this run only
-                return self._run(feeds, ctx, profiler)
+            return self._run(feeds, ctx, profiler)
         finally:
             self.buffers.forget_lent()  # what is still out (the outputs) now belongs to the caller
             if previous:
