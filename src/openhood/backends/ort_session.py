@@ -35,11 +35,9 @@ ARENA_SHRINK = False  # give the arena's free blocks back after every run (RunOp
 # ORT's intra-op pool threads spin between parallel sections (fast, kept) and, by default, go on
 # spinning after a run returns, waiting for the next one: a core burnt for nothing, taken from
 # the other engines of the server (per-worker sessions and the wide one share the cores).
-# False: ``session.force_spinning_stop`` puts them to sleep as soon as the run returns. Open
-# loop at 23.2 req/s (main + wide-only-short, 4 Dec, one run each, `openhood loadtest --rate`):
-# P99/P50 of the 0-32 token bucket 4.53 spinning after runs, 4.09 stopped, 3.13 with spinning
-# off altogether; a lone 0-32 token request on the wide engine 8.2 ms stopped vs 10.1 ms
-# without spinning, so spinning stays on inside a run (the lone request is a goal too).
+# False: ``session.force_spinning_stop`` puts them to sleep as soon as the run returns.
+# benchmarks/ort_spin.py (4 Dec 16:52, 3 rounds alternating): CPU in the second after one lone
+# request 0.060 s spinning vs 0.000 stopped; one client's P50 18.13 vs 15.59 ms (no cost seen).
 SPIN_AFTER_RUN = False
 
 
