@@ -64,6 +64,24 @@ def test_conv2d_and_depthwise_split_over_threads(splitter, monkeypatch):
     )
 
 
+@pytest.mark.parametrize("residual", [False, True])
+def test_pointwise_conv_with_few_rows_splits_its_output_channels(splitter, monkeypatch, residual):
+    # the head at batch 1: 7 output rows are fewer than one row block, so the two threads take
+    # 64 output channels each (each a slice of the packed panels, bias, residual and output)
+    monkeypatch.setattr(conv, "MIN_PARALLEL_CONV", 0)
+    rng = np.random.default_rng(3)
+    x, weight, bias = rand(rng, 1, 7, 7, 48), rand(rng, 1, 1, 48, 128), rand(rng, 128)
+    res = rand(rng, 1, 7, 7, 128) if residual else None
+    ref = conv.relu6_naive(conv.conv2d_naive(x, weight, bias, 1) + (0 if res is None else res))
+    calls = []
+    run_chunks = splitter.run_chunks
+    monkeypatch.setattr(splitter, "run_chunks", lambda fn, n, *a: calls.append(n) or run_chunks(fn, n, *a))
+    got = conv.conv2d(x, Linear(weight.reshape(48, 128), bias), 1, 1, splitter, "relu6", res)
+    assert np.max(np.abs(got - ref)) < 1e-4
+    if conv._pointwise_kernel(Linear(weight.reshape(48, 128), bias)) is not None:  # AVX2 + FMA hosts
+        assert calls == [2]  # one share of channels per thread
+
+
 @pytest.mark.parametrize(
     "h,w,c,k,s", [(9, 7, 5, 3, 2), (8, 8, 16, 3, 1), (14, 14, 40, 5, 2), (7, 7, 33, 5, 1), (112, 112, 32, 3, 2)]
 )

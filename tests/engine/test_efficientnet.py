@@ -79,6 +79,27 @@ def test_batch_of_one_equals_batch(effnet, pixels, fused_out):
     assert np.max(np.abs(one["logits"] - fused_out["logits"][3:4])) <= 1e-4
 
 
+def test_batch_one_split_over_two_threads_equals_one_thread_and_unfused(effnet, pixels, monkeypatch):
+    # At the default threshold every batch-1 block is split (bands, or hidden channels with a
+    # partial-sum projection) and so is the head (by output channel); one thread splits nothing.
+    from openhood.engine import conv
+
+    assert conv.MIN_PARALLEL_CONV <= 1 << 23  # the batch-1 blocks hold 10-33 M multiply-adds
+    x = pixels[5:6]
+    regions = []
+    graph = effnet.graph(fused=True)
+    with Executor(graph, threads=2) as ex:
+        run_chunks = ex.splitter.run_chunks
+        monkeypatch.setattr(ex.splitter, "run_chunks", lambda fn, n, *a: regions.append(n) or run_chunks(fn, n, *a))
+        two = ex.run({efficientnet.INPUT_NAME: x})
+    with Executor(graph, threads=1) as ex:
+        one = ex.run({efficientnet.INPUT_NAME: x})
+    unfused = run(effnet.graph(fused=False), x)
+    assert sum(n > 1 for n in regions) >= 17  # stem, 16 blocks and the head took both threads
+    assert np.max(np.abs(two["logits"] - one["logits"])) <= 1e-4
+    assert np.max(np.abs(two["logits"] - unfused["logits"])) <= 1e-4
+
+
 def test_probs_head_is_fused_linear_softmax(effnet, pixels, fused_out):
     graph = effnet.graph(head="probs")
     assert graph.nodes[-1].label == "Linear+Softmax" and graph.outputs == ("features", "probs")

@@ -48,10 +48,15 @@ from openhood.engine import conv_kernels, depthwise_simd, pointwise_simd
 from openhood.engine.linear import Linear
 from openhood.engine.parallel import RowSplitter
 
-# Multiply-adds below which a conv stays on the calling thread: a hand-off to a sleeping worker
-# costs far more than its ~0.1 ms on the loaded VM; at 2^26 batch 1 runs on one thread (measured
-# 11.1 ms median per image vs 22.3 ms at 2^22) and batch 32 splits every layer.
-MIN_PARALLEL_CONV = 1 << 26
+# Multiply-adds below which a conv stays on the calling thread. At 2^22 every batch-1 block of
+# Lite0 (10-33 M multiply-adds) and the head (63 M, split by output channel) run on both threads;
+# batch 32 splits every layer whatever the value. With ThreadPoolExecutor hand-offs 2^26 (batch 1
+# on one thread) won the median on the loaded VM (11.1 vs 22.3 ms); with RowSplitter's own threads,
+# which drop a share no thread has started (engine.parallel), 2^22 won it in 3 of 4 runs on the
+# loaded VM: batch-1 pass, two threads, alternating, 80 rounds, median ms 2^26 / 2^22
+# (benchmarks/split_threshold.py, 4 Dec, load average 1.3-2.1): 16:52 19.94 / 16.25, 16:57
+# 15.91 / 17.66, 22.46 / 20.15, 22.99 / 19.84 (2^20 within 0.4 ms of 2^22 each time).
+MIN_PARALLEL_CONV = 1 << 22
 
 # Multiply-adds per chunk of the SIMD dense conv (the stem) when its rows are split over threads:
 # ~20 µs chunks (4 rows of 112, from ``block_rows``) spent as long in Python (scratch,
@@ -298,6 +303,20 @@ def conv2d(
             depthwise_simd.dense(fn, xp, weight, b, result[n, i0:i1], stride, lo, hi)
 
     pw = _pointwise_kernel(linear) if pointwise else None
+    macs = n * oh * ow * cout * depth
+    threads = splitter.threads
+    if pw is not None and n * oh <= step and threads > 1 and macs >= MIN_PARALLEL_CONV and cout % (16 * threads) == 0:
+        # Too few rows to share (the head at batch 1: 7 rows of 7×7×320 → 1280): the threads
+        # take the output channels instead, each a slice of the packed panels.
+        part = cout // threads
+
+        def columns(s: int, e: int) -> None:
+            c0, c1 = s * part, e * part
+            r = None if res is None else res[:, c0:c1]
+            pointwise_simd.pointwise(pw[0], pixels, pw[1], b, y[:, c0:c1], lo, hi, r, c0)
+
+        splitter.run_chunks(columns, threads, 1, macs, 0)
+        return result
 
     def work(r0: int, r1: int) -> None:
         if fn is not None:
