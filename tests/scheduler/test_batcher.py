@@ -410,4 +410,3 @@ def test_a_worker_counts_as_idle_once_its_engine_returned_not_after_reporting():
     finally:
         unblock.set()
         batcher.stop(5)
-
