@@ -18,22 +18,13 @@ measured alternately:
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import httpx
-
-BIN = Path(sys.executable).parent
-
-
-def process_cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+from serving import loadtest, process_cpu_s, wait_ready
 
 
 def start(port: int, spin: bool) -> subprocess.Popen:
@@ -45,21 +36,6 @@ def start(port: int, spin: bool) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.DEVNULL)
 
 
-def wait_ready(port: int, proc: subprocess.Popen, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    with httpx.Client(timeout=httpx.Timeout(2.0), limits=httpx.Limits(max_connections=1)) as c:
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise SystemExit(f"server on port {port} exited with {proc.returncode}")
-            try:
-                if c.get(f"http://127.0.0.1:{port}/health/ready").status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-    raise SystemExit(f"server on port {port} not ready after {timeout:g} s")
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", required=True)
@@ -67,13 +43,15 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=8.0)
     ap.add_argument("--port", type=int, default=18530)
     args = ap.parse_args()
+    # what serving.loadtest reads
+    run = argparse.Namespace(corpus=args.corpus, max_chars=1000, duration=args.duration, warmup=1)
     modes = {"stopped after a run (openhood)": False, "spinning after a run (ORT default)": True}
     procs = {label: (args.port + i, start(args.port + i, spin)) for i, (label, spin) in enumerate(modes.items())}
     after: dict[str, list[float]] = {label: [] for label in modes}
     lone: dict[str, list[tuple[float, float]]] = {label: [] for label in modes}
     try:
         for port, proc in procs.values():
-            wait_ready(port, proc)
+            wait_ready(f"http://127.0.0.1:{port}", proc)
         with httpx.Client(timeout=httpx.Timeout(10.0), limits=httpx.Limits(max_connections=2)) as client:
             for rnd in range(args.rounds):
                 for label, (port, proc) in procs.items():
@@ -82,32 +60,7 @@ def main() -> int:
                     c0 = process_cpu_s(proc.pid)
                     time.sleep(1.0)
                     after[label].append(process_cpu_s(proc.pid) - c0)
-                    out = subprocess.run(
-                        [
-                            str(BIN / "openhood"),
-                            "loadtest",
-                            f"http://127.0.0.1:{port}",
-                            "--corpus",
-                            args.corpus,
-                            "--max-chars",
-                            "1000",
-                            "--duration",
-                            str(args.duration),
-                            "--warmup",
-                            "1",
-                            "--seed",
-                            str(rnd),
-                            "--concurrency",
-                            "1",
-                            "--json",
-                            "--quiet",
-                        ],
-                        capture_output=True,
-                        text=True,
-                        timeout=600,
-                        check=True,
-                    ).stdout
-                    s = json.loads(out)
+                    _, s = loadtest(f"http://127.0.0.1:{port}", run, ["--concurrency", "1"], rnd)
                     lone[label].append((s["throughput_rps"], s["latency_ms"]["p50"]))
     finally:
         for _, proc in procs.values():

@@ -31,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -161,7 +162,7 @@ def closed_run(server: Server, n: int, args, seed: int, label: str = "closed") -
         shown, s = loadtest(server.url, args, ["--concurrency", str(n), "--timeout", "10"], seed)
     # The server's CPU during the client's run (its warm-up included, like client_cpu_cores):
     # with the client's, where the cores went.
-    server_cores = cpu.cores_between(*s["window_unix"]) if s.get("window_unix") else 0.0
+    server_cores = cpu.cores_between(*s["window_unix"])
     row = {
         "clients": n,
         "seed": seed,
@@ -193,8 +194,6 @@ class CpuSampler:
     cores it used within any sub-window (a load test's measured run) can be read afterwards."""
 
     def __init__(self, pid: int, period: float = 0.1):
-        import threading
-
         self.pid, self.period = pid, period
         self.samples: list[tuple[float, float]] = []  # (time.time(), CPU seconds)
         self._stop = threading.Event()

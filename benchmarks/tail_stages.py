@@ -15,32 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
-import httpx
 import numpy as np
+from serving import Server, loadtest, wait_ready
 
-BIN = Path(sys.executable).parent
 EDGES = ((0, 32), (33, 64), (65, 128), (129, 256))  # the load test's token buckets (LENGTH_LABEL_EDGES)
-
-
-def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    with httpx.Client(timeout=httpx.Timeout(2.0), limits=httpx.Limits(max_connections=1)) as c:
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise SystemExit(f"the server exited with {proc.returncode}")
-            try:
-                if c.get(url + "/health/ready").status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-    raise SystemExit(f"server not ready after {timeout:g} s")
 
 
 def access_lines(log: Path) -> list[dict]:
@@ -65,40 +46,20 @@ def main() -> int:
     ap.add_argument("--port", type=int, default=18560)
     ap.add_argument("--serve-args", default="", help="extra `openhood serve` flags")
     args = ap.parse_args()
-    url = f"http://127.0.0.1:{args.port}"
-    with tempfile.TemporaryDirectory() as tmp:
-        log = Path(tmp) / "server.log"
-        with log.open("w") as out:
-            cmd = [str(BIN / "openhood"), "serve", "--backend", args.backend, "--port", str(args.port)]
-            server = subprocess.Popen(cmd + args.serve_args.split(), stdout=out, stderr=subprocess.STDOUT)
-            try:
-                wait_ready(url, server)
-                shown = [
-                    str(BIN / "openhood"),
-                    "loadtest",
-                    url,
-                    "--corpus",
-                    args.corpus,
-                    "--max-chars",
-                    "1000",
-                    "--rate",
-                    str(args.rate),
-                    "--duration",
-                    str(round(args.requests / args.rate + 1, 1)),
-                    "--warmup",
-                    "1",
-                    "--seed",
-                    str(args.seed),
-                    "--wait-ready",
-                    "0",
-                    "--json",
-                    "--quiet",
-                ]
-                client = json.loads(subprocess.run(shown, capture_output=True, text=True, timeout=3600).stdout)
-            finally:
-                server.terminate()
-                server.wait(timeout=60)
-        rows = access_lines(log)
+    run = argparse.Namespace(  # what serving.Server and serving.loadtest read
+        corpus=args.corpus,
+        max_chars=1000,
+        duration=round(args.requests / args.rate + 1, 1),
+        warmup=1,
+        serve_args=f"--log-level info {args.serve_args}",  # info: one access line per request
+    )
+    server = Server(f"openhood-{args.backend}", args.port, run)
+    try:
+        wait_ready(server.url, server.proc)
+        _, client = loadtest(server.url, run, ["--rate", str(args.rate)], args.seed)
+    finally:
+        server.stop()
+    rows = access_lines(server.log_path)
     print(
         f"{args.backend}, open loop {args.rate:g} req/s, seed {args.seed}: {client['ok']} requests measured by the client"
     )
