@@ -32,22 +32,9 @@ import numpy as np
 
 
 def pack(rb, budget: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Shortest-first batches of at most ``budget`` padded tokens (at least one text each);
-    ``rb`` is a length-sorted RaggedBatch."""
-    groups, cur = [], []
-    for i, length in enumerate(rb.lengths):
-        if cur and (len(cur) + 1) * int(length) > budget:
-            groups.append(cur)
-            cur = []
-        cur.append(i)
-    if cur:
-        groups.append(cur)
-    return [(p.input_ids, p.attention_mask) for p in (rb.take(g).pad() for g in groups)]
-
-
-def pack_unsorted(rb, budget: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Batches in arrival order of at most ``budget`` padded tokens (rows padded to the batch's
-    longest), like a FIFO server's."""
+    """Batches of at most ``budget`` padded tokens (at least one text each, every row padded to
+    its batch's longest), texts taken in ``rb``'s order: on a length-sorted RaggedBatch the
+    shortest-first packing of the ceiling, in arrival order what a FIFO server forms."""
     groups, cur, longest = [], [], 0
     for i, length in enumerate(rb.lengths):
         longest_with = max(longest, int(length))
@@ -160,7 +147,7 @@ def packing_rows(halves, rb_arrival, rounds: int) -> None:
     """Section 3: arrival-order ≤ 512-token batches, padded rows vs padding-free, alternating."""
     from openhood.engine import packing
 
-    batches = pack_unsorted(rb_arrival, 512)
+    batches = pack(rb_arrival, 512)
     real = sum(int(m.sum()) for _, m in batches)
     padded = sum(m.size for _, m in batches)
     best = {False: 0.0, True: 0.0}
