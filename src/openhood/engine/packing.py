@@ -7,8 +7,9 @@ gathered into N = sum(lengths) rows once at the start, run through the whole sta
 (N, C) array, and scattered back into (B*T, C) at the end (padding rows zero: every consumer
 masks them out). Attention is the one op that needs the (B, T) shape: it scatters its N rows of
 Q, K and V into a (B, T, ·) scratch, runs the padded kernel with the mask bias as before and
-gathers its N output rows back; at MiniLM's lengths attention is ~3% of a layer's arithmetic,
-so the padded attention costs little of what packing saves.
+gathers its N output rows back. Attention's share of a layer's arithmetic is 4·T²·C against
+24·T·C² for the projections and FFN, T/(6C): 3% at T = 64 for MiniLM's C = 384, so running it
+padded costs little of what packing saves.
 
 Semantics are those of the padded graph, for any 0/1 mask: a token keeps its column index as
 its position id (BERT's position ids are ``arange(T)`` whatever the mask), and attention still
@@ -25,9 +26,10 @@ from dataclasses import dataclass
 import numpy as np
 
 # Pack only when at least this share of a batch's B*T rows is padding. Per padded row and layer
-# packing saves 12·C² multiply-adds (MiniLM: 1.8 M, ~40 µs on one core here) and costs ~4·C
-# floats of copying per real row (~1 µs), so it pays from ~2-3 % of padding; below that the
-# batch is already dense (length-sorted batches: 0-2 %).
+# packing saves 12·C² multiply-adds (MiniLM: 1.8 M); per real row and layer it copies ~4·C
+# floats (Q/K/V out to the padded copy, the context back) besides the per-batch index work.
+# By that count it pays at well under 1% of padding; 3% is a margin for the fixed costs, not a
+# measured optimum (benchmarks/batching.py --packing measures 40% padding: 1.43x).
 MIN_PADDING = 0.03
 # False: always run the padded rows (the reference behaviour; tests compare the two).
 PACK_TOKENS = True
@@ -60,37 +62,32 @@ class TokenPacking:
     @classmethod
     def from_mask(cls, attention_mask: np.ndarray, min_padding: float = MIN_PADDING) -> TokenPacking | None:
         """The packing of a (B, T) 0/1 mask, or None when packing would not pay (padding below
-        ``min_padding``, packing switched off) or there is nothing to run (an all-zero row:
-        the padded path handles it as it always has)."""
+        ``min_padding``, packing switched off) or a text has no token (an all-zero row: the
+        padded path handles it as it always has)."""
         if not PACK_TOKENS:
             return None
         mask = np.asarray(attention_mask)
         if mask.ndim != 2:
             return None
         b, t = mask.shape
-        keep = mask.reshape(-1) > 0
-        n = int(np.count_nonzero(keep))
-        if n == 0 or 1.0 - n / max(1, b * t) < min_padding:
-            return None
-        counts = np.count_nonzero(mask > 0, axis=1)
+        real = mask > 0  # (B, T)
+        counts = np.count_nonzero(real, axis=1)  # (B,) tokens per text
         if not counts.all():
             return None
-        rows = np.flatnonzero(keep)
+        rows = np.flatnonzero(real)
         starts = np.zeros(b + 1, dtype=np.int64)
         np.cumsum(counts, out=starts[1:])
-        return cls(b, t, rows, rows % t, starts)
+        packing = cls(b, t, rows, rows % t, starts)
+        return packing if packing.padding >= min_padding else None
 
     def pack(self, padded_rows: np.ndarray) -> np.ndarray:
         """(B*T, ...) → (N, ...): the real tokens' rows."""
         packed: np.ndarray = padded_rows[self.rows]
         return packed
 
-    def unpack(self, packed: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        """(N, C) → (B*T, C) with the padding rows zero (into ``out`` when given: it is overwritten)."""
-        c = packed.shape[1]
-        full = np.zeros((self.batch * self.seq, c), dtype=packed.dtype) if out is None else out
-        if out is not None:
-            full[...] = 0
+    def unpack(self, packed: np.ndarray) -> np.ndarray:
+        """(N, C) → (B*T, C) with the padding rows zero."""
+        full = np.zeros((self.batch * self.seq, packed.shape[1]), dtype=packed.dtype)
         full[self.rows] = packed
         return full
 
