@@ -8,9 +8,7 @@ i.e. one request at a time). Responses are serialized with orjson, like openhood
 comparison isolates batching and scheduling rather than JSON speed.
 
 It answers in the OpenAI shape with ``usage.prompt_tokens`` (counted by the same tokenizer) so
-the load generator buckets its requests exactly as it buckets openhood's. Each response's
-``Server-Timing: embed;dur=MS`` header gives the time of its forward pass (tokenization,
-engine, pooling), so a benchmark can tell engine time from serving overhead.
+the load generator buckets its requests exactly as it buckets openhood's.
 
     python benchmarks/naive_server.py --backend onnxruntime --port 8101
 
@@ -21,7 +19,6 @@ no input checks beyond what FastAPI and the tokenizer do.
 """
 
 import argparse
-import time
 
 import orjson
 from fastapi import Depends, FastAPI, Request, Response
@@ -39,9 +36,7 @@ def build_app(backend: str, precision: str, serial: bool, threads: int | None = 
         body = orjson.loads(raw)
         texts = body["input"]
         texts = [texts] if isinstance(texts, str) else texts
-        t0 = time.perf_counter()
         vectors = emb.embed(texts)  # (n, dim): one forward pass for this request's texts only
-        embed_ms = (time.perf_counter() - t0) * 1e3
         tokens = int(emb.tokenizer.encode_batch(texts, max_length=emb.max_length).lengths.sum())
         payload = {
             "object": "list",
@@ -49,11 +44,7 @@ def build_app(backend: str, precision: str, serial: bool, threads: int | None = 
             "data": [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)],
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
         }
-        # The standard Server-Timing header: lets a benchmark split the client's latency into this
-        # server's forward pass and everything else (HTTP, JSON, thread hops) without a profiler.
-        return Response(
-            orjson.dumps(payload), media_type="application/json", headers={"Server-Timing": f"embed;dur={embed_ms:.3f}"}
-        )
+        return Response(orjson.dumps(payload), media_type="application/json")
 
     if serial:
 
