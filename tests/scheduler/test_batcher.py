@@ -410,3 +410,64 @@ def test_a_worker_counts_as_idle_once_its_engine_returned_not_after_reporting():
     finally:
         unblock.set()
         batcher.stop(5)
+
+
+def test_the_worker_steps_run_on_a_virtual_clock():
+    """next_batch / batch_done with an injected clock (what benchmarks/slo_model.py drives): an
+    item goes at once on an idle server (wide), waits max_wait_ms for batch-mates while another
+    worker is busy, and the wide engine is one batch at a time."""
+    now = [0]
+    noop = runner(FakeBackend(max_length=64))
+    batcher = DynamicBatcher(
+        [noop, noop],
+        BUCKETS,
+        BatchPolicy(max_wait_ms=2.0, short_lane_tokens=0),
+        wide_run=noop,
+        clock=lambda: now[0],
+    )
+    batcher.submit([np.arange(5)])
+    items, wait_s, wide = batcher.next_batch(0)
+    assert len(items) == 1 and wait_s is None and wide  # idle server: at once, on every core
+    batcher.submit([np.arange(6)])
+    items, wait_s, wide = batcher.next_batch(1)
+    assert items is None and wait_s == pytest.approx(0.002)  # worker 0 busy: wait for batch-mates
+    now[0] += 1_000_000
+    batcher.submit([np.arange(7)])
+    assert batcher.next_batch(1)[0] is None
+    now[0] += 1_000_000  # the first item's max_wait_ms is up: both go, and not wide (worker 0 busy)
+    items, wait_s, wide = batcher.next_batch(1)
+    assert [len(it.payload) for it in items] == [6, 7] and not wide
+    assert batcher.busy_for_s() == pytest.approx(0.002)
+    batcher.batch_done(0, True)
+    batcher.batch_done(1, False)
+    assert batcher.busy_for_s() == 0.0 and batcher.queue_depth == 0
+
+
+def test_the_wide_engine_waits_for_sequential_traffic():
+    now = [10**9]
+    noop = runner(FakeBackend(max_length=64))
+    batcher = DynamicBatcher(
+        [noop, noop],
+        BUCKETS,
+        BatchPolicy(max_wait_ms=0, short_lane_tokens=0, wide_quiet_ms=100),
+        wide_run=noop,
+        clock=lambda: now[0],
+    )
+
+    def lone() -> bool:
+        batcher.submit([np.arange(5)])
+        _, _, wide = batcher.next_batch(0)
+        batcher.batch_done(0, wide)
+        return wide
+
+    assert lone() and lone()  # one request at a time: wide
+    batcher.submit([np.arange(5)])
+    batcher.next_batch(0)
+    batcher.submit([np.arange(6)])
+    assert not batcher.next_batch(1)[2]  # beside a running batch: an overlap
+    batcher.batch_done(0, True)
+    batcher.batch_done(1, False)
+    now[0] += 99_000_000
+    assert not lone()  # idle, but traffic overlapped 99 ms ago
+    now[0] += 1_000_000
+    assert lone()  # 100 ms without overlap: sequential again

@@ -114,6 +114,13 @@ def register(subparsers, environ=os.environ) -> None:
         "never waits behind long batches on every worker (0 = off)",
     )
     p.add_argument(
+        "--wide-quiet-ms",
+        type=v.non_negative_float,
+        default=d.wide_quiet_ms,
+        help="with --wide: a lone request runs on every core only after this long without overlapping "
+        "requests (sequential traffic); 0 = whenever the server is idle",
+    )
+    p.add_argument(
         "--max-queue", type=v.positive_int, default=d.max_queue, help="queued sequences before requests get 429"
     )
     p.add_argument(
@@ -388,6 +395,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         priority=args.priority,
         max_age_ms=args.max_age_ms,
         short_lane_tokens=args.short_lane_tokens,
+        wide_quiet_ms=args.wide_quiet_ms,
         max_queue=args.max_queue,
         max_inputs_per_request=args.max_inputs_per_request,
         max_body_bytes=args.max_body_bytes,

@@ -30,7 +30,10 @@ lone request on a 1-thread engine leaves the other cores idle. So when every wor
 and the queue holds nothing else, the batch starts at once (no ``max_wait_ms``: with nothing
 running there is nothing to wait for) on ``wide_run``, an extra engine with every core's
 threads; one wide batch at a time. Under load the queue is never empty when a worker takes
-work, so the per-worker layout runs (docs/server.md, "Adaptive parallelism").
+work, so the per-worker layout runs (docs/server.md, "Adaptive parallelism"). In between —
+open-loop traffic at a fraction of capacity, idle moments between overlapping requests — a
+wide batch would hold every core when the next request comes, so the wide engine waits until
+no batch has started beside other work for ``wide_quiet_ms`` (sequential traffic: one client).
 
 Token budgets: a short request that finds every worker busy waits for one batch, so below
 ``surge_items`` queued items each bucket's batches are capped by its own budget (calibrated at
@@ -142,6 +145,7 @@ class DynamicBatcher:
         on_drop: Callable[[int], None] | None = None,
         name: str = "",
         wide_run: RunFn | None = None,
+        clock: Callable[[], int] = time.monotonic_ns,
     ):
         policy = policy or BatchPolicy()
         if policy.max_batch_tokens < buckets.bounds[-1]:
@@ -172,8 +176,12 @@ class DynamicBatcher:
         self.pad_to = policy.pad_to
         self.priority = policy.priority
         self.max_age_ns = int(policy.max_age_ms * 1e6)
+        self.wide_quiet_ns = int(policy.wide_quiet_ms * 1e6)
         self._on_batch = on_batch
         self._on_drop = on_drop
+        # Monotonic ns; a simulation passes its virtual clock and drives next_batch/batch_done
+        # itself (benchmarks/slo_model.py), so the policy it measures is this one.
+        self._clock = clock
 
         self._cond = threading.Condition()  # guards the fields below, never held during inference
         self._queues: list[deque[_Item]] = [deque() for _ in buckets.bounds]
@@ -181,6 +189,7 @@ class DynamicBatcher:
         self._depth = 0
         self._stopping = False
         self._busy_since_ns: list[int | None] = [None] * len(runs)
+        self._overlap_ns: int | None = None  # the last time a batch started beside other work
         self._items_per_s = 0.0  # EWMA of engine throughput (all workers), for Retry-After
 
         self._batch_ids = count(1)
@@ -202,7 +211,7 @@ class DynamicBatcher:
     def submit(self, payloads: Sequence[Any], lengths: Sequence[int] | None = None) -> list[Future[ItemResult]]:
         """Enqueue all items of one request, or none of them (all-or-nothing admission).
         ``lengths[i]`` is item i's cost; ``None`` → ``len(payload)`` (token-id arrays)."""
-        now = time.monotonic_ns()
+        now = self._clock()
         costs = [len(p) for p in payloads] if lengths is None else [int(n) for n in lengths]
         items = [_Item(p, n, self.buckets.index(n), now) for p, n in zip(payloads, costs, strict=True)]
         with self._cond:
@@ -264,7 +273,7 @@ class DynamicBatcher:
 
     def busy_for_s(self) -> float:
         """Seconds the longest-busy worker has been inside its current batch/job (0 when all idle)."""
-        now = time.monotonic_ns()
+        now = self._clock()
         return max(((now - since) / 1e9 for since in self._busy_since_ns if since is not None), default=0.0)
 
     # ---- the worker thread -----------------------------------------------------------------
@@ -380,41 +389,55 @@ class DynamicBatcher:
                 longest = length
         return sorted(chosen)
 
+    def next_batch(self, worker: int) -> tuple[list[_Item] | None, float | None, bool]:
+        """Under the lock: the batch worker ``worker`` starts now, marked busy, and whether it
+        runs on the wide engine — ``(items, None, wide)`` — or ``(None, sleep_s, False)`` with
+        how long to sleep (None: until notified). The worker loop's first step; a simulation in
+        virtual time calls it directly."""
+        with self._cond:
+            return self._next_batch_locked(worker)
+
+    def _next_batch_locked(self, worker: int) -> tuple[list[_Item] | None, float | None, bool]:
+        now = self._clock()
+        items, wait_s = self._take_locked(now, worker)
+        if not items:
+            return None, wait_s, False
+        lone = self._depth == 0 and not self._wide_busy and not any(self._busy_since_ns)
+        if not lone:
+            self._overlap_ns = now
+        # A lone batch on an idle server, while traffic is sequential: every core's threads for it.
+        sequential = self._overlap_ns is None or now - self._overlap_ns >= self.wide_quiet_ns
+        wide = self._wide_run is not None and lone and sequential
+        self._wide_busy = self._wide_busy or wide
+        self._busy_since_ns[worker] = now
+        return items, None, wide
+
     def _run(self, worker: int) -> None:
         run = self._runs[worker]
         jobs = self._jobs[worker]
         while True:
-            wide = False
             with self._cond:
                 while True:
                     if jobs:
                         fn, job_future = jobs.popleft()
-                        items = None
+                        items, wide = None, False
+                        self._busy_since_ns[worker] = self._clock()
                         break
-                    items, wait_s = self._take_locked(time.monotonic_ns(), worker)
+                    items, wait_s, wide = self._next_batch_locked(worker)
                     if items:
-                        # A lone batch on an idle server: every core's threads for it.
-                        wide = (
-                            self._wide_run is not None
-                            and self._depth == 0
-                            and not self._wide_busy
-                            and not any(self._busy_since_ns)
-                        )
-                        self._wide_busy = self._wide_busy or wide
                         if self._depth and len(self._threads) > 1:
                             self._cond.notify_all()  # more work queued: an idle worker may take it
                         break
                     if self._stopping and self._depth == 0:
                         return
                     self._cond.wait(wait_s)
-                self._busy_since_ns[worker] = time.monotonic_ns()
             released = False
 
             def release(worker: int = worker, wide: bool = wide) -> None:
                 nonlocal released
                 if not released:
                     released = True
-                    self._release(worker, wide)
+                    self.batch_done(worker, wide)
 
             try:
                 if items is None:
@@ -441,8 +464,8 @@ class DynamicBatcher:
             finally:
                 release()
 
-    def _release(self, worker: int, wide: bool) -> None:
-        """The worker is idle again (once per batch or job). Called as soon as its engine returns, before the
+    def batch_done(self, worker: int, wide: bool) -> None:
+        """The worker is idle again (once per batch or job; the worker loop's last step). Called as soon as its engine returns, before the
         results go out: a lone client's next request can arrive while this thread is still
         delivering and reporting the last batch, and it must find the server idle (the wide
         engine, no ``max_wait_ms``), not busy (it then waited out ``max_wait_ms``: ~1% of the
@@ -462,7 +485,7 @@ class DynamicBatcher:
         wide: bool = False,
         release: Callable[[], None] | None = None,
     ) -> None:
-        started = started or time.monotonic_ns()
+        started = started or self._clock()
         live = [it for it in items if it.future.set_running_or_notify_cancel()]
         if len(live) < len(items) and self._on_drop:
             self._on_drop(len(items) - len(live))
@@ -471,13 +494,13 @@ class DynamicBatcher:
         bucket_upper = self.buckets.upper(live[0].bucket)
         lengths = [it.length for it in live]
         padded_len = bucket_upper if self.pad_to == "bucket" else max(lengths)
-        t0 = time.monotonic_ns()
+        t0 = self._clock()
         try:
             outputs = np.asarray(run([it.payload for it in live], padded_len))  # (B, ...)
             if outputs.ndim < 1 or outputs.shape[0] != len(live):
                 raise RuntimeError(f"the model returned shape {outputs.shape} for a batch of {len(live)}")
         except Exception as exc:
-            t1 = time.monotonic_ns()
+            t1 = self._clock()
             log.exception("batch of %d items (T=%d) failed in the model", len(live), padded_len)
             info = BatchInfo(
                 next(self._batch_ids), bucket_upper, len(live), padded_len, sum(lengths), started, t0, t1, wide
@@ -487,7 +510,7 @@ class DynamicBatcher:
             for item in live:
                 item.future.set_exception(error)
             return
-        t1 = time.monotonic_ns()
+        t1 = self._clock()
         info = BatchInfo(
             next(self._batch_ids), bucket_upper, len(live), padded_len, sum(lengths), started, t0, t1, wide
         )

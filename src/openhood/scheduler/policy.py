@@ -44,13 +44,19 @@ class BatchPolicy:
     # the backlog, not one batch, decides latency); below it each bucket has its calibrated
     # budget (scheduler.calibrate). 16 = several full small batches per worker of a 2-4 worker box.
     surge_items: int = 16
+    # The wide engine (a lone batch on every core) only while traffic is sequential: no batch has
+    # started beside another one, or with others queued, for this long. Under open-loop traffic a
+    # wide batch holds both cores when the next request arrives, and it lowers P50 while the P99
+    # stays: the tail ratio got worse (benchmarks/slo_model.py, docs/benchmarks.md). One client's
+    # requests never overlap, so it keeps the wide engine. 0 = wide whenever the server is idle.
+    wide_quiet_ms: float = 1000.0
 
     def __post_init__(self) -> None:
         for name in ("max_batch_size", "max_batch_tokens", "max_queue", "surge_items"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.max_wait_ms < 0 or self.max_age_ms < 0:
-            raise ValueError("max_wait_ms and max_age_ms must be >= 0")
+        if self.max_wait_ms < 0 or self.max_age_ms < 0 or self.wide_quiet_ms < 0:
+            raise ValueError("max_wait_ms, max_age_ms and wide_quiet_ms must be >= 0")
         if self.pad_to not in PAD_TO:
             raise ValueError(f"pad_to must be one of {PAD_TO}, got {self.pad_to!r}")
         if self.priority not in PRIORITIES:

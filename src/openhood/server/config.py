@@ -46,6 +46,7 @@ class ServerConfig:
     priority: str = _P.priority
     max_age_ms: float = _P.max_age_ms
     short_lane_tokens: int = _P.short_lane_tokens
+    wide_quiet_ms: float = _P.wide_quiet_ms
     max_queue: int = _P.max_queue  # queued items per model, not requests
     # TEI's names: --max-client-batch-size and --payload-limit. A request's inputs are queued as
     # separate sequences, so they are split over batches and reassembled in order; one request
@@ -110,6 +111,7 @@ class ServerConfig:
             priority=self.priority,
             max_age_ms=self.max_age_ms,
             short_lane_tokens=self.short_lane_tokens,
+            wide_quiet_ms=self.wide_quiet_ms,
         )
 
     def worker_count(self, cores: int) -> int:

@@ -1,0 +1,101 @@
+"""benchmarks/slo_model.py, the SLO sweep in virtual time: its machine and its bookkeeping give
+the latencies one can work out by hand, so what it says about the policy can be trusted."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from openhood.scheduler import BatchPolicy
+
+_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "slo_model.py"
+_SPEC = importlib.util.spec_from_file_location("slo_model", _PATH)
+slo_model = importlib.util.module_from_spec(_SPEC)
+sys.modules["slo_model"] = slo_model  # dataclasses look their module up while the file runs
+_SPEC.loader.exec_module(slo_model)
+
+
+def flat_cost(fixed_s: float, per_row_s: float):
+    """The same line at every length: a batch of B rows costs fixed + B x per_row."""
+    rows = np.array([1.0, 2.0])
+    return slo_model.CostTable({t: (rows, fixed_s + rows * per_row_s) for t in (1, 256)})
+
+
+def setup(**kw):
+    base = dict(
+        policy=BatchPolicy(max_wait_ms=2.0),
+        budgets=[512, 512],
+        bounds=(64, 256),
+        workers=2,
+        wide=True,
+        cost_one=flat_cost(0.0, 0.020),
+        cost_wide=flat_cost(0.0, 0.012),
+        wide_threads=2,
+        cores=2.0,
+        interference=1.0,
+        loop_s=0.002,
+        client_s=0.003,
+    )
+    base.update(kw)
+    return slo_model.Setup(**base)
+
+
+def test_the_cost_table_gives_timed_batches_back_and_interpolates_between_them():
+    samples = [(b, t, 0.001 * t / 16 + b * 0.0005 * t / 16) for t in (16, 64) for b in (1, 2, 4, 8)]
+    table = slo_model.fit_costs(samples)
+    for b, t, secs in samples:
+        assert table(b, t) == pytest.approx(secs)
+    assert table(3, 16) == pytest.approx(0.001 + 3 * 0.0005)  # between timed rows
+    assert table(16, 16) == pytest.approx(0.001 + 16 * 0.0005)  # past the last timed rows: same slope
+    assert table(2, 40) == pytest.approx(0.0025 + 2 * 0.00125)  # halfway between the two lengths
+    assert table(1, 8) == table(1, 16) and table(1, 300) == table(1, 64)  # clamped outside
+
+
+def test_processor_sharing_slows_every_thread_once_cores_run_out():
+    machine = slo_model.Machine(cores=1.0, interference=1.0)
+    done = []
+    for name in ("a", "b"):
+        machine.jobs.append(slo_model._Job(1.0, 1, False, lambda n=name: done.append(n)))
+    assert machine.next_finish() == pytest.approx(2.0)  # two threads on one core: half speed each
+    finished = machine.advance(2.0)
+    assert len(finished) == 2 and not machine.jobs
+    engines = slo_model.Machine(cores=2.0, interference=1.5)
+    engines.jobs += [slo_model._Job(1.0, 1, True, lambda: None) for _ in range(2)]
+    assert engines.next_finish() == pytest.approx(1.5)  # own cores, but slowed by each other
+
+
+def test_a_lone_request_costs_loop_plus_wide_engine_plus_client():
+    lengths = np.array([30])
+    out = slo_model.simulate(setup(), lengths, rate=None, clients=1, requests=20, seed=0)  # one at a time
+    assert out.wide_share == 1.0
+    np.testing.assert_allclose(out.latency_s, 0.002 + 0.012 + 0.003, atol=1e-9)
+
+
+def test_without_the_wide_engine_a_lone_request_runs_on_one_thread():
+    out = slo_model.simulate(setup(wide=False), np.array([30]), rate=None, clients=1, requests=20, seed=0)
+    np.testing.assert_allclose(out.latency_s, 0.002 + 0.020 + 0.003, atol=1e-9)
+
+
+def test_closed_loop_throughput_is_what_two_workers_can_do():
+    # 64 clients, no loop cost, 10 ms per batch whatever its rows; a batch holds up to 512 // 30 =
+    # 17 rows: two workers do at most 2 x 17 rows per 10 ms, and nearly that once the queue is full.
+    s = setup(cost_one=flat_cost(0.010, 0.0), cost_wide=flat_cost(0.010, 0.0), loop_s=0.0)
+    out = slo_model.simulate(s, np.array([30]), rate=None, clients=64, requests=3000, seed=0)
+    assert 2 * 17 / 0.010 * 0.9 < out.throughput <= 2 * 17 / 0.010 * 1.001
+
+
+def test_the_ideal_shared_server_runs_every_request_at_once():
+    s = setup(shared=True, cores=1.0)
+    out = slo_model.simulate(s, np.array([30]), rate=None, clients=2, requests=2, seed=0)
+    np.testing.assert_allclose(out.latency_s, 2 * 0.020 + 0.003)  # two at once on one core
+
+
+def test_bucket_ratios_keep_buckets_with_enough_samples():
+    lat = np.concatenate([np.full(99, 0.010), [0.050], np.full(10, 0.1)])
+    tokens = np.concatenate([np.full(100, 20), np.full(10, 200)])
+    per = slo_model.bucket_ratios(slo_model.Outcome(lat, tokens, 1.0), min_samples=50)
+    assert list(per) == ["0-32"]
+    p50, p99, n = per["0-32"]
+    assert n == 100 and p50 == pytest.approx(10.0) and p99 > 10.0
