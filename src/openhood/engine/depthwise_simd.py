@@ -31,13 +31,12 @@ Trade-off: ~0.1 s of llvmlite compile at first use per filter size, AVX2+FMA hos
 
 from __future__ import annotations
 
-import ctypes
 import threading
 from collections.abc import Callable
-from typing import cast
 
 import numpy as np
 
+from openhood.engine import call_list
 from openhood.engine.llvm_jit import jit_module
 
 LANES = 8  # floats per AVX vector
@@ -250,9 +249,7 @@ def _compile(k: int, dense_span: int = 0) -> _DwFn | None:
     address = jit_module(module_ir(k, dense_span))
     if address is None:
         return None
-    i64, ptr, f32 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_float
-    proto = ctypes.CFUNCTYPE(None, i64, i64, i64, i64, ptr, i64, i64, i64, i64, ptr, i64, ptr, ptr, i64, i64, f32, f32)
-    return cast(_DwFn, proto(address("dw")))
+    return call_list.prototype(call_list.DW)(address("dw"))
 
 
 def kernel(k: int) -> _DwFn | None:
@@ -353,7 +350,34 @@ def interior(
     rows: tuple[int, int],
     cols: tuple[int, int],
 ) -> None:
-    """The interior rectangle images × rows × cols of ``out`` (N, OHX, OW, C) from ``x`` (N, HX, W, C)
+    """The interior rectangle images × rows × cols of ``out``: ``fn(*interior_args(...))``, see there."""
+    fn(
+        *interior_args(
+            x, weight, bias, out, stride, pad_top, pad_left, lo, hi, x_row0, h, out_row0, c0, images, rows, cols
+        )
+    )
+
+
+def interior_args(
+    x: np.ndarray,
+    weight: np.ndarray,
+    bias: np.ndarray,
+    out: np.ndarray,
+    stride: int,
+    pad_top: int,
+    pad_left: int,
+    lo: float | np.float32,
+    hi: float | np.float32,
+    x_row0: int,
+    h: int,
+    out_row0: int,
+    c0: int,
+    images: tuple[int, int],
+    rows: tuple[int, int],
+    cols: tuple[int, int],
+) -> tuple[object, ...]:
+    """The @dw arguments of ``interior`` (``engine.call_list`` stores them for a later native call).
+    The interior rectangle images × rows × cols of ``out`` (N, OHX, OW, C) from ``x`` (N, HX, W, C)
     with the arguments of ``conv_kernels.depthwise`` (bands, channel slice c0 of weight/bias).
     C must be a multiple of 16; every range non-empty."""
     n0, n1 = images
@@ -368,7 +392,7 @@ def interior(
     xoff = ((n0 * hx + ih) * w + iw) * c
     ooff = ((n0 * oh + i0) * ow + j0) * c
     fs = 4  # bytes per float
-    fn(
+    return (
         n1 - n0,
         i1 - i0,
         j1 - j0,

@@ -24,14 +24,13 @@ summation order only (tests bound it against ``pointwise_reference``).
 
 from __future__ import annotations
 
-import ctypes
 import threading
 import weakref
 from collections.abc import Callable
-from typing import cast
 
 import numpy as np
 
+from openhood.engine import call_list
 from openhood.engine.linear import Linear
 from openhood.engine.llvm_jit import jit_module
 from openhood.engine.panel_gemm import MR, NR, accumulate_ir, pack_panels
@@ -208,11 +207,8 @@ def kernel() -> _PwFn | None:
                 address = jit_module(module_ir())
                 fn = None
                 if address is not None:
-                    i64, ptr, f32 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_float
-                    proto = ctypes.CFUNCTYPE(
-                        None, i64, i64, i64, ptr, i64, ptr, i64, ptr, i64, ptr, ptr, i64, f32, f32, i64, i64, ptr
-                    )
-                    fn = cast(_PwFn, proto(address("pw")))
+                    proto = call_list.prototype(call_list.PW)
+                    fn = proto(address("pw"))
                 _compiled.append(fn)
             except Exception:  # a missing target or a JIT failure: sgemm serves instead
                 _compiled.append(None)
@@ -248,7 +244,25 @@ def pointwise(
     rows_at: np.ndarray | None = None,
     k0: int = 0,
 ) -> None:
-    """out (M, NO) ← clip(x (M, K') @ W[:, c0:c0+NO] + bias[c0:c0+NO] (+ residual (M, NO)), lo, hi).
+    """out (M, NO) ← clip(x (M, K') @ W[:, c0:c0+NO] + bias[c0:c0+NO] (+ residual (M, NO)), lo, hi):
+    ``fn(*pointwise_args(...))``, see there."""
+    fn(*pointwise_args(x, packed, bias, out, lo, hi, residual, c0, rows_at, k0))
+
+
+def pointwise_args(
+    x: np.ndarray,
+    packed: np.ndarray,
+    bias: np.ndarray,
+    out: np.ndarray,
+    lo: float | np.float32,
+    hi: float | np.float32,
+    residual: np.ndarray | None = None,
+    c0: int = 0,
+    rows_at: np.ndarray | None = None,
+    k0: int = 0,
+) -> tuple[object, ...]:
+    """The @pw arguments of out (M, NO) ← clip(x (M, K') @ W[:, c0:c0+NO] + bias[c0:c0+NO]
+    (+ residual (M, NO)), lo, hi) (``engine.call_list`` stores them for a later native call).
 
     ``packed`` = ``panels(linear)`` of the full (K, N) weight; its output columns [c0, c0 + NO)
     and input rows [k0, k0 + K') are used (c0 and NO multiples of 16; K' = x's width, all of K
@@ -267,7 +281,7 @@ def pointwise(
             raise ValueError("rows_at must be an (M,) int64 table and takes no residual")
         ldc = 0
     r_ptr, ldr = (None, 0) if residual is None else (residual.ctypes.data, residual.strides[0] // fs)
-    fn(
+    return (
         m,
         no,
         k,
