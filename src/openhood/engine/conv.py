@@ -104,6 +104,11 @@ SIMD_POINTWISE = True
 # Whole pass, same process, alternating: batch 1 one thread 15.50 → 14.26 ms, batch 32 two
 # threads 294 → 277 ms, one thread 445 → 412 ms.
 EXPAND_INTO_PADDED = True
+# A block of at most this many tiles (batch 1: 1 or 2) runs from a plan (``engine.mbconv_plan``):
+# its kernel calls prepared once per shape and buffer, each thread's share one native call
+# (``engine.call_list``) instead of three ctypes calls per tile with Python between them.
+PLANNED_MBCONV = True
+PLAN_MAX_TILES = 2
 # Below this share of interior pixels (window inside the image) a fused block's depthwise pads
 # its tile and runs every pixel through the SIMD kernel (5×5 at 28×28 and smaller; see depthwise_rows).
 PAD_BELOW = 0.8
@@ -503,6 +508,33 @@ def depthwise_conv(
     return out
 
 
+def mbconv_tiling(x_shape: tuple[int, ...], k: int, stride: int, hidden: int) -> tuple[int, int, int]:
+    """How ``mbconv`` cuts (N, H, W, Cin) into tiles: (images per tile, output rows per band,
+    bands per image). A tile is a group of whole images when one image's hidden maps (input and
+    depthwise output, ``hidden`` channels) fit ``MBCONV_TILE_BYTES``, else a band of one image's
+    output rows whose input band ((rows-1)*stride + k rows) and output fit it."""
+    _, h, w, _ = x_shape
+    oh, ow = -(-h // stride), -(-w // stride)
+    image_bytes = 4 * hidden * (h * w + oh * ow)
+    if image_bytes <= MBCONV_TILE_BYTES:
+        return max(1, MBCONV_TILE_BYTES // image_bytes), oh, 1
+    rows = max(1, (MBCONV_TILE_BYTES // (4 * hidden) - (k - stride) * w) // (stride * w + ow))
+    rows = -(-oh // -(-oh // rows))  # same count of bands, evenly sized
+    return 1, rows, -(-oh // rows)
+
+
+def tile_rows(
+    t: int, n: int, h: int, k: int, stride: int, pad_top: int, oh: int, per_tile: int, rows: int, bands: int
+) -> tuple[int, int, int, int, int, int]:
+    """Tile ``t`` of ``mbconv_tiling`` → its images [n0, n1), output rows [i0, i1) and the input
+    rows [a0, a1) that those read (halo included, clipped to the image)."""
+    n0, band = (t // bands) * per_tile, t % bands
+    n1 = min(n0 + per_tile, n)
+    i0, i1 = band * rows, min(band * rows + rows, oh)
+    a0, a1 = max(0, i0 * stride - pad_top), min(h, (i1 - 1) * stride - pad_top + k)
+    return n0, n1, i0, i1, a0, a1
+
+
 def mbconv(
     x: np.ndarray,
     expand: Linear | None,
@@ -556,25 +588,21 @@ def mbconv(
     zero_bias, no_clip = np.zeros(cout, np.float32), (_NO_CLIP_LO, _NO_CLIP_HI)  # of a partial product
     # the depthwise kernel for an expand written into a zero-padded band (EXPAND_INTO_PADDED)
     padded_dw = depthwise_simd.kernel(k) if EXPAND_INTO_PADDED and SIMD_DEPTHWISE and pw_expand is not None else None
-    image_bytes = 4 * hidden * (h * w + oh * ow)
-    if image_bytes <= MBCONV_TILE_BYTES:
-        per_tile, rows = max(1, MBCONV_TILE_BYTES // image_bytes), oh  # images per tile, whole
-    else:
-        per_tile = 1
-        # output rows whose input band ((rows-1)*stride + k rows) and output fit the budget
-        rows = max(1, (MBCONV_TILE_BYTES // (4 * hidden) - (k - stride) * w) // (stride * w + ow))
-        rows = -(-oh // -(-oh // rows))  # same count of bands, evenly sized
-    bands = -(-oh // rows)
+    per_tile, rows, bands = mbconv_tiling(x.shape, k, stride, hidden)
     tiles = -(-n // per_tile) * bands
     macs = n * (h * w * cin * hidden * (expand is not None) + oh * ow * hidden * (k * k + cout))
+    threads = splitter.threads
+    if PLANNED_MBCONV and tiles <= PLAN_MAX_TILES:
+        from openhood.engine import mbconv_plan  # imports this module
+
+        split = threads > 1 and macs >= MIN_PARALLEL_CONV
+        if mbconv_plan.run(x, expand, dw, dw_bias, stride, project, splitter, residual, result, split):
+            return result
 
     def tile(t: int, c0: int, c1: int, dst: np.ndarray | None) -> None:
         """Tile t, hidden channels [c0, c1): its project GEMM into ``dst`` (a partial sum),
         or, when None, into the output rows followed by the epilogue."""
-        n0, band = (t // bands) * per_tile, t % bands
-        n1 = min(n0 + per_tile, n)
-        i0, i1 = band * rows, min(band * rows + rows, oh)  # output rows of the band
-        a0, a1 = max(0, i0 * stride - pt), min(h, (i1 - 1) * stride - pt + k)  # input rows they read
+        n0, n1, i0, i1, a0, a1 = tile_rows(t, n, h, k, stride, pt, oh, per_tile, rows, bands)
         d = splitter.scratch("mbconv.depthwise", (n1 - n0, i1 - i0, ow, c1 - c0))
         whole_vectors = (c1 - c0) % depthwise_simd.CHANNELS == 0
         if padded_dw is not None and pw_expand is not None and whole_vectors:
@@ -625,7 +653,6 @@ def mbconv(
         np.matmul(d.reshape(-1, hidden), project.weight, out=o)
         conv_kernels.bias_act_rows(o, p_bias, res[p0:p1] if res.size else res, _NO_CLIP_LO, _NO_CLIP_HI)
 
-    threads = splitter.threads
     if tiles == 1 and threads > 1 and expand is not None and macs >= MIN_PARALLEL_CONV:
         step = -(-hidden // (threads * 16)) * 16  # channels per thread, whole vectors
         parts = -(-hidden // step)

@@ -17,7 +17,7 @@ import itertools
 import threading
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from openhood.engine.blas import blas
 from openhood.engine.cores import available_cores
@@ -134,6 +134,7 @@ class RowSplitter:
         # single-threaded inside BLAS, the parallelism is ours.
         self._pool = _Workers(self.threads - 1, lambda: blas().set_threads_local(1)) if self.threads > 1 else None
         self._scratch = threading.local()
+        self._state = threading.local()
         if self._pool is not None:  # the threads hold the _Workers, not self: an unclosed splitter still stops them
             weakref.finalize(self, self._pool.close)
 
@@ -153,6 +154,11 @@ class RowSplitter:
             buf = np.empty(max(size, MIN_SCRATCH_ELEMENTS), dtype=dtype)
             store[key] = buf
         return buf[:size].reshape(shape)
+
+    def thread_state(self) -> dict[str, Any]:
+        """A dict of the calling thread's own (e.g. prepared plans whose buffers this thread's
+        calls own: two threads running the same splitter's work never share them)."""
+        return self._state.__dict__
 
     def run(
         self, fn: Callable[[int, int], None], n_rows: int, row_width: int, min_elements: int = MIN_PARALLEL_ELEMENTS
