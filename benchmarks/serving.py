@@ -415,11 +415,13 @@ def ratios(results: list[dict], ceiling: dict[str, float]) -> list[str]:
                 )
             sw = oh.get("sweep")
             if sw and sw["best_rate"]:
+                p99 = sw["p99_spread_at_best_ms"]
+                worst = sw["worst_bucket_ratio_spread_at_best"]
                 lines.append(
                     f"{oh['server']}: SLO rate {sw['best_rate']:.1f} req/s / closed-loop max {best:.1f}: "
                     f"{sw['best_rate'] / best:.2f} (rate passed {sw['repeat_passes']}/{sw['repeats_run']} runs; "
-                    f"P99 {sw['p99_spread_at_best_ms']} ms; worst bucket P99/P50 "
-                    f"{sw['worst_bucket_ratio_spread_at_best']})  (goal >= 0.7)"
+                    f"P99 {p99[0]:.0f}-{p99[1]:.0f} ms; worst bucket P99/P50 "
+                    f"{'-' if worst is None else f'{worst[0]:.2f}-{worst[1]:.2f}'})  (goal >= 0.7)"
                 )
                 nsw = naive.get("sweep") if naive else None
                 if nsw and nsw["best_rate"]:

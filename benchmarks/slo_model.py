@@ -21,7 +21,10 @@ a minute earlier on the real engine:
 
 Requests are single texts drawn from the corpus like ``openhood loadtest`` draws them, with
 Poisson arrivals; latency is bucketed by tokens with the load test's buckets and checked
-against its SLO (``loadtest.stats.Slo``). The closed-loop maximum (64 clients) is simulated
+against its SLO (``loadtest.stats.Slo``: every bucket with >= 500 samples; a rate passes when
+most seeds do, as ``loadtest.sweep`` judges it). 8000 requests per run fill all four buckets
+below 257 tokens; the real sweep's 1500 fill only 0-32 and 33-64, so the last column judges
+those two alone, like the real sweep does. The closed-loop maximum (64 clients) is simulated
 too, so each rate is also a fraction of the modelled capacity.
 
 The trade-off: a model leaves out what it does not model — GIL hand-offs, OS scheduling delays,
@@ -53,6 +56,7 @@ GRID_T = (8, 16, 32, 48, 64, 96, 128, 192, 256)  # padded lengths of the timed b
 GRID_B = (1, 2, 4, 8, 16, 32)  # rows, while B x T <= GRID_TOKENS
 GRID_TOKENS = 1024
 CLOSED_CLIENTS = 64  # the closed-loop point whose throughput is "the maximum"
+SHORT_BUCKETS = ("0-32", "33-64")  # the buckets a 1500-request sweep run fills to the SLO's 500 samples
 
 
 # ---- the machine: measured batch costs, processor sharing -------------------------------------
@@ -87,10 +91,14 @@ class CostTable:
 
 
 def fit_costs(samples: list[tuple[int, int, float]]) -> CostTable:
-    """The table of (B, T, seconds) samples."""
+    """The table of (B, T, seconds) samples. A batch never costs less for more rows or a longer
+    padding, so a sample above one with as many rows or more and as long a padding or longer was
+    slowed by something else on the machine: it takes that one's time (best of 5 still let
+    through one batch at 2.5x its neighbours when another process ran)."""
+    best = {(b, t): min(y2 for b2, t2, y2 in samples if b2 >= b and t2 >= t) for b, t, _ in samples}
     timed = {}
-    for t in sorted({t for _, t, _ in samples}):
-        pairs = sorted((b, y) for b, tt, y in samples if tt == t)
+    for t in sorted({t for _, t in best}):
+        pairs = sorted((b, y) for (b, tt), y in best.items() if tt == t)
         timed[t] = (np.array([b for b, _ in pairs], dtype=np.float64), np.array([y for _, y in pairs]))
     return CostTable(timed)
 
@@ -390,6 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--client-ms", type=float, default=3.5, help="latency outside the server per request")
     ap.add_argument("--client-cores", type=float, default=0.15, help="cores the load generator holds")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE,...")
+    ap.add_argument("--plot", help="write an SVG of the worst bucket's P99/P50 (median of the seeds) against the rate")
     args = ap.parse_args(argv)
 
     cores = available_cores()
@@ -431,9 +440,10 @@ def main(argv: list[str] | None = None) -> int:
         file=sys.stderr,
     )
     for name, fit in (("1-thread", cost_one), (f"wide {wide_threads}-thread", cost_wide)):
+        rows = " / ".join(f"{fit(1, t) * 1e3:.1f}" for t in GRID_T)
         print(
-            f"cost {name}: one row of 32 / 64 / 128 / 256 tokens {fit(1, 32) * 1e3:.1f} / {fit(1, 64) * 1e3:.1f} / "
-            f"{fit(1, 128) * 1e3:.1f} / {fit(1, 256) * 1e3:.1f} ms, 512 tokens as 16 x 32 {fit(16, 32) * 1e3:.1f} ms"
+            f"cost {name}: one row of {' / '.join(map(str, GRID_T))} tokens {rows} ms; "
+            f"512 tokens as 16 x 32 {fit(16, 32) * 1e3:.1f} ms"
         )
     print(
         f"two 1-thread engines side by side: {slowdown:.2f}x slower each; budgets {dict(zip(bounds, cal.budgets, strict=True))}"
@@ -447,29 +457,65 @@ def main(argv: list[str] | None = None) -> int:
         (name, apply_variant(base, pairs)) for name, pairs in map(parse_variant, args.variant)
     ]
     fractions = [float(f) for f in args.fractions.split(",")]
+    curves = []  # (variant, × openhood's modelled max, median worst ratio) for --plot
+    served_max = None
     for name, setup in variants:
         closed = simulate(setup, lengths, rate=None, clients=CLOSED_CLIENTS, requests=args.requests, seed=0)
+        served_max = served_max or closed.throughput  # the first variant is the served policy
         lone = simulate(setup, lengths, rate=None, clients=1, requests=min(2000, args.requests), seed=0)
         print(
             f"\n### {name}: modelled closed-loop max ({CLOSED_CLIENTS} clients) {closed.throughput:.1f} req/s; "
             f"1 client P50 {np.median(lone.latency_s) * 1e3:.1f} ms ({lone.wide_share:.0%} wide)"
         )
-        print("| rate req/s | × max | worst bucket P99/P50 per seed | P50 / P99 ms per bucket (seed 0) | wide | SLO |")
-        print("|---:|---:|---|---|---:|---|")
+        print(
+            "| rate req/s | × max | worst bucket P99/P50 per seed | P50 / P99 ms per bucket (seed 0) | wide | SLO "
+            "| SLO on 0-32, 33-64 only |"
+        )
+        print("|---:|---:|---|---|---:|---|---|")
+        xs, ys = [], []
         for f in fractions:
             rate = f * closed.throughput
-            worst, detail, wide_share = [], "", 0.0
+            worst, short, detail, wide_share = [], [], "", 0.0
             for seed in range(args.seeds):
                 out = simulate(setup, lengths, rate=rate, requests=args.requests, seed=seed + 1)
                 per = bucket_ratios(out, slo.min_samples)
                 w = max(per.items(), key=lambda kv: kv[1][1] / kv[1][0])
                 worst.append((w[1][1] / w[1][0], w[0]))
+                # What a 1500-request run checks: only these two buckets reach 500 samples there.
+                short.append(
+                    max((p99 / p50 for k, (p50, p99, _) in per.items() if k in SHORT_BUCKETS), default=float("nan"))
+                )
                 if seed == 0:
                     wide_share = out.wide_share
                     detail = ", ".join(f"{k} {p50:.0f}/{p99:.0f}" for k, (p50, p99, _) in per.items())
-            verdict = "pass" if all(r <= slo.bucket_ratio for r, _ in worst) else "fail"
+
+            # A rate passes when a majority of its seeds do, as loadtest.sweep judges a rate on repeats.
+            def verdict(ratios: list[float]) -> str:
+                return "pass" if sum(r <= slo.bucket_ratio for r in ratios) > len(ratios) // 2 else "fail"
+
             cells = " / ".join(f"{r:.2f} ({b})" for r, b in worst)
-            print(f"| {rate:.1f} | {f:.2f} | {cells} | {detail} | {wide_share:.0%} | {verdict} |", flush=True)
+            print(
+                f"| {rate:.1f} | {f:.2f} | {cells} | {detail} | {wide_share:.0%} | {verdict([r for r, _ in worst])} "
+                f"| {verdict(short)} ({' / '.join(f'{r:.2f}' for r in short)}) |",
+                flush=True,
+            )
+            xs.append(rate / served_max)
+            ys.append(float(np.median([r for r, _ in worst])))
+        curves.append((name, xs, ys))
+    if args.plot:
+        from openhood.loadtest.svgplot import lines
+
+        svg = lines(
+            curves,
+            title="Worst length bucket's P99 / P50 under open-loop load (modelled)",
+            xlabel="offered rate / the served policy's modelled closed-loop max",
+            ylabel="P99 / P50, median of seeds",
+            plot_id="slo-model",
+            hline=(f"SLO: {slo.bucket_ratio:g}x", slo.bucket_ratio),
+        )
+        with open(args.plot, "w") as fh:
+            fh.write(svg + "\n")
+        print(f"\nplot: {args.plot}")
     for m in (one, wide):
         m.close()
     return 0

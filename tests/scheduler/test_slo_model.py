@@ -99,3 +99,10 @@ def test_bucket_ratios_keep_buckets_with_enough_samples():
     assert list(per) == ["0-32"]
     p50, p99, n = per["0-32"]
     assert n == 100 and p50 == pytest.approx(10.0) and p99 > 10.0
+
+
+def test_a_sample_slower_than_a_bigger_batch_takes_the_bigger_ones_time():
+    samples = [(1, 32, 0.010), (1, 48, 0.030), (1, 64, 0.016), (2, 32, 0.018), (2, 64, 0.030)]
+    table = slo_model.fit_costs(samples)
+    assert table(1, 48) == pytest.approx(0.016)  # 30 ms at 48 tokens was noise: 64 tokens took 16
+    assert table(1, 32) == pytest.approx(0.010) and table(2, 64) == pytest.approx(0.030)
