@@ -26,7 +26,10 @@ Convolution strategy (``conv2d``):
   activations are never written to memory (see ``mbconv``). Its 1×1 convs (and the head's) run
   ``engine.pointwise_simd`` (packed-panel GEMM, bias + residual + clip in the store) where the
   width is a multiple of 16; the expand writes straight into a zero-padded band, so the
-  depthwise conv has no border pixels (``EXPAND_INTO_PADDED``).
+  depthwise conv has no border pixels (``EXPAND_INTO_PADDED``). A block of at most
+  ``PLAN_MAX_TILES`` tiles (batch 1) makes none of these calls from Python: ``engine.mbconv_plan``
+  prepares them once per shape and buffer addresses and each thread runs its share as one
+  native call (``engine.call_list``).
 
 Padding is TensorFlow's SAME (``same_padding``): output = ceil(input / stride) and the odd
 pixel of padding goes at the bottom/right, which is what EfficientNet's TF-trained weights
