@@ -92,18 +92,8 @@ def test_unsupported_block_takes_the_call_by_call_path(monkeypatch):
     we, dw, wp = rand(rng, 8, 24), rand(rng, 3, 3, 24), rand(rng, 24, 16)
     sp = RowSplitter(1)
     try:
-        assert not mbconv_plan.run(
-            x,
-            Linear(we),
-            dw,
-            np.zeros(24, np.float32),
-            1,
-            Linear(wp),
-            sp,
-            None,
-            np.empty((1, 8, 8, 16), np.float32),
-            False,
-        )
+        block = mbconv_plan.Block(Linear(we), dw, np.zeros(24, np.float32), 1, Linear(wp))
+        assert not mbconv_plan.run(x, block, sp, None, np.empty((1, 8, 8, 16), np.float32), False)
         got = conv.mbconv(x, Linear(we), dw, np.zeros(24, np.float32), 1, Linear(wp), sp)
     finally:
         sp.close()

@@ -10,7 +10,8 @@ from openhood.engine import conv, pointwise_simd
 from openhood.engine.linear import Linear
 from openhood.engine.parallel import RowSplitter
 
-pytestmark = pytest.mark.skipif(pointwise_simd.kernel() is None, reason="no AVX2/FMA: sgemm serves")
+pw = pointwise_simd.kernel()  # the native @pw: pw(*pointwise_simd.pointwise_args(...))
+pytestmark = pytest.mark.skipif(pw is None, reason="no AVX2/FMA: sgemm serves")
 
 
 def rand(rng, *shape):
@@ -28,7 +29,7 @@ def test_pointwise_matches_reference(m, k, n, residual, bounds):
     x = rand(rng, m, k)
     r = rand(rng, m, n) if residual else None
     out = np.full((m, n), np.nan, np.float32)
-    pointwise_simd.pointwise(pointwise_simd.kernel(), x, pointwise_simd.panels(lin), lin.bias, out, *bounds, r)
+    pw(*pointwise_simd.pointwise_args(x, pointwise_simd.panels(lin), lin.bias, out, *bounds, r))
     ref = pointwise_simd.pointwise_reference(x, lin.weight, lin.bias, *bounds, r)
     assert np.max(np.abs(out - ref)) < 2e-5 * np.sqrt(k) * max(1.0, float(np.abs(ref).max()))
     if bounds[0] == 0.0:
@@ -44,7 +45,7 @@ def test_pointwise_column_slice_and_strided_rows():
     x = big[:, 5 : 5 + k]  # rows 40 floats apart
     dst = np.zeros((m, 80), np.float32)
     out = dst[:, 8:40]  # 32 columns, rows 80 floats apart
-    pointwise_simd.pointwise(pointwise_simd.kernel(), x, pointwise_simd.panels(lin), lin.bias, out, 0.0, 6.0, None, 16)
+    pw(*pointwise_simd.pointwise_args(x, pointwise_simd.panels(lin), lin.bias, out, 0.0, 6.0, None, 16))
     ref = pointwise_simd.pointwise_reference(x, lin.weight[:, 16:48], lin.bias[16:48], 0.0, 6.0)
     assert np.max(np.abs(out - ref)) < 1e-4
     assert not dst[:, :8].any() and not dst[:, 40:].any()  # nothing written outside the view
@@ -103,18 +104,14 @@ def test_pointwise_rows_at_scatters_rows_into_a_padded_buffer():
     buf = np.full((h + 2 * pad, w + 2 * pad, c), -7.0, np.float32)
     rows, cols = np.meshgrid(np.arange(pad, pad + h), np.arange(pad, pad + w), indexing="ij")
     at = ((rows * (w + 2 * pad) + cols) * c).reshape(-1).astype(np.int64)
-    pointwise_simd.pointwise(
-        pointwise_simd.kernel(), x, pointwise_simd.panels(lin), lin.bias, buf[0], 0.0, 6.0, None, 0, at
-    )
+    pw(*pointwise_simd.pointwise_args(x, pointwise_simd.panels(lin), lin.bias, buf[0], 0.0, 6.0, None, 0, at))
     ref = pointwise_simd.pointwise_reference(x, lin.weight, lin.bias, 0.0, 6.0).reshape(h, w, c)
     assert np.max(np.abs(buf[pad : pad + h, pad : pad + w] - ref)) < 1e-4
     inside = np.zeros(buf.shape[:2], bool)
     inside[pad : pad + h, pad : pad + w] = True
     assert (buf[~inside] == -7.0).all()
     with pytest.raises(ValueError):
-        pointwise_simd.pointwise(
-            pointwise_simd.kernel(), x, pointwise_simd.panels(lin), lin.bias, buf[0], 0.0, 6.0, None, 0, at[:-1]
-        )
+        pointwise_simd.pointwise_args(x, pointwise_simd.panels(lin), lin.bias, buf[0], 0.0, 6.0, None, 0, at[:-1])
 
 
 @pytest.mark.parametrize("h,k,s", [(9, 3, 1), (10, 5, 2), (7, 5, 1), (12, 3, 2)])
@@ -151,8 +148,6 @@ def test_pointwise_partial_product_over_input_rows():
     x = rand(rng, 30, 32)
     zero = np.zeros(48, np.float32)
     out = np.empty((30, 48), np.float32)
-    pointwise_simd.pointwise(
-        pointwise_simd.kernel(), x, pointwise_simd.panels(lin), zero, out, -np.inf, np.inf, None, 0, None, 64
-    )
+    pw(*pointwise_simd.pointwise_args(x, pointwise_simd.panels(lin), zero, out, -np.inf, np.inf, None, 0, None, 64))
     ref = pointwise_simd.pointwise_reference(x, lin.weight[64:96], zero, -np.inf, np.inf)
     assert np.max(np.abs(out - ref)) < 1e-4

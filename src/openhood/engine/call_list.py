@@ -45,7 +45,8 @@ RECORD = 2 + max(len(s) for s in SIGNATURES.values())  # int64 slots per record
 
 Operand = np.ndarray | tuple[int, int]  # an array, or (address, row stride in floats)
 _lock = threading.Lock()
-_compiled: list[Callable[[int, int], None] | None] = []  # [] = not tried; [None] = unavailable
+_functions: dict[object, Callable[..., None] | None] = {}  # jit_function's, by key; None = unavailable
+_RUN: Callable[[int], Callable[..., None]] = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)  # @run's type
 
 
 def _add_rows_ir() -> str:
@@ -156,18 +157,25 @@ def module_ir() -> str:
 
 def runner() -> Callable[[int, int], None] | None:
     """The compiled @run(records address, count), or None where it cannot run."""
+    return jit_function("run", "run", _RUN, module_ir)
+
+
+def jit_function(
+    key: object, name: str, proto: Callable[[int], Callable[..., None]], ir: Callable[..., str], *ir_args: object
+) -> Callable[..., None] | None:
+    """Function ``name`` of the LLVM module ``ir(*ir_args)`` as a ``proto`` (a ctypes function type),
+    compiled once per process and ``key``; None where it cannot run (no AVX2/FMA, a missing
+    target, a JIT failure: the caller keeps its fallback path)."""
+    if key in _functions:  # compiled (or found unavailable) before: no lock (entries stay)
+        return _functions[key]
     with _lock:
-        if not _compiled:
+        if key not in _functions:
             try:
-                address = jit_module(module_ir())
-                fn = None
-                if address is not None:
-                    proto = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)
-                    fn = proto(address("run"))
-                _compiled.append(fn)
-            except Exception:  # a JIT failure: callers keep their call-by-call path
-                _compiled.append(None)
-        return _compiled[0]
+                address = jit_module(ir(*ir_args))
+                _functions[key] = None if address is None else proto(address(name))
+            except Exception:  # a missing target or a JIT failure
+                _functions[key] = None
+        return _functions[key]
 
 
 _CTYPES = {"i64": ctypes.c_int64, "ptr": ctypes.c_void_p, "float": ctypes.c_float}

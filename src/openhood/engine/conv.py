@@ -321,7 +321,7 @@ def conv2d(
         def columns(s: int, e: int) -> None:
             c0, c1 = s * part, e * part
             r = None if res is None else res[:, c0:c1]
-            pointwise_simd.pointwise(pw[0], pixels, pw[1], b, y[:, c0:c1], lo, hi, r, c0)
+            pw[0](*pointwise_simd.pointwise_args(pixels, pw[1], b, y[:, c0:c1], lo, hi, r, c0))
 
         splitter.run_chunks(columns, threads, 1, macs, 0)
         return result
@@ -335,7 +335,7 @@ def conv2d(
             p0, p1 = u0 * ow, u1 * ow  # output pixel rows of this block
             if pw is not None:
                 r = None if res is None else res[p0:p1]
-                pointwise_simd.pointwise(pw[0], pixels[p0:p1], pw[1], b, y[p0:p1], lo, hi, r)
+                pw[0](*pointwise_simd.pointwise_args(pixels[p0:p1], pw[1], b, y[p0:p1], lo, hi, r))
                 continue
             if pointwise:
                 src = pixels[p0:p1]
@@ -458,15 +458,14 @@ def depthwise_rows(
         xp = scratch("depthwise.padded", (n1 - n0, ph, pw, c))
         fill_padded(xp, x[n0:n1], out_row0 * stride - pad_top, pad_left, h, x_row0)
         dst = out[n0:n1]
-        depthwise_simd.interior(
-            fn, xp, weight, bias, dst, stride, 0, 0, lo, hi, 0, ph, 0, c0, (0, n1 - n0), (0, oh), (0, ow)
-        )
+        fn(*depthwise_simd.interior_args(xp, weight, bias, dst, stride, lo, hi, c0, (0, n1 - n0), (0, oh), (0, ow)))
         return
     if fn is None or j0 >= j1 or i0 >= i1:
         numba_kernel(x, weight, bias, out, stride, pad_top, pad_left, lo, hi, x_row0, h, out_row0, c0, r0, r1, 0, 0)
         return
     numba_kernel(x, weight, bias, out, stride, pad_top, pad_left, lo, hi, x_row0, h, out_row0, c0, r0, r1, j0, j1)
-    args = (stride, pad_top, pad_left, lo, hi, x_row0, h, out_row0, c0)
+    cols = (j0, j1)
+    origin = (out_row0 * stride - pad_top - x_row0, -pad_left)  # x's row and column of out[0, 0]'s window
     n, last = r0 // oh, (r1 - 1) // oh
     while n <= last:  # images cut by [r0, r1) one by one, the whole ones between them in one call
         a, b = max(r0 - n * oh, 0), min(r1 - n * oh, oh)  # this image's rows in the range
@@ -476,7 +475,8 @@ def depthwise_rows(
                 whole += 1
         rows = (max(a, i0), min(b, i1))
         if rows[0] < rows[1]:
-            depthwise_simd.interior(fn, x, weight, bias, out, *args, (n, whole), rows, (j0, j1))
+            images = (n, whole)
+            fn(*depthwise_simd.interior_args(x, weight, bias, out, stride, lo, hi, c0, images, rows, cols, *origin))
         n = whole
 
 
@@ -599,7 +599,8 @@ def mbconv(
         from openhood.engine import mbconv_plan  # imports this module
 
         split = threads > 1 and macs >= MIN_PARALLEL_CONV
-        if mbconv_plan.run(x, expand, dw, dw_bias, stride, project, splitter, residual, result, split):
+        block = mbconv_plan.Block(expand, dw, dw_bias, stride, project)
+        if mbconv_plan.run(x, block, splitter, residual, result, split):
             return result
 
     def tile(t: int, c0: int, c1: int, dst: np.ndarray | None) -> None:
@@ -617,9 +618,9 @@ def mbconv(
             _zero_pads(hp, ra, rb, pl, w)
             xrows = x[n0:n1, a0:a1].reshape(-1, cin)  # (pixels, Cin): whole images or one image's band
             at = _padded_rows(n1 - n0, a1 - a0, w, ph, pw, ra, pl, c)  # each pixel's place in hp
-            pointwise_simd.pointwise(pw_expand[0], xrows, pw_expand[1], e_bias, hp[0, 0], lo, hi, None, c0, at)
+            pw_expand[0](*pointwise_simd.pointwise_args(xrows, pw_expand[1], e_bias, hp[0, 0], lo, hi, None, c0, at))
             band = (0, n1 - n0), (0, i1 - i0), (0, ow)
-            depthwise_simd.interior(padded_dw, hp, dw, dw_bias, d, stride, 0, 0, lo, hi, 0, ph, 0, c0, *band)
+            padded_dw(*depthwise_simd.interior_args(hp, dw, dw_bias, d, stride, lo, hi, c0, *band))
         else:
             if expand is None:
                 hid = x[n0:n1, a0:a1]  # (all channels: the no-expansion block never splits them)
@@ -630,7 +631,7 @@ def mbconv(
                 if dense_expand is not None and whole_vectors:
                     depthwise_simd.dense(dense_expand, xrows[None], expand.weight, e_bias, hid2[None], 1, lo, hi, c0)
                 elif pw_expand is not None and whole_vectors:
-                    pointwise_simd.pointwise(pw_expand[0], xrows, pw_expand[1], e_bias, hid2, lo, hi, None, c0)
+                    pw_expand[0](*pointwise_simd.pointwise_args(xrows, pw_expand[1], e_bias, hid2, lo, hi, None, c0))
                 else:
                     np.matmul(xrows, expand.weight[:, c0:c1], out=hid2)  # (pixels, C1-C0)
                     conv_kernels.bias_act_rows(hid2, e_bias[c0:c1], _NO_RESIDUAL, lo, hi)
@@ -639,8 +640,9 @@ def mbconv(
             )
         if dst is not None:  # (pixels, Cout), the partial product over hidden channels [c0, c1)
             if pw_project is not None:
-                pointwise_simd.pointwise(
-                    pw_project[0], d.reshape(-1, c1 - c0), pw_project[1], zero_bias, dst, *no_clip, None, 0, None, c0
+                src = d.reshape(-1, c1 - c0)
+                pw_project[0](
+                    *pointwise_simd.pointwise_args(src, pw_project[1], zero_bias, dst, *no_clip, None, 0, None, c0)
                 )
             else:
                 np.matmul(d.reshape(-1, c1 - c0), project.weight[c0:c1], out=dst)
@@ -649,9 +651,8 @@ def mbconv(
         o = y[p0:p1]
         if pw_project is not None:
             r = res[p0:p1] if res.size else None
-            pointwise_simd.pointwise(
-                pw_project[0], d.reshape(-1, hidden), pw_project[1], p_bias, o, _NO_CLIP_LO, _NO_CLIP_HI, r
-            )
+            src = d.reshape(-1, hidden)
+            pw_project[0](*pointwise_simd.pointwise_args(src, pw_project[1], p_bias, o, _NO_CLIP_LO, _NO_CLIP_HI, r))
             return
         np.matmul(d.reshape(-1, hidden), project.weight, out=o)
         conv_kernels.bias_act_rows(o, p_bias, res[p0:p1] if res.size else res, _NO_CLIP_LO, _NO_CLIP_HI)

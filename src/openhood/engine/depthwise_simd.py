@@ -31,13 +31,11 @@ Trade-off: ~0.1 s of llvmlite compile at first use per filter size, AVX2+FMA hos
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
 import numpy as np
 
 from openhood.engine import call_list
-from openhood.engine.llvm_jit import jit_module
 
 LANES = 8  # floats per AVX vector
 CHANNELS = 16  # channels per block: two vectors
@@ -50,8 +48,7 @@ PIXELS = 4  # output pixels per block: 4 × 2 = 8 accumulators
 PIXELS_BY_KERNEL = {5: 6}
 
 _DwFn = Callable[..., None]
-_lock = threading.Lock()
-_compiled: dict[int, _DwFn | None] = {}
+_PROTO = call_list.prototype(call_list.DW)
 
 
 def _block_ir(k: int, pixels: int, dense_span: int = 0) -> str:
@@ -245,22 +242,15 @@ def module_ir(k: int, dense_span: int = 0) -> str:
     return "\n\n".join(parts)
 
 
-def _compile(k: int, dense_span: int = 0) -> _DwFn | None:
-    address = jit_module(module_ir(k, dense_span))
-    if address is None:
-        return None
-    return call_list.prototype(call_list.DW)(address("dw"))
+def _kernel(k: int, dense_span: int) -> _DwFn | None:
+    """@dw of ``module_ir(k, dense_span)``, compiled once; None where it cannot run."""
+    return call_list.jit_function(("dw", k, dense_span), "dw", _PROTO, module_ir, k, dense_span)
 
 
 def kernel(k: int) -> _DwFn | None:
-    """The compiled k×k interior kernel, or None where it cannot run (no AVX2/FMA, llvmlite failure)."""
-    with _lock:
-        if k not in _compiled:
-            try:
-                _compiled[k] = _compile(k)
-            except Exception:  # a missing target or a JIT failure: the numba kernel serves instead
-                _compiled[k] = None
-        return _compiled[k]
+    """The compiled k×k interior kernel, or None where it cannot run (no AVX2/FMA, llvmlite
+    failure): the numba kernel serves instead."""
+    return _kernel(k, 0)
 
 
 def dense_kernel(k: int, span: int) -> _DwFn | None:
@@ -268,14 +258,7 @@ def dense_kernel(k: int, span: int) -> _DwFn | None:
     through the same driver as the depthwise kernel: 4 output pixels × 16 output channels in 8
     accumulators, k·span taps, each a broadcast input float × a vector of the (KH·KW·Cin, Cout)
     GEMM weight's row (rows in im2col's order). Arguments as ``dense``; None where it cannot run."""
-    key = -(k * 1000 + span)
-    with _lock:
-        if key not in _compiled:
-            try:
-                _compiled[key] = _compile(k, span)
-            except Exception:
-                _compiled[key] = None
-        return _compiled[key]
+    return _kernel(k, span)
 
 
 def dense(
@@ -331,55 +314,28 @@ def interior_rows(out_row0: int, rows: int, h: int, k: int, stride: int, pad_top
     return max(0, lo), min(rows, hi)
 
 
-def interior(
-    fn: _DwFn,
-    x: np.ndarray,
-    weight: np.ndarray,
-    bias: np.ndarray,
-    out: np.ndarray,
-    stride: int,
-    pad_top: int,
-    pad_left: int,
-    lo: float | np.float32,
-    hi: float | np.float32,
-    x_row0: int,
-    h: int,
-    out_row0: int,
-    c0: int,
-    images: tuple[int, int],
-    rows: tuple[int, int],
-    cols: tuple[int, int],
-) -> None:
-    """The interior rectangle images × rows × cols of ``out``: ``fn(*interior_args(...))``, see there."""
-    fn(
-        *interior_args(
-            x, weight, bias, out, stride, pad_top, pad_left, lo, hi, x_row0, h, out_row0, c0, images, rows, cols
-        )
-    )
-
-
 def interior_args(
     x: np.ndarray,
     weight: np.ndarray,
     bias: np.ndarray,
     out: np.ndarray,
     stride: int,
-    pad_top: int,
-    pad_left: int,
     lo: float | np.float32,
     hi: float | np.float32,
-    x_row0: int,
-    h: int,
-    out_row0: int,
     c0: int,
     images: tuple[int, int],
     rows: tuple[int, int],
     cols: tuple[int, int],
+    x_top: int = 0,
+    x_left: int = 0,
 ) -> tuple[object, ...]:
-    """The @dw arguments of ``interior`` (``engine.call_list`` stores them for a later native call).
-    The interior rectangle images × rows × cols of ``out`` (N, OHX, OW, C) from ``x`` (N, HX, W, C)
-    with the arguments of ``conv_kernels.depthwise`` (bands, channel slice c0 of weight/bias).
-    C must be a multiple of 16; every range non-empty."""
+    """The @dw arguments (``kernel(k)(*interior_args(...))``, or ``engine.call_list`` stores them
+    for a later native call) of the interior rectangle images × rows × cols of ``out`` (N, OHX,
+    OW, C), clipped to [lo, hi], from ``x`` (N, HX, W, C): output pixel (i, j)'s window starts at
+    x's row ``x_top + i·stride`` and column ``x_left + j·stride`` (defaults: x is zero-padded,
+    its row and column 0 are the first windows'); channel ``ch`` of x and out is channel
+    ``c0 + ch`` of weight (k, k, CW) and bias (CW,). C must be a multiple of 16; every range
+    non-empty and every window inside x."""
     n0, n1 = images
     i0, i1 = rows
     j0, j1 = cols
@@ -387,8 +343,8 @@ def interior_args(
     w, hx = x.shape[2], x.shape[1]
     oh, ow = out.shape[1], out.shape[2]
     xrow = w * c
-    ih = (i0 + out_row0) * stride - pad_top - x_row0  # x's row of the first window's top tap
-    iw = j0 * stride - pad_left
+    ih = x_top + i0 * stride  # x's row of the first window's top tap
+    iw = x_left + j0 * stride
     xoff = ((n0 * hx + ih) * w + iw) * c
     ooff = ((n0 * oh + i0) * ow + j0) * c
     fs = 4  # bytes per float

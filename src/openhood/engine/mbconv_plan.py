@@ -83,26 +83,34 @@ def _dims(x_shape: tuple[int, ...], k: int, stride: int) -> tuple[int, int, int,
     return pt, pl, -(-x_shape[1] // stride), -(-x_shape[2] // stride)
 
 
+@dataclass(slots=True)
+class Block:
+    """An inverted-residual block's layers: ``conv.mbconv``'s arguments of these names."""
+
+    expand: Linear | None
+    dw: np.ndarray
+    dw_bias: np.ndarray
+    stride: int
+    project: Linear
+
+
 def run(
     x: np.ndarray,
-    expand: Linear | None,
-    dw: np.ndarray,
-    dw_bias: np.ndarray,
-    stride: int,
-    project: Linear,
+    block: Block,
     splitter: RowSplitter,
     residual: np.ndarray | None,
     out: np.ndarray,
     split: bool,
 ) -> bool:
-    """``conv.mbconv(x, …)`` into ``out`` from a prepared plan; False (nothing done) when this
-    block cannot run that way."""
+    """``conv.mbconv`` of x through ``block`` into ``out`` from a prepared plan; False (nothing
+    done) when this block cannot run that way."""
     run_list = call_list.runner()
     if run_list is None:
         return False
     state = splitter.thread_state()
     plans: dict[tuple[object, ...], _Buffers] = state.setdefault(_STATE_KEY, {})
     arena: _Arena = state.setdefault(_ARENA_KEY, _Arena())
+    project = block.project
     key = (id(project), x.shape, split, splitter.threads)
     bufs = plans.get(key)
     if bufs is None or bufs.project is not project:
@@ -110,7 +118,7 @@ def run(
     addresses = (x.ctypes.data, out.ctypes.data, 0 if residual is None else residual.ctypes.data)
     prepared = bufs.lists.get(addresses)
     if prepared is None:
-        prepared = _prepare(x, expand, dw, dw_bias, stride, project, splitter.threads, residual, out, split, arena)
+        prepared = _prepare(x, block, splitter.threads, residual, out, split, arena)
         if prepared is None:
             return False
         if len(bufs.lists) >= MAX_LISTS_PER_BLOCK:
@@ -133,11 +141,7 @@ def _run_parts(run_list: Callable[[int, int], None], parts: list[tuple[int, int]
 
 def _prepare(
     x: np.ndarray,
-    expand: Linear | None,
-    dw: np.ndarray,
-    dw_bias: np.ndarray,
-    stride: int,
-    project: Linear,
+    block: Block,
     threads: int,
     residual: np.ndarray | None,
     out: np.ndarray,
@@ -145,6 +149,7 @@ def _prepare(
     arena: _Arena,
 ) -> _Prepared | None:
     """The records of every part (see the module docstring), or None if unsupported."""
+    expand, dw, dw_bias, stride, project = block.expand, block.dw, block.dw_bias, block.stride, block.project
     n, h, w, cin = x.shape
     k, hidden, cout = dw.shape[0], dw.shape[2], project.out_features
     pw_fn, dw_fn = pointwise_simd.kernel(), depthwise_simd.kernel(k)
@@ -232,7 +237,7 @@ def _prepare(
             calls.add(
                 call_list.DW,
                 dw_fn,
-                depthwise_simd.interior_args(hp, dw, dw_bias, dv, stride, 0, 0, lo, hi, 0, ph, 0, c0, *band),
+                depthwise_simd.interior_args(hp, dw, dw_bias, dv, stride, lo, hi, c0, *band),
             )
             src = d[: pixels * c].reshape(pixels, c)
             p0 = (n0 * oh + i0) * ow  # first output pixel of the tile (bands: one image)

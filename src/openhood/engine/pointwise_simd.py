@@ -32,7 +32,6 @@ import numpy as np
 
 from openhood.engine import call_list
 from openhood.engine.linear import Linear
-from openhood.engine.llvm_jit import jit_module
 from openhood.engine.panel_gemm import MR, NR, accumulate_ir, pack_panels
 
 # Rows of the input swept against every panel before moving on: a 96 × 1152 float32 chunk is
@@ -40,8 +39,8 @@ from openhood.engine.panel_gemm import MR, NR, accumulate_ir, pack_panels
 ROWS_PER_CHUNK = 96
 
 _PwFn = Callable[..., None]
+_PROTO = call_list.prototype(call_list.PW)
 _lock = threading.Lock()
-_compiled: list[_PwFn | None] = []  # [] = not tried yet; [None] = unavailable on this machine
 _packed: weakref.WeakKeyDictionary[Linear, np.ndarray] = weakref.WeakKeyDictionary()  # layer → its panels
 
 
@@ -200,19 +199,8 @@ def module_ir() -> str:
 
 
 def kernel() -> _PwFn | None:
-    """The compiled @pw, or None where it cannot run (no AVX2/FMA, llvmlite failure)."""
-    with _lock:
-        if not _compiled:
-            try:
-                address = jit_module(module_ir())
-                fn = None
-                if address is not None:
-                    proto = call_list.prototype(call_list.PW)
-                    fn = proto(address("pw"))
-                _compiled.append(fn)
-            except Exception:  # a missing target or a JIT failure: sgemm serves instead
-                _compiled.append(None)
-        return _compiled[0]
+    """The compiled @pw, or None where it cannot run (no AVX2/FMA, llvmlite failure): sgemm serves instead."""
+    return call_list.jit_function("pw", "pw", _PROTO, module_ir)
 
 
 def suits(linear: Linear) -> bool:
@@ -231,24 +219,6 @@ def panels(linear: Linear) -> np.ndarray:
     return packed
 
 
-def pointwise(
-    fn: _PwFn,
-    x: np.ndarray,
-    packed: np.ndarray,
-    bias: np.ndarray,
-    out: np.ndarray,
-    lo: float | np.float32,
-    hi: float | np.float32,
-    residual: np.ndarray | None = None,
-    c0: int = 0,
-    rows_at: np.ndarray | None = None,
-    k0: int = 0,
-) -> None:
-    """out (M, NO) ← clip(x (M, K') @ W[:, c0:c0+NO] + bias[c0:c0+NO] (+ residual (M, NO)), lo, hi):
-    ``fn(*pointwise_args(...))``, see there."""
-    fn(*pointwise_args(x, packed, bias, out, lo, hi, residual, c0, rows_at, k0))
-
-
 def pointwise_args(
     x: np.ndarray,
     packed: np.ndarray,
@@ -262,7 +232,8 @@ def pointwise_args(
     k0: int = 0,
 ) -> tuple[object, ...]:
     """The @pw arguments of out (M, NO) ← clip(x (M, K') @ W[:, c0:c0+NO] + bias[c0:c0+NO]
-    (+ residual (M, NO)), lo, hi) (``engine.call_list`` stores them for a later native call).
+    (+ residual (M, NO)), lo, hi): ``kernel()(*pointwise_args(...))`` runs it, or
+    ``engine.call_list`` stores them for a later native call.
 
     ``packed`` = ``panels(linear)`` of the full (K, N) weight; its output columns [c0, c0 + NO)
     and input rows [k0, k0 + K') are used (c0 and NO multiples of 16; K' = x's width, all of K
