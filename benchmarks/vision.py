@@ -10,7 +10,7 @@ timed) and tiled to the batch size. Contenders, all with ``--threads`` intra-op 
 - ``numpy fused``: openhood's graph with BatchNorm folded, ReLU6/residual in the conv epilogue
   and each inverted-residual block run as one L2-tiled ``MBConv`` node;
 - ``numpy unplanned`` (``--unplanned``): the fused graph with every block's kernels called one
-  by one from Python (``conv.PLANNED_MBCONV`` off), to show what ``engine.mbconv_plan`` adds;
+  by one from Python (``mbconv_plan.PLANNED_MBCONV`` off), to show what ``engine.mbconv_plan`` adds;
 - ``numpy per-conv``: the same without the ``mbconv`` pass (every conv a node of its own, its
   epilogue fused), to show what the block fusion adds;
 - ``numpy unfused``: the textbook graph (Conv → BatchNorm → ReLU6 → Add);
@@ -93,7 +93,7 @@ def main() -> int:
     parser.add_argument(
         "--unplanned",
         action="store_true",
-        help="add a contender 'numpy unplanned' that runs every block call by call (conv.PLANNED_MBCONV "
+        help="add a contender 'numpy unplanned' that runs every block call by call (mbconv_plan.PLANNED_MBCONV "
         "off: three ctypes calls per tile, the engine's path before engine.mbconv_plan)",
     )
     parser.add_argument(
@@ -157,14 +157,14 @@ def main() -> int:
 
         runners["numpy fused 2^26"] = one_thread_small
     if args.unplanned:
-        from openhood.engine import conv
+        from openhood.engine import mbconv_plan
 
         def call_by_call(x: np.ndarray) -> np.ndarray:
-            conv.PLANNED_MBCONV = False
+            mbconv_plan.PLANNED_MBCONV = False
             try:
                 return fused.run({INPUT_NAME: x})["logits"]
             finally:
-                conv.PLANNED_MBCONV = True
+                mbconv_plan.PLANNED_MBCONV = True
 
         runners["numpy unplanned"] = call_by_call
 

@@ -73,13 +73,16 @@ def test_planned_mbconv_matches_naive_and_call_by_call(
     sp = RowSplitter(threads)
     try:
         out = np.full((n, oh, oh, cout), np.nan, np.float32)
-        planned = [conv.mbconv(x, e, dw, bd, s, p, sp, res, out).copy() for _ in range(2)]  # prepare, then reuse
+        block = mbconv_plan.Block(e, dw, bd, s, p)
+        planned = [mbconv_plan.mbconv(x, block, sp, res, out).copy() for _ in range(2)]  # prepare, then reuse
         assert sp.thread_state()[mbconv_plan._STATE_KEY], "the planned path did not run"
-        moved = conv.mbconv(x.copy(), e, dw, bd, s, p, sp, None if res is None else res.copy())  # new addresses
-        monkeypatch.setattr(conv, "PLANNED_MBCONV", False)
-        old = conv.mbconv(x, e, dw, bd, s, p, sp, res)
+        moved = mbconv_plan.mbconv(x.copy(), block, sp, None if res is None else res.copy())  # new addresses
+        monkeypatch.setattr(mbconv_plan, "PLANNED_MBCONV", False)
+        unplanned = mbconv_plan.mbconv(x, block, sp, res)
+        old = conv.mbconv(x, e, dw, bd, s, p, sp, res)  # the call-by-call path itself
     finally:
         sp.close()
+    np.testing.assert_array_equal(unplanned, old)  # PLANNED_MBCONV off: exactly conv.mbconv
     for got in (*planned, moved):
         assert np.max(np.abs(got - ref)) < 1e-4
         assert np.max(np.abs(got - old)) < 1e-5
@@ -94,7 +97,7 @@ def test_unsupported_block_takes_the_call_by_call_path(monkeypatch):
     try:
         block = mbconv_plan.Block(Linear(we), dw, np.zeros(24, np.float32), 1, Linear(wp))
         assert not mbconv_plan.run(x, block, sp, None, np.empty((1, 8, 8, 16), np.float32), False)
-        got = conv.mbconv(x, Linear(we), dw, np.zeros(24, np.float32), 1, Linear(wp), sp)
+        got = mbconv_plan.mbconv(x, block, sp)
     finally:
         sp.close()
     assert np.max(np.abs(got - conv.mbconv_naive(x, we, None, dw, np.zeros(24), 1, wp, None, None))) < 1e-4

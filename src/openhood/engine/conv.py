@@ -26,10 +26,11 @@ Convolution strategy (``conv2d``):
   activations are never written to memory (see ``mbconv``). Its 1×1 convs (and the head's) run
   ``engine.pointwise_simd`` (packed-panel GEMM, bias + residual + clip in the store) where the
   width is a multiple of 16; the expand writes straight into a zero-padded band, so the
-  depthwise conv has no border pixels (``EXPAND_INTO_PADDED``). A block of at most
-  ``PLAN_MAX_TILES`` tiles (batch 1) makes none of these calls from Python: ``engine.mbconv_plan``
-  prepares them once per shape and buffer addresses and each thread runs its share as one
-  native call (``engine.call_list``).
+  depthwise conv has no border pixels (``EXPAND_INTO_PADDED``). ``engine.mbconv_plan`` builds on
+  this module: a block of at most ``mbconv_plan.PLAN_MAX_TILES`` tiles (batch 1) makes none of
+  these calls from Python there, but has them prepared once per shape and buffer addresses, each
+  thread's share one native call (``engine.call_list``); the executor calls it, and it falls
+  back to ``mbconv`` here.
 
 Padding is TensorFlow's SAME (``same_padding``): output = ceil(input / stride) and the odd
 pixel of padding goes at the bottom/right, which is what EfficientNet's TF-trained weights
@@ -107,11 +108,6 @@ SIMD_POINTWISE = True
 # Whole pass, same process, alternating: batch 1 one thread 15.50 → 14.26 ms, batch 32 two
 # threads 294 → 277 ms, one thread 445 → 412 ms.
 EXPAND_INTO_PADDED = True
-# A block of at most this many tiles (batch 1: 1 or 2) runs from a plan (``engine.mbconv_plan``):
-# its kernel calls prepared once per shape and buffer, each thread's share one native call
-# (``engine.call_list``) instead of three ctypes calls per tile with Python between them.
-PLANNED_MBCONV = True
-PLAN_MAX_TILES = 2
 # Below this share of interior pixels (window inside the image) a fused block's depthwise pads
 # its tile and runs every pixel through the SIMD kernel (5×5 at 28×28 and smaller; see depthwise_rows).
 PAD_BELOW = 0.8
@@ -236,7 +232,8 @@ def output_shape(x_shape: tuple[int, ...], kernel: int, stride: int, cout: int) 
     return n, -(-h // stride), -(-w // stride), cout
 
 
-def _output(x: np.ndarray, stride: int, cout: int, out: np.ndarray | None) -> np.ndarray:
+def output(x: np.ndarray, stride: int, cout: int, out: np.ndarray | None) -> np.ndarray:
+    """The (N, OH, OW, Cout) array a conv of x writes: ``out`` checked, or a new one."""
     shape = output_shape(x.shape, 1, stride, cout)
     if out is None:
         return np.empty(shape, dtype=np.float32)
@@ -275,7 +272,7 @@ def conv2d(
         (pt, _), (pl, _) = same_padding(h, kernel, stride), same_padding(w, kernel, stride)
         oh, ow = -(-h // stride), -(-w // stride)
     depth = linear.in_features  # Cin, or KH*KW*Cin for the patches
-    result = _output(x, stride, cout, out)
+    result = output(x, stride, cout, out)
     y = result.reshape(n * oh * ow, cout)  # (M, Cout): a view
     res = None if residual is None else residual.reshape(-1, cout)
     b = linear.bias if linear.bias is not None else np.zeros(cout, dtype=np.float32)
@@ -497,7 +494,7 @@ def depthwise_conv(
         raise ValueError(f"depthwise filters must be square, got {kh}x{kw}")
     (pt, _), (pl, _) = same_padding(h, kh, stride), same_padding(w, kw, stride)
     oh, ow = -(-h // stride), -(-w // stride)
-    out = _output(x, stride, c, out)
+    out = output(x, stride, c, out)
     b = bias if bias is not None else np.zeros(c, dtype=np.float32)
     lo, hi = _bounds(activation)
     chunk = max(1, 32768 // (ow * c))  # output image rows per chunk: ~128 KB of output
@@ -538,6 +535,18 @@ def tile_rows(
     return n0, n1, i0, i1, a0, a1
 
 
+def mbconv_macs(x_shape: tuple[int, ...], k: int, stride: int, hidden: int, cout: int, expands: bool) -> int:
+    """Multiply-adds of one inverted-residual block on x (N, H, W, Cin): expand (if any), the
+    k×k depthwise and the project; what decides whether its work is split over threads.
+
+    >>> mbconv_macs((1, 4, 4, 2), 3, 1, 12, 3, True)  # 16 px x (2 x 12 expand + 12 x (9 + 3))
+    2688
+    """
+    n, h, w, cin = x_shape
+    oh, ow = -(-h // stride), -(-w // stride)
+    return n * (h * w * cin * hidden * expands + oh * ow * hidden * (k * k + cout))
+
+
 def mbconv(
     x: np.ndarray,
     expand: Linear | None,
@@ -570,7 +579,7 @@ def mbconv(
     k, hidden, cout = dw.shape[0], dw.shape[2], project.out_features
     (pt, _), (pl, _) = same_padding(h, k, stride), same_padding(w, k, stride)
     oh, ow = -(-h // stride), -(-w // stride)
-    result = _output(x, stride, cout, out)
+    result = output(x, stride, cout, out)
     y = result.reshape(n * oh * ow, cout)  # (M, Cout)
     res = _NO_RESIDUAL if residual is None else residual.reshape(-1, cout)
     lo, hi = _bounds("relu6")
@@ -593,15 +602,8 @@ def mbconv(
     padded_dw = depthwise_simd.kernel(k) if EXPAND_INTO_PADDED and SIMD_DEPTHWISE and pw_expand is not None else None
     per_tile, rows, bands = mbconv_tiling(x.shape, k, stride, hidden)
     tiles = -(-n // per_tile) * bands
-    macs = n * (h * w * cin * hidden * (expand is not None) + oh * ow * hidden * (k * k + cout))
+    macs = mbconv_macs(x.shape, k, stride, hidden, cout, expand is not None)
     threads = splitter.threads
-    if PLANNED_MBCONV and tiles <= PLAN_MAX_TILES:
-        from openhood.engine import mbconv_plan  # imports this module
-
-        split = threads > 1 and macs >= MIN_PARALLEL_CONV
-        block = mbconv_plan.Block(expand, dw, dw_bias, stride, project)
-        if mbconv_plan.run(x, block, splitter, residual, result, split):
-            return result
 
     def tile(t: int, c0: int, c1: int, dst: np.ndarray | None) -> None:
         """Tile t, hidden channels [c0, c1): its project GEMM into ``dst`` (a partial sum),

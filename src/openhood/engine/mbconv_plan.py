@@ -3,7 +3,7 @@
 ``conv.mbconv`` runs a tile as three kernel calls (expand 1×1 into a zero-padded band →
 depthwise → project 1×1) with Python between them: argument conversion, ~264 ``.ctypes.data``
 reads per pass, scratch lookups, and with two threads a GIL retake after every call. For a
-block of at most ``conv.PLAN_MAX_TILES`` tiles (Lite0 at batch 1) this module prepares the same
+block of at most ``PLAN_MAX_TILES`` tiles (Lite0 at batch 1) this module prepares the same
 calls once per input shape and buffer addresses as ``engine.call_list`` records and runs each
 thread's share as one native call:
 
@@ -17,13 +17,16 @@ thread's share as one native call:
   adds the residual while copying the real columns out; channel parts write partial sums that
   one ``ADD`` record (on the calling thread, after the join) adds with the residual.
 
+``mbconv`` is the block as the executor runs it: from a plan when it has at most
+``PLAN_MAX_TILES`` tiles and the plan supports it, else ``conv.mbconv`` (call by call).
+
 The trade-off: each tile owns its zero-padded band (pads zeroed once, at preparation: nothing
 else writes there) instead of sharing the per-thread scratch, i.e. ~7 MB kept per executor
 thread at batch 1 for Lite0; and a prepared list holds raw addresses, so it is keyed by the
 addresses of its input, output and residual and rebuilt when one moves (the executor's buffer
 pool hands out the same buffers every call, so after the first call it is found).
 Unsupported shapes (hidden width not a multiple of 16 per part, no SIMD kernels) return
-False and ``conv.mbconv`` takes its call-by-call path.
+False and ``mbconv`` takes ``conv.mbconv``'s call-by-call path.
 """
 
 from __future__ import annotations
@@ -37,6 +40,11 @@ from openhood.engine import call_list, conv, depthwise_simd, pointwise_simd
 from openhood.engine.linear import Linear
 from openhood.engine.parallel import RowSplitter
 
+# A block of at most this many tiles (batch 1: 1 or 2) runs from a plan: its kernel calls
+# prepared once per shape and buffer, each thread's share one native call (``engine.call_list``)
+# instead of three ctypes calls per tile with Python between them. False: always call by call.
+PLANNED_MBCONV = True
+PLAN_MAX_TILES = 2
 # Prepared lists kept per block (input/output/residual address triples): the buffer pool can
 # alternate between a few equal-sized buffers.
 MAX_LISTS_PER_BLOCK = 4
@@ -92,6 +100,26 @@ class Block:
     dw_bias: np.ndarray
     stride: int
     project: Linear
+
+
+def mbconv(
+    x: np.ndarray,
+    block: Block,
+    splitter: RowSplitter,
+    residual: np.ndarray | None = None,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """``conv.mbconv`` of x through ``block`` (the same result), from a prepared plan when the
+    block has at most ``PLAN_MAX_TILES`` tiles and ``run`` supports it."""
+    k, hidden, cout = block.dw.shape[0], block.dw.shape[2], block.project.out_features
+    if PLANNED_MBCONV:
+        per_tile, _, bands = conv.mbconv_tiling(x.shape, k, block.stride, hidden)
+        if -(-x.shape[0] // per_tile) * bands <= PLAN_MAX_TILES:
+            out = conv.output(x, block.stride, cout, out)
+            macs = conv.mbconv_macs(x.shape, k, block.stride, hidden, cout, block.expand is not None)
+            if run(x, block, splitter, residual, out, splitter.threads > 1 and macs >= conv.MIN_PARALLEL_CONV):
+                return out
+    return conv.mbconv(x, block.expand, block.dw, block.dw_bias, block.stride, block.project, splitter, residual, out)
 
 
 def run(

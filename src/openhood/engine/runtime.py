@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from openhood.engine import conv, ops
+from openhood.engine import conv, mbconv_plan, ops
 from openhood.engine.blas import blas
 from openhood.engine.buffers import BufferPool
 from openhood.engine.graph import Graph, Node
@@ -191,17 +191,8 @@ def k_mbconv(node: Node, ctx: RunContext, x: np.ndarray, *residual: np.ndarray) 
     *expand, dw, project = node.attrs["parts"]
     w, s = dw.params["weight"], node.attrs["stride"]  # (KH, KW, hidden)
     out = ctx.buffers.take(conv.output_shape(x.shape, w.shape[0], s, project.linear.out_features))
-    y = conv.mbconv(
-        x,
-        expand[0].linear if expand else None,
-        w,
-        dw.params["bias"],
-        s,
-        project.linear,
-        ctx.splitter,
-        residual[0] if residual else None,
-        out,
-    )
+    block = mbconv_plan.Block(expand[0].linear if expand else None, w, dw.params["bias"], s, project.linear)
+    y = mbconv_plan.mbconv(x, block, ctx.splitter, residual[0] if residual else None, out)
     hidden = y.size // project.linear.out_features * w.shape[2]  # depthwise outputs
     flops = project.linear.flops(y.size // project.linear.out_features) + y.size * (2 if residual else 1)
     flops += 2 * hidden * w.shape[0] * w.shape[1] + hidden
