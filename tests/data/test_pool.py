@@ -166,7 +166,11 @@ def test_items_queued_behind_a_crash_are_resent_without_penalty(tmp_path):
     with DecodePool(SPEC, workers=1, slots=3) as p:
         slow, behind = p.submit(fifo), p.submit(IMAGES[6])  # both sent to the one worker
         wait_for(lambda: sum(len(v) for v in p.stats()["busy"].values()) == 2)
-        _kill_busy_worker(p)
+        first = _kill_busy_worker(p)
+        # Write only once the new worker holds the items: a writer that opened the FIFO while the
+        # killed reader still had it open lost its bytes with that reader, and the retry then
+        # waited in open() for a writer that had come and gone (seen once in make test, 4 Dec).
+        wait_for(lambda: p.stats()["busy"] and first not in p.stats()["busy"])
         threading.Thread(target=fifo.write_bytes, args=(IMAGES[4],), daemon=True).start()
         for fut, src in ((slow, 4), (behind, 6)):
             with fut.result(timeout=30) as d:
