@@ -162,7 +162,6 @@ class DynamicBatcher:
         self._lane_limit = lane_buckets if policy.short_lane_tokens and len(runs) > 1 and lane_buckets else None
         self._runs = runs
         self._wide_run = wide_run
-        self._wide_busy = False  # one wide batch at a time: it already uses every core
         self.buckets = buckets
         self.policy = policy
         self.max_batch_size = policy.max_batch_size
@@ -293,7 +292,7 @@ class DynamicBatcher:
         next_deadline: int | None = None
         # Nothing running anywhere (the caller's own slot is already clear): no batch-mate can
         # come from waiting out a running batch, so a queued item goes at once.
-        idle = not any(self._busy_since_ns) and not self._wide_busy
+        idle = self._idle_locked()
         for b, queue in enumerate(self._queues if limit is None else self._queues[:limit]):
             while queue and queue[0].future.cancelled():  # dropped clients don't hold a slot
                 queue.popleft()
@@ -397,18 +396,22 @@ class DynamicBatcher:
         with self._cond:
             return self._next_batch_locked(worker)
 
+    def _idle_locked(self) -> bool:
+        """No worker is inside a batch or job (so no wide batch either: it runs on a worker). A
+        start time of 0 counts as busy: a virtual clock starts there."""
+        return all(since is None for since in self._busy_since_ns)
+
     def _next_batch_locked(self, worker: int) -> tuple[list[_Item] | None, float | None, bool]:
         now = self._clock()
         items, wait_s = self._take_locked(now, worker)
         if not items:
             return None, wait_s, False
-        lone = self._depth == 0 and not self._wide_busy and not any(self._busy_since_ns)
+        lone = self._depth == 0 and self._idle_locked()
         if not lone:
             self._overlap_ns = now
         # A lone batch on an idle server, while traffic is sequential: every core's threads for it.
         sequential = self._overlap_ns is None or now - self._overlap_ns >= self.wide_quiet_ns
         wide = self._wide_run is not None and lone and sequential
-        self._wide_busy = self._wide_busy or wide
         self._busy_since_ns[worker] = now
         return items, None, wide
 
@@ -465,17 +468,15 @@ class DynamicBatcher:
                 release()
 
     def batch_done(self, worker: int, wide: bool) -> None:
-        """The worker is idle again (once per batch or job; the worker loop's last step). Called as soon as its engine returns, before the
-        results go out: a lone client's next request can arrive while this thread is still
-        delivering and reporting the last batch, and it must find the server idle (the wide
-        engine, no ``max_wait_ms``), not busy (it then waited out ``max_wait_ms``: ~1% of the
-        1-client requests had 2-3 ms of queue time, 4 Dec)."""
+        """The worker is idle again (once per batch or job; the worker loop's last step). Called
+        as soon as its engine returns, before the results go out: a lone client's next request
+        can arrive while this thread is still delivering and reporting the last batch, and it
+        must find the server idle (the wide engine, no ``max_wait_ms``), not busy (it then
+        waited out ``max_wait_ms``: ~1% of the 1-client requests had 2-3 ms of queue time, 4 Dec)."""
         with self._cond:
             self._busy_since_ns[worker] = None
-            if wide:
-                self._wide_busy = False
-                if self._depth:
-                    self._cond.notify_all()  # items queued during the wide batch may go now
+            if wide and self._depth:
+                self._cond.notify_all()  # items queued during the wide batch may go now
 
     def _run_batch(
         self,
