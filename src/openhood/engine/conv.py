@@ -124,6 +124,16 @@ def same_padding(size: int, kernel: int, stride: int) -> tuple[int, int]:
     return total // 2, total - total // 2
 
 
+def same_geometry(x_shape: tuple[int, ...], k: int, stride: int) -> tuple[int, int, int, int]:
+    """A k×k SAME conv of x (N, H, W, C): (pad top, pad left, OH, OW).
+
+    >>> same_geometry((1, 56, 56, 8), 5, 2)
+    (1, 1, 28, 28)
+    """
+    (pt, _), (pl, _) = same_padding(x_shape[1], k, stride), same_padding(x_shape[2], k, stride)
+    return pt, pl, -(-x_shape[1] // stride), -(-x_shape[2] // stride)
+
+
 def _bounds(activation: str | None) -> tuple[np.float32, np.float32]:
     lo, hi = ACTIVATION_BOUNDS[activation]
     return np.float32(lo), np.float32(hi)
@@ -269,8 +279,7 @@ def conv2d(
         oh, ow, pt, pl = h, w, 0, 0
         pixels = x.reshape(n * h * w, c)  # (M, Cin): channels last makes this a view
     else:
-        (pt, _), (pl, _) = same_padding(h, kernel, stride), same_padding(w, kernel, stride)
-        oh, ow = -(-h // stride), -(-w // stride)
+        pt, pl, oh, ow = same_geometry(x.shape, kernel, stride)
     depth = linear.in_features  # Cin, or KH*KW*Cin for the patches
     result = output(x, stride, cout, out)
     y = result.reshape(n * oh * ow, cout)  # (M, Cout): a view
@@ -577,8 +586,7 @@ def mbconv(
     """
     n, h, w, cin = _check(x).shape
     k, hidden, cout = dw.shape[0], dw.shape[2], project.out_features
-    (pt, _), (pl, _) = same_padding(h, k, stride), same_padding(w, k, stride)
-    oh, ow = -(-h // stride), -(-w // stride)
+    pt, pl, oh, ow = same_geometry(x.shape, k, stride)
     result = output(x, stride, cout, out)
     y = result.reshape(n * oh * ow, cout)  # (M, Cout)
     res = _NO_RESIDUAL if residual is None else residual.reshape(-1, cout)

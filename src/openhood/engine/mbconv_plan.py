@@ -86,11 +86,6 @@ class _Prepared:
     keep: list[object]  # every array the records point into
 
 
-def _dims(x_shape: tuple[int, ...], k: int, stride: int) -> tuple[int, int, int, int]:
-    (pt, _), (pl, _) = conv.same_padding(x_shape[1], k, stride), conv.same_padding(x_shape[2], k, stride)
-    return pt, pl, -(-x_shape[1] // stride), -(-x_shape[2] // stride)
-
-
 @dataclass(slots=True)
 class Block:
     """An inverted-residual block's layers: ``conv.mbconv``'s arguments of these names."""
@@ -187,7 +182,7 @@ def _prepare(
         return None
     if project.weight.dtype != np.float32 or (expand is None and cin != hidden):
         return None
-    pt, pl, oh, ow = _dims(x.shape, k, stride)
+    pt, pl, oh, ow = conv.same_geometry(x.shape, k, stride)
     per_tile, rows, bands = conv.mbconv_tiling(x.shape, k, stride, hidden)
     tiles = -(-n // per_tile) * bands
     # parts: (tiles, hidden channel range) each
