@@ -6,6 +6,14 @@ has the same string). Like transformers we render it in jinja2's immutable sandb
 special-token strings, and provide ``raise_exception`` for templates that validate roles.
 The trade-off: the template is trusted to be jinja, nothing more; a template that needs
 another helper fails with a clear error instead of rendering something subtly different.
+
+``render_spans`` also says where each message's content landed in the text, so the tokenizer
+can read the template's markup with special tokens on and the contents with them off: a user
+who writes ``<|im_end|>`` gets those characters, never the control token (transformers'
+``apply_chat_template`` + encode parses it, which lets a user close their turn and open a
+system turn). It renders once with a unique placeholder per content and puts the contents in
+afterwards; a template that transforms contents (trims, upper-cases) leaves its placeholder
+changed, and then the spans come from finding each content in a normal rendering.
 """
 
 from __future__ import annotations
@@ -13,6 +21,10 @@ from __future__ import annotations
 
 class ChatTemplateError(ValueError):
     """The template is missing, or failed to render these messages."""
+
+
+# Private-use code points frame each placeholder: nothing a template adds contains them.
+_OPEN, _CLOSE = "\ue000", "\ue001"
 
 
 class ChatTemplate:
@@ -30,6 +42,39 @@ class ChatTemplate:
         except TemplateError as exc:
             raise ChatTemplateError(f"chat template does not parse: {exc}") from exc
         self.bos_token, self.eos_token = bos_token, eos_token
+
+    def render_spans(
+        self, messages: list[dict], add_generation_prompt: bool = True
+    ) -> tuple[str, list[tuple[int, int]]]:
+        """The rendered text and the (start, end) character range of every message content in it."""
+        marks = [f"{_OPEN}{i}{_CLOSE}" for i in range(len(messages))]
+        framed = self.render(
+            [{**m, "content": mark} for m, mark in zip(messages, marks, strict=True)], add_generation_prompt
+        )
+        if all(framed.count(mark) == 1 for mark in marks) and framed.count(_OPEN) == len(marks):
+            parts, spans, pos = [], [], 0
+            at = {framed.index(mark): i for i, mark in enumerate(marks)}
+            length = 0
+            for start in sorted(at):
+                i = at[start]
+                parts.append(framed[pos:start])
+                length += start - pos
+                content = messages[i]["content"]
+                spans.append((length, length + len(content)))
+                parts.append(content)
+                length += len(content)
+                pos = start + len(marks[i])
+            parts.append(framed[pos:])
+            return "".join(parts), spans
+        text = self.render(messages, add_generation_prompt)  # the template rewrote a placeholder
+        spans, pos = [], 0
+        for m in messages:
+            at = text.find(m["content"], pos)
+            if at < 0:
+                raise ChatTemplateError("the chat template changes message contents; cannot tell content from markup")
+            spans.append((at, at + len(m["content"])))
+            pos = at + len(m["content"])
+        return text, spans
 
     def render(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
         from jinja2.exceptions import TemplateError

@@ -507,9 +507,10 @@ class DynamicBatcher:
                 next(self._batch_ids), bucket_upper, len(live), padded_len, sum(lengths), started, t0, t1, wide
             )
             self._notify(info, False)
-            error = BatchFailedError(f"inference failed for a batch of {len(live)}: {type(exc).__name__}")
-            for item in live:
-                item.future.set_exception(error)
+            if len(live) > 1:
+                self._isolate(live, run, bucket_upper, wide)
+            else:
+                live[0].future.set_exception(BatchFailedError(f"inference failed for this input: {type(exc).__name__}"))
             return
         t1 = self._clock()
         info = BatchInfo(
@@ -522,6 +523,33 @@ class DynamicBatcher:
         for row, item in enumerate(live):
             item.future.set_result(ItemResult(outputs[row], info))
         self._notify(info, True)
+
+    def _isolate(self, items: list[_Item], run: RunFn, bucket_upper: int, wide: bool) -> None:
+        """A batch failed: run each item alone, so only the items that fail on their own fail.
+
+        One bad item (an input the model chokes on) then costs its own request a 500, never its
+        batch-mates'; a model that fails for everything fails each item again, at the price of
+        one extra single-row call per item of the failed batch (rare, bounded by the batch size)."""
+        for item in items:
+            padded_len = bucket_upper if self.pad_to == "bucket" else item.length
+            started = t0 = self._clock()
+            try:
+                row = np.asarray(run([item.payload], padded_len))
+                if row.ndim < 1 or row.shape[0] != 1:
+                    raise RuntimeError(f"the model returned shape {row.shape} for a batch of 1")
+            except Exception as exc:
+                info = BatchInfo(
+                    next(self._batch_ids), bucket_upper, 1, padded_len, item.length, started, t0, self._clock(), wide
+                )
+                self._notify(info, False)
+                log.warning("an item of a failed batch failed alone too: its request fails")
+                item.future.set_exception(BatchFailedError(f"inference failed for this input: {type(exc).__name__}"))
+                continue
+            info = BatchInfo(
+                next(self._batch_ids), bucket_upper, 1, padded_len, item.length, started, t0, self._clock(), wide
+            )
+            item.future.set_result(ItemResult(row[0], info))
+            self._notify(info, True)
 
     def _notify(self, info: BatchInfo, ok: bool) -> None:
         """Observers (metrics) are told after callers got their results; their bugs stay theirs."""

@@ -153,6 +153,7 @@ class GenerationRuntime:
             name=model.name.rsplit("/", 1)[-1],
             on_step=lambda info: self.metrics.observe_step(info),
             on_thread_start=model.bind_thread,
+            sampler=model.sampler,
         )
         self.batcher = self.scheduler
         self.metrics = metrics.for_generator(model.name, self.scheduler, model.memory_bytes)
