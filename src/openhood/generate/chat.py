@@ -11,9 +11,10 @@ another helper fails with a clear error instead of rendering something subtly di
 can read the template's markup with special tokens on and the contents with them off: a user
 who writes ``<|im_end|>`` gets those characters, never the control token (transformers'
 ``apply_chat_template`` + encode parses it, which lets a user close their turn and open a
-system turn). It renders once with a unique placeholder per content and puts the contents in
-afterwards; a template that transforms contents (trims, upper-cases) leaves its placeholder
-changed, and then the spans come from finding each content in a normal rendering.
+system turn). It renders once with a unique placeholder per content, puts the contents in
+afterwards and checks the result equals a normal rendering; where a template transforms
+contents (trims them), the spans come from finding each content in the normal rendering, and a
+content it rewrote beyond finding is refused (400 at the route) rather than guessed.
 """
 
 from __future__ import annotations
@@ -52,28 +53,24 @@ class ChatTemplate:
             [{**m, "content": mark} for m, mark in zip(messages, marks, strict=True)], add_generation_prompt
         )
         if all(framed.count(mark) == 1 for mark in marks) and framed.count(_OPEN) == len(marks):
-            parts, spans, pos = [], [], 0
-            at = {framed.index(mark): i for i, mark in enumerate(marks)}
-            length = 0
-            for start in sorted(at):
-                i = at[start]
-                parts.append(framed[pos:start])
-                length += start - pos
+            text, spans, pos = "", [], 0
+            for start, i in sorted((framed.index(mark), i) for i, mark in enumerate(marks)):
                 content = messages[i]["content"]
-                spans.append((length, length + len(content)))
-                parts.append(content)
-                length += len(content)
+                text += framed[pos:start]
+                spans.append((len(text), len(text) + len(content)))
+                text += content
                 pos = start + len(marks[i])
-            parts.append(framed[pos:])
-            return "".join(parts), spans
-        text = self.render(messages, add_generation_prompt)  # the template rewrote a placeholder
+            text += framed[pos:]
+            if text == self.render(messages, add_generation_prompt):  # contents went in unchanged
+                return text, spans
+        text = self.render(messages, add_generation_prompt)  # the template rewrote a content
         spans, pos = [], 0
         for m in messages:
-            at = text.find(m["content"], pos)
-            if at < 0:
+            found = text.find(m["content"], pos)
+            if found < 0:
                 raise ChatTemplateError("the chat template changes message contents; cannot tell content from markup")
-            spans.append((at, at + len(m["content"])))
-            pos = at + len(m["content"])
+            spans.append((found, found + len(m["content"])))
+            pos = found + len(m["content"])
         return text, spans
 
     def render(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
