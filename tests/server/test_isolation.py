@@ -288,3 +288,24 @@ def test_chat_content_never_becomes_control_tokens(srv, smollm2_gen):
             assert as_control == 1
         raw = c.post("/v1/completions", json={"model": "smollm2", "prompt": "<|im_start|>user\nHi", "max_tokens": 1})
         assert raw.json()["usage"]["prompt_tokens"] == len(tok.encode_list("<|im_start|>user\nHi"))  # raw: parsed
+
+
+@pytest.mark.parametrize("path", ["/v1/embeddings", "/v1/chat/completions", "/v1/completions", "/embed"])
+def test_malformed_bodies_get_the_same_error_on_every_route(srv, path):
+    # docs/server.md § Errors: one convention (condition → status → code) across route families;
+    # the TEI routes keep TEI's body shape ({"error", "error_type"}) with the same statuses.
+    with srv.client(timeout=TIMEOUT) as c:
+        for body, status, code in ((b'{"input": [1, 2', 400, "invalid_json"), (b"[1, 2]", 422, "invalid_schema")):
+            r = c.post(path, content=body, headers={"content-type": "application/json"})
+            error = r.json()["error"]
+            assert r.status_code == status, (path, r.text)
+            assert error["code"] == code if isinstance(error, dict) else r.json()["error_type"] == "Validation"
+
+
+def test_default_limits_agree_a_full_queue_drains_within_the_grace_period(srv):
+    # Item 9 of issue 31: every default start used to warn that the queue could outlast the grace
+    # period (~235 s vs 30 s). The queued tokens are now capped from the engine's measured speed.
+    lines = srv.log_lines()
+    assert not [e for e in lines if e.get("event") == "grace_check"]
+    caps = [e for e in lines if e.get("event") == "queue_cap"]
+    assert caps and all(e["drain_s"] <= 0.8 * 30 + 1e-6 and e["max_queue_tokens"] > 0 for e in caps)

@@ -124,6 +124,13 @@ def register(subparsers, environ=os.environ) -> None:
         "--max-queue", type=v.positive_int, default=d.max_queue, help="queued sequences before requests get 429"
     )
     p.add_argument(
+        "--max-queue-tokens",
+        type=v.positive_int,
+        default=d.max_queue_tokens,
+        help="queued tokens per model before requests get 429 (a request holding more: 413); default: what "
+        "the engine drains in 80%% of --grace-period, measured at start-up",
+    )
+    p.add_argument(
         "--max-inputs-per-request",
         "--max-client-batch-size",
         type=v.positive_int,
@@ -397,6 +404,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         short_lane_tokens=args.short_lane_tokens,
         wide_quiet_ms=args.wide_quiet_ms,
         max_queue=args.max_queue,
+        max_queue_tokens=args.max_queue_tokens,
         max_inputs_per_request=args.max_inputs_per_request,
         max_body_bytes=args.max_body_bytes,
         truncate=args.truncate,
