@@ -113,10 +113,11 @@ class Generator:
     load (~540 MB for SmolLM2-135M), faster for prefill and wide batches (docs/decoder.md)."""
 
     def __init__(self, path: str | Path | None = None, weights: str = DEFAULT_WEIGHTS):
-        from openhood.engine.llama import WEIGHT_MODES, Llama
+        from openhood.engine.models.llama import WEIGHT_MODES, Llama
         from openhood.formats.gguf import GGUFFile
         from openhood.generate.bundled import default_gguf_path
         from openhood.generate.chat import ChatTemplate
+        from openhood.process.resident import release_after_warm_up
         from openhood.tokenizer.bpe import BPETokenizer, spec_from_gguf
 
         if weights not in WEIGHT_MODES:  # before the tokenizer's few seconds of loading
@@ -126,6 +127,7 @@ class Generator:
         self.tokenizer = BPETokenizer(spec_from_gguf(g))
         self.weights = weights
         self.model = Llama.from_gguf(g, weights=weights)
+        self.model.after_warm_up = release_after_warm_up  # its first decode step frees the compiler's pages
         tok = self.tokenizer
         source = g.get("tokenizer.chat_template")
         name = lambda i: tok.tokens[i] if i is not None else ""  # noqa: E731

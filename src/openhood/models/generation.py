@@ -66,7 +66,7 @@ class ServedGenerator:
     def bind_thread(self) -> None:
         """Called once on the thread that will run the decoder: its BLAS thread count."""
         if self.threads:
-            from openhood.engine.blas import blas
+            from openhood.engine.kernels.blas import blas
 
             blas().set_threads_local(self.threads)
 
