@@ -6,6 +6,8 @@ sequence gets exactly one FinishEvent (no client ever waits for an answer that c
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from openhood.generate.generator import GenerationConfig, sample_next
@@ -13,7 +15,7 @@ from openhood.generate.sampling import SamplingParams
 from openhood.scheduler.generation import FinishEvent, GenerationScheduler
 from openhood.scheduler.policy import GenerationPolicy
 
-from .test_generation import EOS, MODEL, Collector, Letters, reference
+from .test_generation import EOS, MODEL, Collector, Letters, SlowCollector, reference
 
 GREEDY = SamplingParams(temperature=0.0)
 POISON = 7  # max_tokens of the sequences the planted faults pick
@@ -113,12 +115,12 @@ def test_a_forward_fault_fails_the_rows_it_carried_at_once_and_the_scheduler_ser
     decoder = DecoderFailingOn(poison_token)
     s = make(decoder=decoder)
     config = GenerationConfig(max_tokens=30, sampling=GREEDY)
-    running = [Collector() for _ in range(2)]
+    running = [SlowCollector(0.02) for _ in range(2)]  # 30 tokens take >= 0.6 s: still running below
     for p, k in zip(([1, 2, 3], [4, 5, 6]), running, strict=True):
         s.submit(p, config, k)
     s.start()
     while not all(k.events for k in running):  # both decode before the poisoned prompt arrives
-        pass
+        time.sleep(0.001)
     poisoned = Collector()
     s.submit([8, poison_token, 9], config, poisoned)
     fins = finishes([*running, poisoned])

@@ -102,7 +102,7 @@ class SequenceState:
         return out
 
 
-DEFAULT_WEIGHTS = "quantized"  # one of engine.llama.WEIGHT_MODES
+DEFAULT_WEIGHTS = "quantized"  # one of engine.models.llama.WEIGHT_MODES
 
 
 class Generator:

@@ -7,7 +7,7 @@ One worker thread owns the decoder and its KV cache (one slot per running sequen
    holds their reservation (prompt + ``max_tokens`` positions, so an admitted sequence can
    never run out of cache mid-answer); beyond the budget they wait, past ``max_waiting`` the
    caller gets ``QueueFullError`` (→ 429);
-3. one **packed forward** (``engine.llama``: rows are packed, not padded) over every running
+3. one **packed forward** (``engine.models.llama``: rows are packed, not padded) over every running
    sequence that has its prompt in the cache (each feeds its last sampled token, rows at
    different positions) *and* the next chunk of waiting prompts. The chunk is sized by
    ``StepBudget`` (``scheduler.step_budget``): with streams decoding, only as many prompt tokens
@@ -60,7 +60,7 @@ log = logging.getLogger("openhood.scheduler")
 
 
 class SlotCache(Protocol):
-    """The decoder's KV cache as the scheduler sees it (``engine.kv_cache.KVCache``)."""
+    """The decoder's KV cache as the scheduler sees it (``engine.models.kv_cache.KVCache``)."""
 
     lengths: np.ndarray  # (slots,) positions filled per slot
 
