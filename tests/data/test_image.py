@@ -277,3 +277,14 @@ def test_decode_cost_covers_the_measured_peak(tmp_path, kind, make):
     )
     print(f"{kind}: decode_cost {cost / 2**20:.1f} MiB, measured peak {peak / 2**20:.1f} MiB")
     assert peak <= cost <= 2 * peak + 8 * 2**20
+
+
+def test_decode_cost_reads_the_header_only():
+    """Costing an image decodes none of it: a PNG whose pixel data is cut off after the header
+    is costed (its decode fails later, in a worker)."""
+    spec = ImageSpec(resize_short=256, crop=224, resample="bilinear", **IMAGENET)
+    png = encode(photo(300, 200), "PNG")
+    cut = png[: png.index(b"IDAT") + 40]
+    assert decode_cost(cut, spec) == decode_cost(png, spec) == 300 * 200 * 4 + 8 * 256 * 300
+    with pytest.raises(CorruptImage):
+        preprocess(cut, spec)

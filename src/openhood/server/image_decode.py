@@ -9,10 +9,10 @@ budget always covers what the workers hold.
 
 Decoding in worker processes rather than threads: full-size pixels (~250 MB for one 62-Mpx
 PNG) never enter the server process, whose allocator kept the freed pages (five such PNGs
-decoded in threads: RSS +2.7 GB at the peak, +0.9 GB after; in two workers: +0.5 GB, +0.01 GB),
-and a decoder crash or an OOM kill costs one worker, which the pool replaces, retrying its image
-once. The price: ~30 MB of RSS per idle worker, ~0.3 s of imports per worker at start, and one
-copy of each 150 KB crop.
+decoded in threads: RSS +2.5–2.7 GB at the peak, +0.9–1.0 GB after; in two workers: +0.5 GB
+and +0.01 GB), and a decoder crash or an OOM kill costs one worker, which the pool replaces,
+retrying its image once. The price: ~40 MB of RSS per idle worker, ~0.3 s of imports per
+worker at start, and one copy of each 150 KB crop.
 """
 
 from __future__ import annotations
@@ -45,8 +45,7 @@ class ImageDecoder:
         """Every image decoded and cropped; the first bad one (by index) fails the request."""
         costs = [self.pre.cost(i, b) for i, b in enumerate(blobs)]  # header errors first, nothing reserved
         for i, cost in enumerate(costs):
-            if cost > self.budget.capacity:
-                await self.budget.acquire(cost, f"images[{i}]")  # the 413, before any other image waits
+            self.budget.check(cost, f"images[{i}]")  # the 413, before any other image waits
         results = await asyncio.gather(
             *(self._one(i, b, c) for i, (b, c) in enumerate(zip(blobs, costs, strict=True))), return_exceptions=True
         )

@@ -30,9 +30,8 @@ class PixelBudget:
         self.in_use = 0
         self._freed = asyncio.Event()  # set (and replaced) whenever bytes come back
 
-    async def acquire(self, nbytes: int, what: str) -> None:
-        """Reserve ``nbytes`` for ``what`` (e.g. "images[3]"): 413 if it can never fit, 503 if it
-        does not fit within ``wait_s``."""
+    def check(self, nbytes: int, what: str) -> None:
+        """413 when ``nbytes`` for ``what`` (e.g. "images[3]") can never fit."""
         if nbytes > self.capacity:
             raise APIError(
                 413,
@@ -42,6 +41,11 @@ class PixelBudget:
                 code="image_too_large",
                 param="images",
             )
+
+    async def acquire(self, nbytes: int, what: str) -> None:
+        """Reserve ``nbytes`` for ``what``: 413 if it can never fit, 503 if it does not fit
+        within ``wait_s``."""
+        self.check(nbytes, what)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.wait_s
         while self.in_use + nbytes > self.capacity:
