@@ -35,7 +35,7 @@ from fastapi import FastAPI, Request
 from starlette.responses import Response
 
 from openhood.data.image import CorruptImage, ImageTooLarge, NotAnImage
-from openhood.engine.cores import core_budget
+from openhood.engine.kernels.cores import core_budget
 from openhood.models.image_classify import BadImage, ClassifyAndEmbed, ImagePreprocessor
 from openhood.scheduler import length_label
 from openhood.server.body import read_body
