@@ -71,7 +71,13 @@ def segments(pid: int) -> list[str]:
 
 
 def decode_workers(pid: int) -> list[psutil.Process]:
-    return [p for p in psutil.Process(pid).children() if "openhood.data.worker" in " ".join(p.cmdline())]
+    """The server's live decode workers (a killed one is a zombie until the pool reaps it)."""
+    workers = []
+    for p in psutil.Process(pid).children():
+        with contextlib.suppress(psutil.Error):
+            if p.status() != psutil.STATUS_ZOMBIE and "openhood.data.worker" in " ".join(p.cmdline()):
+                workers.append(p)
+    return workers
 
 
 def tree_rss(pid: int) -> int:
