@@ -145,6 +145,13 @@ def register(subparsers, environ=os.environ) -> None:
         help="request body bytes; more: 413 before parsing",
     )
     p.add_argument(
+        "--image-memory-mb",
+        type=v.positive_int,
+        default=d.image_memory_mb,
+        help="MiB of decoded pixels for all in-flight images together (each reserves its decode's peak, "
+        "read from its header): beyond it images wait, then 503; one image needing more: 413",
+    )
+    p.add_argument(
         "--truncate",
         action=argparse.BooleanOptionalAction,
         default=d.truncate,
@@ -408,6 +415,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         max_inputs_per_request=args.max_inputs_per_request,
         max_body_bytes=args.max_body_bytes,
         truncate=args.truncate,
+        image_memory_mb=args.image_memory_mb,
         api_key=api_key,
         max_connections=args.max_connections,
         max_header_bytes=args.max_header_bytes,
