@@ -103,9 +103,8 @@ def architecture_names(text: str) -> tuple[set[str], set[str]]:
         for m in DOTTED.finditer(span):
             name = m["name"]
             first = name.removeprefix("openhood.").split(".", 1)[0]
-            if name.startswith("openhood.") or first in PACKAGES:
-                if not name.endswith((".py", ".md", ".toml")):
-                    dotted.add(name)
+            if (name.startswith("openhood.") or first in PACKAGES) and not name.endswith((".py", ".md", ".toml")):
+                dotted.add(name)
     return paths, dotted
 
 
@@ -136,6 +135,7 @@ def test_the_checks_find_a_missing_name():
         "| `engine/graph/` | `graph.py`, `nope.py` | x |\n"
     )
     assert {"models/features.py", "engine/topk.py", "engine/graph/nope.py"} <= paths
+    assert {"openhood.models.nope", "openhood.models.loading.task_for"} == dotted
     assert not resolve_path("models/features.py").exists() and not resolve_path("engine/topk.py").exists()
     assert not dotted_name_exists("openhood.models.nope")
     assert dotted_name_exists("openhood.models.loading.task_for") and dotted_name_exists("openhood.NUMBA_CACHE_DIR")
