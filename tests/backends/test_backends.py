@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from openhood.backends import Backend, load_backend, prepare_graph
-from openhood.engine.bert import load_bert
+from openhood.engine.models.bert import load_bert
 from openhood.formats.weights import UnsafeModelFormatError
 from openhood.models import default_model_dir
 
@@ -109,7 +109,7 @@ def test_pickle_weights_are_refused(tmp_path):
 
 
 def test_non_mean_pooling_is_refused(tmp_path):
-    from openhood.engine.bert import read_config
+    from openhood.engine.models.bert import read_config
 
     src = default_model_dir()
     (tmp_path / "config.json").write_bytes((src / "config.json").read_bytes())
