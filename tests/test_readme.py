@@ -36,6 +36,9 @@ SERVE = "openhood serve"
 SERVE_KNOBS = "--workers 1 --max-batch-tokens 512"  # start-up speed only: no answer changes
 READY_TIMEOUT_S = 240  # four models loading on busy shared cores
 COMMAND_TIMEOUT_S = 300
+# The module fixture runs every block inside the first test that asks for it: about a minute on
+# two quiet cores, several on a machine shared with other test runs.
+pytestmark = pytest.mark.timeout(900)
 
 
 @dataclass(frozen=True)
