@@ -37,6 +37,7 @@ from openhood.server.body import read_body
 from openhood.server.dispatch import observe_stages, submit_and_wait
 from openhood.server.errors import APIError, json_response
 from openhood.server.middleware import RequestRecord
+from openhood.server.openapi_images import IMAGE_CLASSIFY_RESPONSES, IMAGE_EMBEDDINGS_RESPONSES, IMAGES_REQUEST
 from openhood.server.state import ServerState
 
 TASK = "image-classify"
@@ -50,11 +51,11 @@ IMAGE_ERRORS: dict[type, tuple[int, str]] = {
 
 
 def register(app: FastAPI, state: ServerState) -> None:
-    @app.post("/v1/images/classify")
+    @app.post("/v1/images/classify", openapi_extra=IMAGES_REQUEST, responses=IMAGE_CLASSIFY_RESPONSES)
     async def classify(request: Request) -> Response:
         return await images(request, state, "classify")
 
-    @app.post("/v1/images/embeddings")
+    @app.post("/v1/images/embeddings", openapi_extra=IMAGES_REQUEST, responses=IMAGE_EMBEDDINGS_RESPONSES)
     async def embeddings(request: Request) -> Response:
         return await images(request, state, "embeddings")
 
