@@ -10,19 +10,31 @@ undecodable image is 415 or 422.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from openhood.server.openapi import ERRORS, json_body, request_body, responses
 from openhood.server.openapi_classify import ScoredLabel
+
+
+# One image in a JSON body: base64 of the file (``format: byte``, so the fuzz run sends decodable
+# base64 of arbitrary bytes and reaches the image decoder), or a data: URL carrying it.
+IMAGE_STRING: dict[str, Any] = {
+    "anyOf": [
+        {"type": "string", "format": "byte", "contentEncoding": "base64"},
+        {"type": "string", "pattern": "^data:[^,]*;base64,"},
+    ]
+}
 
 
 class ImagesBody(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     model: str | None = None
-    images: list[str] = Field(min_length=1, description="base64 image files, or data:image/…;base64,… URLs")
+    images: list[Annotated[str, WithJsonSchema(IMAGE_STRING)]] = Field(
+        min_length=1, description="base64 image files, or data:image/…;base64,… URLs"
+    )
     top_k: int = Field(default=5, ge=1, description="labels per image (classify only)")
 
 
