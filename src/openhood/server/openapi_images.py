@@ -17,7 +17,6 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from openhood.server.openapi import ERRORS, json_body, request_body, responses
 from openhood.server.openapi_classify import ScoredLabel
 
-
 # One image in a JSON body: base64 of the file (``format: byte``, so the fuzz run sends decodable
 # base64 of arbitrary bytes and reaches the image decoder), or a data: URL carrying it.
 IMAGE_STRING: dict[str, Any] = {
