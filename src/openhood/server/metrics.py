@@ -15,6 +15,7 @@ set fixed at start-up); process-wide ones (HTTP status per route, RSS, in-flight
   ``openhood_batch_padding_waste_ratio`` histograms and padding/real token counters.
 - ``openhood_wide_batches_total`` — batches that ran on the all-cores engine (scheduler's wide
   path): how often a lone request got every core.
+- ``openhood_image_decodes_in_flight`` — image requests decoding in the thread pool right now.
 - ``openhood_queue_depth``, ``openhood_in_flight_requests``, ``openhood_tokens_per_second``
   (last 10 s), ``openhood_process_rss_bytes`` gauges; batch outcomes, drops, rejections.
 - Generation (``generate`` models): ``openhood_generation_ttft_seconds`` and
@@ -166,6 +167,12 @@ class ServerMetrics:
         self.rss = Gauge("openhood_process_rss_bytes", "Resident set size of the server process", registry=r)
         self._process = psutil.Process()
         self.rss.set_function(lambda: self._process.memory_info().rss)
+        self.decodes_in_flight = Gauge(
+            "openhood_image_decodes_in_flight",
+            "Requests whose images are being decoded off the event loop (the decode pool's occupancy)",
+            m,
+            registry=r,
+        )
         self.ready = Gauge("openhood_ready", "1 when the model's last readiness probe passed", m, registry=r)
         self.ttft = Histogram(
             "openhood_generation_ttft_seconds",

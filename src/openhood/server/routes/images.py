@@ -134,7 +134,8 @@ async def images(request: Request, st: ServerState, kind: str) -> Response:
 
     t0 = time.monotonic_ns()
     try:  # decode off the event loop; the first bad image fails this request alone
-        prepared = await asyncio.to_thread(model.preprocessor.prepare, blobs)
+        with st.metrics.decodes_in_flight.labels(model.name).track_inprogress():
+            prepared = await asyncio.to_thread(model.preprocessor.prepare, blobs)
     except ValueError as exc:
         error = getattr(exc, "error", None)
         status, code = IMAGE_ERRORS.get(type(error), (400, "invalid_image"))
