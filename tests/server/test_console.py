@@ -144,8 +144,17 @@ def test_page_loads_only_from_loopback_within_its_weight(page, console_server):
         assert task in page.inner_text(f'[data-model="{name}"] h2')
 
 
+def card_boxes(page) -> list[dict]:
+    """Where every live-view card sits: numbers changing must not move any of them."""
+    return page.eval_on_selector_all(
+        "#live .card",
+        "(cards) => cards.map((c) => { const r = c.getBoundingClientRect(); return [r.x, r.y, r.width, r.height]; })",
+    )
+
+
 def test_live_numbers_move_while_loadtest_runs(page, console_server):
     before = float(card_value(page, "minilm", "total"))
+    boxes = card_boxes(page)
     loadtest = subprocess.Popen(
         [sys.executable, "-m", "openhood.cli", "loadtest", console_server.url, *LOADTEST_ARGS],
         stdout=subprocess.DEVNULL,
@@ -165,6 +174,7 @@ def test_live_numbers_move_while_loadtest_runs(page, console_server):
     # the sliding-window table has a P50 for the length bucket the load test's texts fall in
     p50s = page.locator('[data-model="minilm"] table td:nth-child(3)').all_inner_texts()
     assert any(v != "—" for v in p50s), p50s
+    assert card_boxes(page) == boxes  # no layout shift while the numbers changed
     # the batch-size chart drew bars
     heights = page.eval_on_selector_all(
         '[data-model="minilm"] svg.bars rect', "(rects) => rects.map((r) => Number(r.getAttribute('height')))"

@@ -33,6 +33,7 @@ from openhood.server.state import ServerState
 TICK_S = 1.0  # one snapshot a second for every browser together
 RATE_WINDOW_S = 5.0  # requests/s, errors/s, CPU and batch sizes: over the last 5 s of ticks
 RSS_HISTORY_S = 600.0  # the RSS trend fits the last 10 minutes of ticks
+RSS_TREND_MIN_S = 30.0  # and says nothing before 30 s of them: a line through a few seconds is noise
 # Readiness is the ``openhood_ready`` gauge that ``/health/ready`` sets; while a console listens it
 # also runs the same probe this often, so a server nobody probes does not read "not ready".
 PROBE_EVERY_S = 10.0
@@ -141,7 +142,9 @@ class ConsoleSampler:
         rss = total(cur, "openhood_process_rss_bytes")
         self._rss.append((now, rss))
         t = np.array([p[0] for p in self._rss]) - self._rss[0][0]
-        trend = fit_growth(t, np.array([p[1] for p in self._rss]), float(t[-1]) / 2, float(t[-1]))
+        trend = None
+        if t[-1] >= RSS_TREND_MIN_S:
+            trend = fit_growth(t, np.array([p[1] for p in self._rss]), float(t[-1]) / 2, float(t[-1]))
         unrouted = by_label(cur, "openhood_request_failures_total", "error", model="")
         return {
             "tick_s": TICK_S,
@@ -156,6 +159,7 @@ class ConsoleSampler:
                     "bytes_per_s": round(trend["slope_per_s"], 1),
                     "growth_pct": trend["growth_pct"],
                 },
+                "rss_trend_after_s": RSS_TREND_MIN_S,
                 "cpu_cores": rate("process_cpu_seconds_total"),
                 "in_flight": total(cur, "openhood_in_flight_requests"),
                 "unrouted_errors": unrouted,

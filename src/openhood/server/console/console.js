@@ -46,6 +46,23 @@
     return text;
   }
 
+  // A streamed response body, line by line as it arrives (server-sent events are "data: …" lines).
+  async function readLines(resp, onLine) {
+    const reader = resp.body.getReader();
+    const decoder = new TextDecoder();
+    let buf = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buf += decoder.decode(value, { stream: true });
+      let end;
+      while ((end = buf.indexOf("\n")) >= 0) {
+        onLine(buf.slice(0, end).trim());
+        buf = buf.slice(end + 1);
+      }
+    }
+  }
+
   async function postJSON(path, body) {
     const resp = await fetch(path, { method: "POST", headers: headers({ "Content-Type": "application/json" }), body: JSON.stringify(body) });
     if (!resp.ok) throw new Error(await apiError(resp));
@@ -113,21 +130,8 @@
     $("login").hidden = true;
     setStatus("live", "live");
     loadModels();
-    const reader = resp.body.getReader();
-    const decoder = new TextDecoder();
-    let buf = "";
     try {
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        buf += decoder.decode(value, { stream: true });
-        let end;
-        while ((end = buf.indexOf("\n\n")) >= 0) {
-          const event = buf.slice(0, end);
-          buf = buf.slice(end + 2);
-          for (const line of event.split("\n")) if (line.startsWith("data: ")) render(JSON.parse(line.slice(6)));
-        }
-      }
+      await readLines(resp, (line) => line.startsWith("data: ") && render(JSON.parse(line.slice(6))));
     } catch (e) {
       if (mine.signal.aborted) return;
     }
@@ -176,7 +180,7 @@
     text($("p-window"), fmt(snap.window_s, 0));
     const tr = p.rss_trend;
     text($("p-trend"), tr ? "trend: " + (tr.bytes_per_s >= 0 ? "+" : "") + fmt((tr.bytes_per_s * 60) / (1 << 20), 2) +
-      " MiB/min over " + fmt(tr.seconds, 0) + " s (" + fmt(tr.growth_pct, 2) + "% mid→now)" : "trend: collecting…");
+      " MiB/min over " + fmt(tr.seconds, 0) + " s (" + fmt(tr.growth_pct, 2) + "% mid→now)" : "trend: after " + fmt(p.rss_trend_after_s, 0) + " s of samples");
     const unrouted = Object.entries(p.unrouted_errors || {});
     text($("p-unrouted"), unrouted.length ? "refused before routing: " + unrouted.map(([c, n]) => c + " " + n).join(", ") : "\u00a0");
     spark($("s-rps"), push("rps", rps));
@@ -213,21 +217,24 @@
     if (m.task !== "generate") {
       const box = charts.appendChild(el("div"));
       barsTitle = box.appendChild(el("h3", {}, "batch sizes"));
-      bars = box.appendChild(el("svg:svg", { class: "bars", viewBox: "0 0 240 90", preserveAspectRatio: "none", role: "img", "aria-label": "batch size distribution" }));
+      bars = box.appendChild(el("svg:svg", { class: "bars", viewBox: "0 0 240 90", role: "img", "aria-label": "batch size distribution" }));
       m.batch_sizes.le.forEach((le, i) => {
         const w = 240 / m.batch_sizes.le.length;
         bars.append(el("svg:rect", { class: "bar", x: (i * w + 1).toFixed(1), y: "76", width: (w - 2).toFixed(1), height: "0" }));
-        bars.append(el("svg:text", { x: (i * w + w / 2).toFixed(1), y: "88", "text-anchor": "middle" }, le === "inf" ? "more" : "≤" + le));
+        bars.append(el("svg:text", { x: (i * w + w / 2).toFixed(1), y: "87", "text-anchor": "middle" }, le === "inf" ? ">" : le));
       });
     }
     const stageBox = charts.appendChild(el("div"));
     stageBox.append(el("h3", {}, "stage split, P50 ms"));
-    const stages = stageBox.appendChild(el("svg:svg", { class: "stages", viewBox: "0 0 240 46", preserveAspectRatio: "none", role: "img", "aria-label": "median time per stage" }));
+    const stages = stageBox.appendChild(el("svg:svg", { class: "stages", viewBox: "0 0 240 18", preserveAspectRatio: "none", "aria-hidden": "true" }));
+    const legend = stageBox.appendChild(el("div", { class: "legend" }));
     const stageRects = {}, stageTexts = {};
-    STAGES.forEach(([key, label], i) => {
-      stageRects[key] = stages.appendChild(el("svg:rect", { class: "st-" + key, x: "0", y: "2", width: "0", height: "18" }));
-      stageTexts[key] = stages.appendChild(el("svg:text", { x: String(i * 60), y: "36", class: "st-" + key }, label));
-    });
+    for (const [key, label] of STAGES) {
+      stageRects[key] = stages.appendChild(el("svg:rect", { class: "st-" + key, x: "0", y: "0", width: "0", height: "18" }));
+      const item = legend.appendChild(el("span"));
+      item.append(el("i", { class: "st-" + key }), label + " ");
+      stageTexts[key] = item.appendChild(el("b", { "data-k": "stage-" + key }, "—"));
+    }
     card.append(el("h3", {}, "latency by input length (tokens), sliding window"));
     const table = card.appendChild(el("table"));
     const head = table.appendChild(el("tr"));
@@ -252,6 +259,7 @@
       if (fields.kv) text(fields.kv, bytes(s.kv_cache_bytes));
       if (fields.decoding) text(fields.decoding, fmt(s.decoding, 0));
       const errs = Object.entries(s.errors);
+      errors.classList.toggle("none", !errs.length);
       text(errors, errs.length ? "errors: " + errs.map(([code, e]) => code + " " + fmt(e.total, 0) + " (" + fmt(e.per_s, 2) + "/s)").join(", ") : "no errors");
       if (bars) {
         const windowed = s.batch_sizes.window.reduce((a, b) => a + b, 0) > 0;
@@ -268,12 +276,12 @@
       const p50 = s.latency.stages_p50_ms;
       const sum = STAGES.reduce((a, [k]) => a + (p50[k] || 0), 0);
       let x = 0;
-      for (const [key, label] of STAGES) {
+      for (const [key] of STAGES) {
         const w = sum > 0 ? ((p50[key] || 0) / sum) * 240 : 0;
         stageRects[key].setAttribute("x", x.toFixed(1));
         stageRects[key].setAttribute("width", w.toFixed(1));
         x += w;
-        text(stageTexts[key], label + " " + fmt(p50[key], 1));
+        text(stageTexts[key], fmt(p50[key], 1));
       }
       for (const [label, cells] of Object.entries(rows)) {
         const r = s.latency.by_length[label] || {};
@@ -355,30 +363,19 @@
         }),
       });
       if (!resp.ok) throw new Error(await apiError(resp));
-      const reader = resp.body.getReader();
-      const decoder = new TextDecoder();
-      let buf = "";
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        buf += decoder.decode(value, { stream: true });
-        let end;
-        while ((end = buf.indexOf("\n")) >= 0) {
-          const line = buf.slice(0, end).trim();
-          buf = buf.slice(end + 1);
-          if (!line.startsWith("data: ") || line === "data: [DONE]") continue;
-          const chunk = JSON.parse(line.slice(6));
-          if (chunk.usage) usage = chunk.usage;
-          const piece = chunk.choices && chunk.choices[0] && chunk.choices[0].delta && chunk.choices[0].delta.content;
-          if (piece) {
-            last = performance.now();
-            if (first === null) first = last;
-            pieces += 1;
-            out.textContent += piece;
-            showStats();
-          }
+      await readLines(resp, (line) => {
+        if (!line.startsWith("data: ") || line === "data: [DONE]") return;
+        const chunk = JSON.parse(line.slice(6));
+        if (chunk.usage) usage = chunk.usage;
+        const piece = chunk.choices && chunk.choices[0] && chunk.choices[0].delta && chunk.choices[0].delta.content;
+        if (piece) {
+          last = performance.now();
+          if (first === null) first = last;
+          pieces += 1;
+          out.textContent += piece;
+          showStats();
         }
-      }
+      });
     } catch (err) {
       if (!chat.abort.signal.aborted) out.append(el("span", { class: "errors" }, " [" + err.message + "]"));
     }
