@@ -77,3 +77,27 @@ def test_rates_and_batch_sizes_come_from_the_registry():
     assert by_label(samples, "openhood_request_failures_total", "error", model="a") == {"queue_full": 2}
     assert counts[le.index("4")] == 2 and sum(counts) == 2  # per bucket, not cumulative
     assert snap["process"]["rss_bytes"] > 0 and snap["process"]["cpu_cores"] >= 0
+
+
+def test_a_failing_tick_is_logged_and_the_next_one_still_comes(monkeypatch, caplog):
+    monkeypatch.setattr(console_snapshot, "TICK_S", 0.02)
+    sampler = ConsoleSampler(fake_state())
+    real, calls = sampler.snapshot, []
+
+    def flaky(now: float) -> dict:
+        calls.append(now)
+        if len(calls) == 1:
+            raise RuntimeError("broken tick")
+        return real(now)
+
+    monkeypatch.setattr(sampler, "snapshot", flaky)
+
+    async def first() -> bytes:
+        updates = sampler.updates()
+        try:
+            return await anext(updates)
+        finally:
+            await updates.aclose()
+
+    assert b'"process"' in asyncio.run(asyncio.wait_for(first(), 5))
+    assert len(calls) >= 2 and "console snapshot failed" in caplog.text

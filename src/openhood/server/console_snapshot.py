@@ -18,6 +18,7 @@ fewer points), and the numbers are as fresh as the tick (1 s), not per request.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import defaultdict, deque
 from collections.abc import AsyncIterator
@@ -37,6 +38,8 @@ RSS_TREND_MIN_S = 30.0  # and says nothing before 30 s of them: a line through a
 # Readiness is the ``openhood_ready`` gauge that ``/health/ready`` sets; while a console listens it
 # also runs the same probe this often, so a server nobody probes does not read "not ready".
 PROBE_EVERY_S = 10.0
+
+log = logging.getLogger("openhood.server")
 
 Samples = dict[str, list[tuple[dict[str, str], float]]]  # sample name → (labels, value) per series
 
@@ -113,8 +116,11 @@ class ConsoleSampler:
             if start - self._probed_at >= PROBE_EVERY_S and (self._probe is None or self._probe.done()):
                 self._probed_at = start
                 self._probe = asyncio.ensure_future(self._check_readiness())
-            self.latest = orjson.dumps(self.snapshot(start))
-            self.seq += 1
+            try:
+                self.latest = orjson.dumps(self.snapshot(start))
+                self.seq += 1
+            except Exception:  # a broken tick must not end every console's stream: log it, try the next
+                log.exception("console snapshot failed")
             tick, self._tick = self._tick, asyncio.Event()
             tick.set()
             await asyncio.sleep(max(0.0, TICK_S - (time.monotonic() - start)))
