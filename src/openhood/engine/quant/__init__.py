@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from openhood.engine.graph import Graph
+    from openhood.engine.graph.graph import Graph
 
 PRECISIONS = ("fp32", "fp16", "int8")
 
