@@ -24,7 +24,7 @@ import httpx
 from PIL import Image
 from playwright.sync_api import Page, sync_playwright
 
-from openhood.engine.efficientnet import bundled_checkpoint
+from openhood.engine.models.efficientnet import bundled_checkpoint
 from openhood.generate.bundled import default_gguf_path
 from openhood.models import default_model_dir
 from openhood.server.console_snapshot import RSS_TREND_MIN_S
