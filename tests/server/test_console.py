@@ -182,6 +182,16 @@ def test_live_numbers_move_while_loadtest_runs(page, console_server):
     assert max(heights) > 0, heights
 
 
+def test_a_closed_tab_ends_its_stream(browser, page, console_server):
+    consoles = "() => document.getElementById('p-consoles').textContent"
+    page.wait_for_function(f"{consoles} === '1'")
+    other = open_console(browser, console_server.url)
+    ticks_at_least(other, 1)
+    page.wait_for_function(f"{consoles} === '2'")  # the server counts both streams
+    other.context.close()
+    page.wait_for_function(f"{consoles} === '1'")  # and forgets the closed tab's within a tick
+
+
 def test_chat_answer_streams_into_the_page(page):
     page.focus("#tab-live")
     page.keyboard.press("ArrowRight")  # the tabs are keyboard-driven

@@ -168,6 +168,7 @@ class ConsoleSampler:
                 "rss_trend_after_s": RSS_TREND_MIN_S,
                 "cpu_cores": rate("process_cpu_seconds_total"),
                 "in_flight": total(cur, "openhood_in_flight_requests"),
+                "console_streams": self.listeners,  # this page's own cost: how many consoles listen
                 "unrouted_errors": unrouted,
             },
             "models": {name: self._model(name, cur, base, dt) for name in st.runtimes},

@@ -177,6 +177,7 @@
     text($("p-cpu"), fmt(p.cpu_cores, 2));
     text($("p-rss"), bytes(p.rss_bytes));
     text($("p-inflight"), fmt(p.in_flight, 0));
+    text($("p-consoles"), fmt(p.console_streams, 0));
     text($("p-window"), fmt(snap.window_s, 0));
     const tr = p.rss_trend;
     text($("p-trend"), tr ? "trend: " + (tr.bytes_per_s >= 0 ? "+" : "") + fmt((tr.bytes_per_s * 60) / (1 << 20), 2) +
