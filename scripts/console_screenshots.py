@@ -37,7 +37,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 CHROMIUM_ARGS += ["--disable-sync", "--no-first-run"]
 # Bounded traffic for the live view: 12 requests/s for 8 s, at most 120 requests.
 LOADTEST_ARGS = ["--rate", "12", "--duration", "8", "--warmup", "0", "--quiet", "--model", "minilm"]
-LOADTEST_ARGS += ["--max-requests", "120"]
+LOADTEST_ARGS += ["--max-requests", "120", "--timeout", "30"]  # no give-ups on a busy machine
 SERVE_ARGS = ["--log-level", "warning", "--workers", "1", "--threads", "1", "--buckets", "32,64"]
 SERVE_ARGS += ["--max-body-bytes", str(1 << 22), "--gen-max-context", "512"]
 # A "7" on the 8×8 grid, as cell indices (row * 8 + column).
