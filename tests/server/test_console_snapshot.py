@@ -101,3 +101,23 @@ def test_a_failing_tick_is_logged_and_the_next_one_still_comes(monkeypatch, capl
 
     assert b'"process"' in asyncio.run(asyncio.wait_for(first(), 5))
     assert len(calls) >= 2 and "console snapshot failed" in caplog.text
+
+
+def test_a_listener_after_a_pause_gets_a_fresh_snapshot_not_the_last_one(monkeypatch):
+    monkeypatch.setattr(console_snapshot, "TICK_S", 0.02)
+
+    async def run() -> tuple[int, int]:
+        sampler = ConsoleSampler(fake_state())
+        updates = sampler.updates()
+        await anext(updates)
+        await updates.aclose()
+        await asyncio.sleep(0.1)  # nobody listens: the sampler stops
+        before = sampler.seq
+        updates = sampler.updates()
+        await anext(updates)
+        after = sampler.seq
+        await updates.aclose()
+        return before, after
+
+    before, after = asyncio.run(asyncio.wait_for(run(), 5))
+    assert after == before + 1

@@ -97,10 +97,11 @@ class ConsoleSampler:
         """The newest snapshot once per tick until the server drains; ticks this listener was too
         slow to take are skipped, not queued."""
         self.listeners += 1
-        if self._task is None or self._task.done():
+        restart = self._task is None or self._task.done()
+        if restart:
             self._task = asyncio.ensure_future(self._run())
         try:
-            seen = 0
+            seen = self.seq if restart else 0  # after a pause the last snapshot is stale: wait for a fresh one
             while not self.state.lifecycle.draining:
                 if self.seq == seen:
                     await self._tick.wait()
