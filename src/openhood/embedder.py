@@ -31,12 +31,13 @@ from typing import TextIO
 import numpy as np
 
 from openhood.models import EngineOptions, ModelSpec, ServedModel, load_model
+from openhood.models.tasks import Task
 from openhood.models.text import TextPreprocessor
 
 
 class Embedder:
     def __init__(self, model: ServedModel):
-        if model.task != "embed":
+        if model.task != Task.EMBED:
             raise ValueError(f"model {model.name!r} does the {model.task!r} task, not embed")
         self.model = model
         self.model_name = model.name
@@ -60,7 +61,10 @@ class Embedder:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         options = EngineOptions(backend=backend, precision=precision, threads=threads, fusion=fusion, workers=workers)
-        return cls(load_model(ModelSpec(path=None if path is None else str(path)), options))
+        model = load_model(ModelSpec(path=None if path is None else str(path)), options)
+        if not isinstance(model, ServedModel):
+            raise ValueError(f"{model.name} does the {model.task} task: an Embedder needs a text embedding model")
+        return cls(model)
 
     @property
     def tokenizer(self):

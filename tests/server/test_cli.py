@@ -84,9 +84,9 @@ def test_buckets_command_derives_r2_buckets(tmp_path, capsys):
     out = capsys.readouterr().out
     from openhood.models import default_model_dir
     from openhood.scheduler import LengthBuckets
-    from openhood.tokenizer import Tokenizer
+    from openhood.tokenizer import WordPieceTokenizer
 
-    lengths = Tokenizer.from_pretrained(default_model_dir()).encode_batch(texts).lengths
+    lengths = WordPieceTokenizer.from_pretrained(default_model_dir()).encode_batch(texts).lengths
     expected = LengthBuckets.from_lengths(lengths, 256)
     assert f"--buckets {expected}\n" in out and expected.bounds[-1] == 256
     share = float(out.split("first two buckets hold ")[1].split("%")[0])

@@ -512,7 +512,8 @@ def load_served_models(config: ServerConfig, specs: list) -> list:
             m.memory_bytes / 2**20,
         )
     if planted_leak.enabled():
-        log.warning("TEST-ONLY planted memory leak active (%s=1): every embeddings request leaks", planted_leak.ENV_VAR)
+        log.warning("TEST-ONLY planted memory leak active (%s=1): every embedding batch leaks", planted_leak.ENV_VAR)
+        planted_leak.install(models)
     faults = parse_faults(os.environ.get(ENV_VAR))
     if faults:
         log.warning("TEST-ONLY fault injection active: %s", sorted(faults))
@@ -556,6 +557,7 @@ def serve(config: ServerConfig, models: list) -> int:
 
     import uvicorn
 
+    from openhood.models.tasks import Task
     from openhood.server.app import create_app
     from openhood.server.lifecycle import DrainingServer, Lifecycle
     from openhood.server.limits import limited_protocol
@@ -598,7 +600,7 @@ def serve(config: ServerConfig, models: list) -> int:
         timeout_graceful_shutdown=max(1, int(config.grace_period_s)),
     )
     # Generation streams are cut (finish_reason "length") rather than refused: leave room for a step.
-    lead = min(GENERATION_CUT_LEAD_S, config.grace_period_s / 4) if "generate" in state.tasks else None
+    lead = min(GENERATION_CUT_LEAD_S, config.grace_period_s / 4) if Task.GENERATE in state.tasks else None
     server = DrainingServer(uv_config, lifecycle, config.grace_period_s, state.stop, cut_lead_s=lead)
     server.run()
     state.close()  # release the engines' thread pools and weights only after the workers stopped
@@ -617,10 +619,10 @@ def run_buckets(args: argparse.Namespace) -> int:
     from openhood.engine.models.bert import read_config
     from openhood.models import resolve_model_dir
     from openhood.scheduler import LengthBuckets
-    from openhood.tokenizer import Tokenizer
+    from openhood.tokenizer import WordPieceTokenizer
 
     folder = resolve_model_dir(args.model)
-    tokenizer = Tokenizer.from_pretrained(folder)
+    tokenizer = WordPieceTokenizer.from_pretrained(folder)
     texts = read_texts(args.corpus, limit=args.limit or None)
     lengths = np.asarray(tokenizer.encode_batch(texts, max_length=None).lengths)
     max_length = read_config(folder).max_length  # the same clamp the served model uses

@@ -47,14 +47,14 @@ def register(subparsers) -> None:
 
 def _load(model: str | None):
     from openhood.models import resolve_model_dir
-    from openhood.tokenizer import Tokenizer
+    from openhood.tokenizer import WordPieceTokenizer
 
     if model and model.endswith(".gguf"):
         from openhood.tokenizer.bpe import BPETokenizer
 
-        return BPETokenizer.from_file(model)
+        return BPETokenizer.from_pretrained(model)
     path = Path(model) if model and Path(model).is_file() else resolve_model_dir(model)
-    return Tokenizer.from_pretrained(path)
+    return WordPieceTokenizer.from_pretrained(path)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -31,8 +31,9 @@ from openhood.data import image
 from openhood.data.image import ImageError, ImageSpec
 from openhood.models.options import EngineOptions, worker_backends
 from openhood.models.served import OutputSpec, Prepared, ServedModel
+from openhood.models.tasks import Task
 
-TASK = "image-classify"
+TASK = Task.IMAGE_CLASSIFY
 
 
 class BadImage(ValueError):

@@ -29,6 +29,7 @@ import orjson
 from prometheus_client import CollectorRegistry
 
 from openhood.growth import fit_growth
+from openhood.models.tasks import Task
 from openhood.server.state import ServerState
 
 TICK_S = 1.0  # one snapshot a second for every browser together
@@ -184,7 +185,7 @@ class ConsoleSampler:
         _, sizes_base = histogram(base, "openhood_batch_size", name)
         table = rt.metrics.window.table()
         why = self._not_ready(
-            rt.batcher.worker_alive, rt.batcher.busy_for_s(), total(cur, "openhood_ready", model=name)
+            rt.scheduler.worker_alive, rt.scheduler.busy_for_s(), total(cur, "openhood_ready", model=name)
         )
         out: dict[str, Any] = {
             "task": rt.model.task,
@@ -218,11 +219,11 @@ class ConsoleSampler:
                 },
             },
         }
-        if rt.model.task == "generate":
+        if rt.model.task is Task.GENERATE:
             out["running_sequences"] = total(cur, "openhood_generation_running_sequences", model=name)
             out["waiting_sequences"] = total(cur, "openhood_generation_waiting_sequences", model=name)
             out["kv_cache_bytes"] = total(cur, "openhood_kv_cache_bytes_used", model=name)
-        if rt.model.task == "image-classify":
+        if rt.model.task is Task.IMAGE_CLASSIFY:
             out["decoding"] = total(cur, "openhood_image_decodes_in_flight", model=name)
         return out
 

@@ -32,14 +32,15 @@ from starlette.responses import Response
 
 from openhood.data.image import CorruptImage, ImageTooLarge, NotAnImage
 from openhood.models.image_classify import ClassifyAndEmbed
+from openhood.models.tasks import Task
 from openhood.scheduler import length_label
 from openhood.server.body import read_body
-from openhood.server.dispatch import observe_stages, submit_and_wait
 from openhood.server.errors import APIError, json_response
+from openhood.server.infer import observe_stages, submit_and_wait
 from openhood.server.middleware import RequestRecord
 from openhood.server.state import ServerState
 
-TASK = "image-classify"
+TASK = Task.IMAGE_CLASSIFY
 DEFAULT_TOP_K = 5
 # data.image error type → (HTTP status, error code)
 IMAGE_ERRORS: dict[type, tuple[int, str]] = {
