@@ -132,6 +132,8 @@ def test_page_loads_only_from_loopback_within_its_weight(page, console_server):
         ("digits", "classify"),
     ]:
         assert task in page.inner_text(f'[data-model="{name}"] h2')
+    busy, workers = card_value(page, "effnet", "decoding").split(" / ")  # the image model's decode pool
+    assert int(busy) >= 0 and int(workers) >= 1
 
 
 def card_boxes(page) -> list[dict]:

@@ -224,7 +224,11 @@ class ConsoleSampler:
             out["waiting_sequences"] = total(cur, "openhood_generation_waiting_sequences", model=name)
             out["kv_cache_bytes"] = total(cur, "openhood_kv_cache_bytes_used", model=name)
         if rt.model.task is Task.IMAGE_CLASSIFY:
-            out["decoding"] = total(cur, "openhood_image_decodes_in_flight", model=name)
+            out["decode_pool"] = {
+                "workers": total(cur, "openhood_image_decode_workers", model=name),
+                "busy": total(cur, "openhood_image_decode_workers_busy", model=name),
+                "pending": total(cur, "openhood_image_decode_pending", model=name),
+            }
         return out
 
     def _not_ready(self, alive: bool, busy_s: float, gauge: float) -> str | None:

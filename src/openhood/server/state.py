@@ -257,6 +257,7 @@ class ServerState:
         self.route_labels: set[str] = set()  # paths the app serves: the metrics' bounded route label
         # API paths outside /v1/ (the TEI routes): auth, drain gate, in-flight count and access log apply.
         self.api_paths: set[str] = set()
+        self.closers: list[Callable[[], None]] = []  # what routes started beside the models (decode pools)
 
     @property
     def tasks(self) -> list[Task]:
@@ -314,6 +315,8 @@ class ServerState:
         return stopped
 
     def close(self) -> None:
-        """Release every model's engines; only after the workers stopped."""
+        """Release every model's engines (only after the workers stopped) and what routes started."""
         for rt in self.runtimes.values():
             rt.model.close()
+        for close in self.closers:
+            close()

@@ -211,7 +211,8 @@
     addField("tps", m.task === "generate" ? "tokens/s generated" : m.task === "embed" ? "tokens/s" : "items/s");
     if (m.task === "generate") addField("running", "running sequences");
     if (m.task === "generate") addField("kv", "KV cache used");
-    if (m.task === "image-classify") addField("decoding", "decoding now");
+    if (m.task === "image-classify") addField("decoding", "decode pool busy");
+    if (m.task === "image-classify") addField("pending", "images waiting to decode");
     const errors = card.appendChild(el("div", { class: "errors", "aria-live": "polite" }, ""));
     const charts = card.appendChild(el("div", { class: "charts" }));
     let bars = null, barsTitle = null;
@@ -258,7 +259,8 @@
       text(fields.tps, fmt(s.tokens_per_s));
       if (fields.running) text(fields.running, fmt(s.running_sequences, 0));
       if (fields.kv) text(fields.kv, bytes(s.kv_cache_bytes));
-      if (fields.decoding) text(fields.decoding, fmt(s.decoding, 0));
+      if (fields.decoding) text(fields.decoding, fmt(s.decode_pool.busy, 0) + " / " + fmt(s.decode_pool.workers, 0));
+      if (fields.pending) text(fields.pending, fmt(s.decode_pool.pending, 0));
       const errs = Object.entries(s.errors);
       errors.classList.toggle("none", !errs.length);
       text(errors, errs.length ? "errors: " + errs.map(([code, e]) => code + " " + fmt(e.total, 0) + " (" + fmt(e.per_s, 2) + "/s)").join(", ") : "no errors");
