@@ -15,6 +15,8 @@ set fixed at start-up); process-wide ones (HTTP status per route, RSS, in-flight
   ``openhood_batch_padding_waste_ratio`` histograms and padding/real token counters.
 - ``openhood_wide_batches_total`` — batches that ran on the all-cores engine (scheduler's wide
   path): how often a lone request got every core.
+- ``openhood_image_decode_workers``, ``…_workers_busy``, ``openhood_image_decode_pending`` — an
+  ``image-classify`` model's decode pool: its size, how many workers decode now, what waits.
 - ``openhood_queue_depth``, ``openhood_in_flight_requests``, ``openhood_tokens_per_second``
   (last 10 s), ``openhood_process_rss_bytes`` gauges; batch outcomes, drops, rejections.
 - Generation (``generate`` models): ``openhood_generation_ttft_seconds`` and
@@ -166,6 +168,15 @@ class ServerMetrics:
         self.rss = Gauge("openhood_process_rss_bytes", "Resident set size of the server process", registry=r)
         self._process = psutil.Process()
         self.rss.set_function(lambda: self._process.memory_info().rss)
+        self.decode_workers = Gauge(
+            "openhood_image_decode_workers", "Worker processes of the model's image decode pool", m, registry=r
+        )
+        self.decode_busy = Gauge(
+            "openhood_image_decode_workers_busy", "Decode pool workers decoding an image now", m, registry=r
+        )
+        self.decode_pending = Gauge(
+            "openhood_image_decode_pending", "Images waiting for a decode pool worker or slot", m, registry=r
+        )
         self.ready = Gauge("openhood_ready", "1 when the model's last readiness probe passed", m, registry=r)
         self.ttft = Histogram(
             "openhood_generation_ttft_seconds",
@@ -217,6 +228,12 @@ class ServerMetrics:
 
     def for_generator(self, name: str, scheduler: GenerationScheduler, memory_bytes: int = 0) -> GenerationMetrics:
         return GenerationMetrics(self, name, scheduler, memory_bytes)
+
+    def watch_decode_pool(self, name: str, stats: Callable[[], dict[str, Any]], workers: int) -> None:
+        """The decode pool gauges of image model ``name``, read from ``stats()`` (``DecodePool.stats``) at scrape time."""
+        self.decode_workers.labels(name).set(workers)
+        self.decode_busy.labels(name).set_function(lambda: len(stats()["busy"]))
+        self.decode_pending.labels(name).set_function(lambda: stats()["pending"])
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

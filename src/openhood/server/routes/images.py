@@ -69,6 +69,7 @@ def register(app: FastAPI, state: ServerState) -> None:
             pre = cast(ImagePreprocessor, rt.model.preprocessor)
             decoders[name] = ImageDecoder(pre, budget, workers=workers, queue_depth=config.max_queue)
             state.closers.append(decoders[name].close)
+            state.metrics.watch_decode_pool(name, decoders[name].pool.stats, workers)
 
     @app.post("/v1/images/classify", openapi_extra=IMAGES_REQUEST, responses=IMAGE_CLASSIFY_RESPONSES)
     async def classify(request: Request) -> Response:
