@@ -181,6 +181,27 @@ def test_request_head_limits(limited, request_bytes, status):
     assert httpx.get(limited.url + "/health/ready", timeout=10).status_code == 200
 
 
+@pytest.mark.parametrize("piece", [None, 4096], ids=["one-write", "4k-pieces"])
+def test_oversized_head_is_431_however_it_arrives(limited, piece):
+    """Issue 31 item 6: a head over --max-header-bytes (8 KiB here) is 431 whether it arrives in
+    one write (the whole head parsed in one read, before any per-read check ran) or in pieces."""
+    head = b"GET /health/live HTTP/1.1\r\nHost: t\r\nX-Big: " + b"a" * 30_000 + b"\r\n\r\n"
+    s = raw(limited)
+    try:
+        if piece is None:
+            s.sendall(head)
+        else:
+            for i in range(0, len(head), piece):
+                s.sendall(head[i : i + piece])
+                time.sleep(0.01)
+    except (ConnectionResetError, BrokenPipeError):
+        pass  # refused mid-head: the answer is already in the socket
+    response = read_all(s)
+    assert status_of(response) == 431, response[:200]
+    assert b"header_fields_too_large" in response
+    assert httpx.get(limited.url + "/health/ready", timeout=10).status_code == 200
+
+
 def test_idle_connections_are_closed_and_capped(limited):
     """Finding 4: a silent connection is closed at the head timeout; beyond --max-connections a
     new one is refused with 503 at once (never a hang); the server stays ready throughout."""
