@@ -517,6 +517,7 @@ def run_serve(args: argparse.Namespace) -> int:
     import sys
 
     from openhood.engine.allocator import apply_malloc_policy
+    from openhood.formats.errors import ModelFileError
     from openhood.models import ModelNotFoundError, ModelSpecError
     from openhood.server.logs import configure_logging
 
@@ -535,7 +536,7 @@ def run_serve(args: argparse.Namespace) -> int:
     configure_logging(config.log_level)
     try:
         models = load_served_models(config, specs)
-    except (ModelNotFoundError, ModelSpecError) as exc:
+    except (ModelNotFoundError, ModelSpecError, ModelFileError) as exc:
         print(f"openhood serve: error: {exc}", file=sys.stderr)  # the one line a usage mistake gets
         return 2
     logging.getLogger("openhood.server").info("malloc policy: %s", malloc_policy)
