@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-
 EMPTY_TEXT_CODE = "empty_string"  # the error code of a text that is blank (server and batch alike)
 
 
