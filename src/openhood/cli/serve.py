@@ -546,9 +546,11 @@ def run_serve(args: argparse.Namespace) -> int:
 def serve(config: ServerConfig, models: list) -> int:
     """Run the server on ``models`` until a signal drains it; 0 after a clean drain."""
     import logging
+    import sys
 
     import uvicorn
 
+    from openhood.scheduler.batcher import BatchSettingsError
     from openhood.server.app import create_app
     from openhood.server.lifecycle import DrainingServer, Lifecycle
     from openhood.server.limits import limited_protocol
@@ -557,7 +559,13 @@ def serve(config: ServerConfig, models: list) -> int:
     log = logging.getLogger("openhood.server")
     tracer, provider = make_tracer()
     lifecycle = Lifecycle()
-    app = create_app(config, models, tracer=tracer, lifecycle=lifecycle)
+    try:
+        app = create_app(config, models, tracer=tracer, lifecycle=lifecycle)
+    except BatchSettingsError as exc:  # a flag that cannot serve a loaded model (--max-batch-tokens)
+        for m in models:
+            m.close()
+        print(f"openhood serve: error: {exc}", file=sys.stderr)
+        return 2
     state = app.state.openhood
     log.info("auth: %s", "on" if config.api_key else "off")  # whether, never what
     for rt in state.runtimes.values():
