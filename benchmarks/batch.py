@@ -162,7 +162,7 @@ def main() -> None:
     skip = set(filter(None, args.skip.split(",")))
 
     from openhood.corpus import read_texts
-    from openhood.engine.cores import available_cores
+    from openhood.engine.kernels.cores import available_cores
 
     cores = available_cores()
     texts = read_texts(args.corpus, limit=max(args.texts, args.rss_texts * 10))

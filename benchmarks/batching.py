@@ -12,7 +12,7 @@ The server's defaults rest on two measurements, both made here on dev-corpus tex
    uses on 2 cores.
 3. **Padding-free execution** (NumPy, ``--packing``): the same texts in *arrival order*, cut into
    batches of ≤ 512 padded tokens (what a server's FIFO batches look like, every row padded to
-   its batch's longest), two 1-thread engines side by side, with ``engine.packing`` on and
+   its batch's longest), two 1-thread engines side by side, with ``engine.graph.packing`` on and
    off, rounds alternating; the share of padding in those batches is printed beside.
 
 Backends are run one after the other, each batch list twice; the best round counts.
@@ -70,7 +70,7 @@ def run_side_by_side(backends, batches) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     from openhood.corpus import read_texts
-    from openhood.engine.cores import available_cores
+    from openhood.engine.kernels.cores import available_cores
     from openhood.models import EngineOptions, ModelSpec, load_model, resolve_model_dir
     from openhood.tokenizer import Tokenizer
 
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def packing_rows(halves, rb_arrival, rounds: int) -> None:
     """Section 3: arrival-order ≤ 512-token batches, padded rows vs padding-free, alternating."""
-    from openhood.engine import packing
+    from openhood.engine.graph import packing
 
     batches = pack(rb_arrival, 512)
     real = sum(int(m.sum()) for _, m in batches)

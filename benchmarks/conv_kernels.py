@@ -1,10 +1,10 @@
 """The SIMD conv kernels against the paths they replaced, one thread, on EfficientNet-Lite0's shapes.
 
-docs/vision.md quotes these: the depthwise conv through ``engine.depthwise_simd`` (interior
+docs/vision.md quotes these: the depthwise conv through ``engine.kernels.depthwise_simd`` (interior
 pixels) vs the numba kernel alone (``conv.SIMD_DEPTHWISE = False``), in GMAC/s; the 3×3/2 stem
 through the SIMD dense kernel vs im2col + sgemm (``conv.SIMD_DENSE = False``), in ms. Bias and
 ReLU6 fused in both. The 1×1 convs (batch 1's MBConv expand/project and head shapes) through
-``engine.pointwise_simd`` (bias + residual + clip in the store) vs sgemm + the separate
+``engine.kernels.pointwise_simd`` (bias + residual + clip in the store) vs sgemm + the separate
 epilogue pass (``conv.SIMD_POINTWISE = False``), in GFLOP/s. Best of ``--repeats`` after one
 warm-up call, interleaved.
 
@@ -52,9 +52,9 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=5)
     args = p.parse_args()
 
-    from openhood.engine import conv
-    from openhood.engine.linear import Linear
-    from openhood.engine.parallel import RowSplitter
+    from openhood.engine.graph import conv
+    from openhood.engine.kernels.linear import Linear
+    from openhood.engine.kernels.parallel import RowSplitter
 
     rng = np.random.default_rng(0)
     sp = RowSplitter(1)

@@ -133,9 +133,10 @@ def bench_transformers(hf_model, prompt, steps: int) -> tuple[float, float]:
 
 RSS_CHILD = """
 import json, sys, numpy as np
-from openhood.engine.allocator import apply_malloc_policy
+from openhood.process.allocator import apply_malloc_policy
 policy = apply_malloc_policy(sys.argv[5])
-from openhood.engine.llama import Llama
+from openhood.engine.models.llama import Llama
+from openhood.process import resident
 mode = sys.argv[4]
 def rss(field='VmRSS'):
     for line in open('/proc/self/status'):
@@ -144,12 +145,12 @@ def rss(field='VmRSS'):
 path, steps = sys.argv[1], int(sys.argv[2])
 prompts = [c['ids'] for c in json.load(open(sys.argv[3]))['cases']][:16]
 m = Llama.from_gguf(path, weights=mode)
+m.after_warm_up = resident.release_after_warm_up  # as generate.Generator wires it
 after_load = rss()
 cache = m.new_cache(16, max(map(len, prompts)) + steps + 1)
 lg = m.forward([np.array(p) for p in prompts], list(range(16)), cache)
 for _ in range(steps):
     lg = m.forward([np.array([int(t)]) for t in lg.argmax(axis=1)], list(range(16)), cache)
-from openhood.engine import resident  # the first decode step released the compiler's pages
 print(json.dumps({'policy': policy, 'after_load': after_load, 'after_generate': rss(), 'anon': rss('RssAnon'), 'file': rss('RssFile'),
                   'kv_used': int(cache.lengths.sum()) * cache.bytes_per_token, 'kv_alloc': cache.nbytes, 'weights': m.weight_bytes,
                   'released': resident._released.compiler_bytes if resident._released else 0}))
@@ -186,7 +187,7 @@ def bench_rss(path: Path, steps: int) -> None:
         check=True,
         timeout=600,
     )
-    # "pinned" is what `openhood generate` does (engine/allocator.py); "default" is glibc's own
+    # "pinned" is what `openhood generate` does (process/allocator.py); "default" is glibc's own
     # policy, shown for the quantized weights to give the heap fragments' share.
     for mode, malloc in (("float32", "pinned"), ("quantized", "pinned"), ("quantized", "default")):
         out = subprocess.run(
@@ -217,7 +218,7 @@ def bench_rss(path: Path, steps: int) -> None:
         )
     _table(
         "Memory (fresh process per weight mode, 16 sequences generated; RSS = anonymous + file-backed pages; "
-        "the JIT compiler's clean pages are released after the first decode step, engine/resident.py)",
+        "the JIT compiler's clean pages are released after the first decode step, process/resident.py)",
         [
             "weights",
             "GGUF MB",
@@ -237,7 +238,7 @@ def bench_rss(path: Path, steps: int) -> None:
 
 
 def bench_profile(model, steps: int) -> None:
-    from openhood.engine.llama_profile import measure_bandwidth, profile_decode, profile_table
+    from llama_profile import measure_bandwidth, profile_decode, profile_table  # benchmarks/, this script's folder
 
     bw = measure_bandwidth()
     laps, wall = profile_decode(model, batch=1, prompt_len=32, steps=steps)
@@ -265,8 +266,7 @@ def bench_profile(model, steps: int) -> None:
 
 def bench_parity(model) -> None:
     import numpy as np
-
-    from openhood.engine.llama_parity import compare_greedy
+    from llama_parity import compare_greedy  # benchmarks/, this script's folder
 
     with np.load(FIXTURES / "llama_logits.npz", allow_pickle=False) as z:
         z = dict(z)
@@ -297,11 +297,13 @@ def run_worker(args) -> None:
     path = default_gguf_path()
     batches = [int(x) for x in args.batches.split(",")]
     if args.worker.startswith("openhood"):
-        from openhood.engine.allocator import apply_malloc_policy
-        from openhood.engine.llama import Llama
+        from openhood.engine.models.llama import Llama
+        from openhood.process.allocator import apply_malloc_policy
+        from openhood.process.resident import release_after_warm_up
 
         apply_malloc_policy("pinned")  # as `openhood generate` does
         model = Llama.from_gguf(path, weights=args.worker.split("-", 1)[1])
+        model.after_warm_up = release_after_warm_up  # as generate.Generator wires it
         if args.profile:
             bench_profile(model, 16)
             return
@@ -377,7 +379,7 @@ def main() -> None:
         return
     from importlib.metadata import version
 
-    from openhood.engine.llama import Llama
+    from openhood.engine.models.llama import Llama
     from openhood.generate.bundled import default_gguf_path
 
     path = default_gguf_path()

@@ -56,8 +56,8 @@ def time_batches(model, batches) -> float:
 def epilogue_kernels(rounds: int = 5) -> list[str]:
     """ns/element of the compiled epilogues at 1 and 2 RowSplitter threads, on the shapes of a
     batch 32 x 128 tokens forward (in place, best of ``rounds``, a fresh copy each time)."""
-    from openhood.engine import ops
-    from openhood.engine.parallel import RowSplitter
+    from openhood.engine.kernels import ops
+    from openhood.engine.kernels.parallel import RowSplitter
 
     rng = np.random.default_rng(0)
 
@@ -103,15 +103,15 @@ def main() -> int:
     ap.add_argument("--json", help="also write the results as JSON here")
     args = ap.parse_args()
 
-    from openhood.engine import kernels
-    from openhood.engine.bert import read_config
-    from openhood.engine.blas import blas
-    from openhood.engine.profiler import measure_gemm_peak
+    from openhood.engine.graph.profiler import measure_gemm_peak
+    from openhood.engine.kernels import numba_rows
+    from openhood.engine.kernels.blas import blas
+    from openhood.engine.models.bert import read_config
     from openhood.models import EngineOptions, ModelSpec, default_model_dir, load_model
     from openhood.tokenizer import Tokenizer
 
     t0 = time.perf_counter()
-    compile_seconds = kernels.compile_all()  # first use in this process (a server pays it at its first forward pass)
+    compile_seconds = numba_rows.compile_all()  # first use in this process (a server pays it at its first forward pass)
     compile_total = time.perf_counter() - t0
     texts = read_texts(args.corpus, limit=args.limit)
     folder = default_model_dir()

@@ -85,7 +85,7 @@ def decode_rate(run: dict) -> float:
 
 def anchor(gguf: Path, tokens: int, threads: int) -> dict:
     """``Generator.stream`` in this process (the CLI's loop) on the first prompt."""
-    from openhood.engine.blas import blas
+    from openhood.engine.kernels.blas import blas
     from openhood.generate import GenerationConfig, Generator, SamplingParams
 
     blas().set_threads_local(threads)

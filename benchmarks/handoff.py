@@ -16,7 +16,7 @@ import itertools
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from openhood.engine.parallel import RowSplitter
+from openhood.engine.kernels.parallel import RowSplitter
 
 
 def main() -> None:

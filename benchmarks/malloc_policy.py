@@ -17,7 +17,7 @@ import sys
 
 CHILD = r"""
 import random, sys, time
-from openhood.engine.allocator import apply_malloc_policy
+from openhood.process.allocator import apply_malloc_policy
 if sys.argv[1] != "default":
     apply_malloc_policy("pinned", int(sys.argv[1]))
 from openhood import Embedder

@@ -130,8 +130,8 @@ def main(argv=None) -> int:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     from openhood.corpus import read_texts
-    from openhood.engine.bert import load_bert
-    from openhood.engine.fusion import fuse
+    from openhood.engine.graph.fusion import fuse
+    from openhood.engine.models.bert import load_bert
     from openhood.engine.quant.calibration import stratified_sample
     from openhood.engine.quant.evaluate import quality
     from openhood.engine.quant.ops import quantize_weight

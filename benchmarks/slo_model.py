@@ -386,7 +386,7 @@ def apply_variant(base: Setup, pairs: dict[str, str]) -> Setup:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from openhood.engine.cores import available_cores
+    from openhood.engine.kernels.cores import available_cores
     from openhood.loadtest.stats import Slo
     from openhood.models import EngineOptions, ModelSpec, load_model, resolve_model_dir
     from openhood.scheduler import LengthBuckets

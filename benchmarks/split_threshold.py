@@ -15,9 +15,9 @@ import time
 
 from vision import PHOTOS, convert_bundled
 
-from openhood.engine import conv
-from openhood.engine.efficientnet import INPUT_NAME, load_efficientnet
-from openhood.engine.runtime import Executor
+from openhood.engine.graph import conv
+from openhood.engine.graph.runtime import Executor
+from openhood.engine.models.efficientnet import INPUT_NAME, load_efficientnet
 
 
 def main() -> None:

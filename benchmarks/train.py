@@ -15,7 +15,7 @@ threadpoolctl, ``torch.set_num_threads``, ORT intra-op threads):
    MLPClassifier`` and by a plain PyTorch loop, each over ``--train-seeds`` seeds; mean wall time
    as ratios to openhood, test accuracy mean ± std over the seeds.
 3. **Inference** of the 784 → 256 → 10 MLP at batch 1, 64, 1024: openhood's engine (fused
-   Linear+ReLU, Linear+Softmax, each one call of ``engine.panel_gemm``'s pre-packed kernel with
+   Linear+ReLU, Linear+Softmax, each one call of ``engine.kernels.panel_gemm``'s pre-packed kernel with
    the bias and activation on its register tile; and once more with ``np.matmul`` + the row
    kernels for both layers, the "BLAS" row) vs ONNX Runtime running its ONNX export vs
    PyTorch; calls are
@@ -197,9 +197,9 @@ def training_speed(epochs: int, batch: int, lr: float, wd: float, seeds: int) ->
 def inference(threads: int, rounds: int) -> None:
     from openhood.backends import prepare_graph
     from openhood.backends.ort_session import make_session
-    from openhood.engine.mlp import INPUT_NAME, build_mlp
-    from openhood.engine.profiler import measure_gemm_peak
-    from openhood.engine.runtime import Executor
+    from openhood.engine.graph.profiler import measure_gemm_peak
+    from openhood.engine.graph.runtime import Executor
+    from openhood.engine.models.mlp import INPUT_NAME, build_mlp
     from openhood.export.onnx_export import graph_to_onnx
 
     peak = measure_gemm_peak()
@@ -316,7 +316,7 @@ def main() -> int:
     args = ap.parse_args()
     from threadpoolctl import threadpool_limits
 
-    from openhood.engine.blas import blas
+    from openhood.engine.kernels.blas import blas
 
     with threadpool_limits(limits=args.threads):
         print(f"# benchmarks/train.py  threads {args.threads}  BLAS {blas().describe()}  load {os.getloadavg()[0]:.1f}")

@@ -10,7 +10,7 @@ timed) and tiled to the batch size. Contenders, all with ``--threads`` intra-op 
 - ``numpy fused``: openhood's graph with BatchNorm folded, ReLU6/residual in the conv epilogue
   and each inverted-residual block run as one L2-tiled ``MBConv`` node;
 - ``numpy unplanned`` (``--unplanned``): the fused graph with every block's kernels called one
-  by one from Python (``mbconv_plan.PLANNED_MBCONV`` off), to show what ``engine.mbconv_plan`` adds;
+  by one from Python (``mbconv_plan.PLANNED_MBCONV`` off), to show what ``engine.graph.mbconv_plan`` adds;
 - ``numpy per-conv``: the same without the ``mbconv`` pass (every conv a node of its own, its
   epilogue fused), to show what the block fusion adds;
 - ``numpy unfused``: the textbook graph (Conv → BatchNorm → ReLU6 → Add);
@@ -51,7 +51,7 @@ FIXTURE = ROOT / "tests" / "fixtures" / "vision" / "efficientnet_logits.npz"
 
 def convert_bundled(tmp: str) -> Path:
     from openhood.cli import main
-    from openhood.engine.efficientnet import bundled_checkpoint
+    from openhood.engine.models.efficientnet import bundled_checkpoint
 
     out = Path(tmp) / "effnet"
     if main(["convert", str(bundled_checkpoint()), str(out)]) != 0:
@@ -94,7 +94,7 @@ def main() -> int:
         "--unplanned",
         action="store_true",
         help="add a contender 'numpy unplanned' that runs every block call by call (mbconv_plan.PLANNED_MBCONV "
-        "off: three ctypes calls per tile, the engine's path before engine.mbconv_plan)",
+        "off: three ctypes calls per tile, the engine's path before engine.graph.mbconv_plan)",
     )
     parser.add_argument(
         "--ort-spinning",
@@ -113,10 +113,10 @@ def main() -> int:
 
     import onnxruntime as ort
 
-    from openhood.engine.blas import blas
-    from openhood.engine.efficientnet import INPUT_NAME, load_efficientnet
-    from openhood.engine.fusion import PASSES, fuse
-    from openhood.engine.runtime import Executor
+    from openhood.engine.graph.fusion import PASSES, fuse
+    from openhood.engine.graph.runtime import Executor
+    from openhood.engine.kernels.blas import blas
+    from openhood.engine.models.efficientnet import INPUT_NAME, load_efficientnet
     from openhood.export.onnx_export import export_onnx
 
     tmp = tempfile.TemporaryDirectory()
@@ -146,7 +146,7 @@ def main() -> int:
         runners["pytorch"] = torch_run
     unfused_run = runners["numpy unfused"]  # parity below checks it even when its timing is skipped
     if args.split_small:
-        from openhood.engine import conv
+        from openhood.engine.graph import conv
 
         def one_thread_small(x: np.ndarray) -> np.ndarray:
             default, conv.MIN_PARALLEL_CONV = conv.MIN_PARALLEL_CONV, 1 << 26
@@ -157,7 +157,7 @@ def main() -> int:
 
         runners["numpy fused 2^26"] = one_thread_small
     if args.unplanned:
-        from openhood.engine import mbconv_plan
+        from openhood.engine.graph import mbconv_plan
 
         def call_by_call(x: np.ndarray) -> np.ndarray:
             mbconv_plan.PLANNED_MBCONV = False

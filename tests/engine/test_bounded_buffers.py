@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from openhood.engine import ops, parallel
-from openhood.engine.parallel import RowSplitter
+from openhood.engine.kernels import ops, parallel
+from openhood.engine.kernels.parallel import RowSplitter
 
 
 def kept_elements(splitter: RowSplitter) -> int:

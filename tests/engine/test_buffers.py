@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from openhood.engine import efficientnet
-from openhood.engine.buffers import BufferPool
-from openhood.engine.runtime import Executor
+from openhood.engine.graph.buffers import BufferPool
+from openhood.engine.graph.runtime import Executor
+from openhood.engine.models import efficientnet
 
 
 def test_released_buffer_is_taken_again_and_foreign_arrays_are_ignored():

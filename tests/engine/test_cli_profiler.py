@@ -9,8 +9,8 @@ import onnx
 import pytest
 
 from openhood.cli import main
-from openhood.engine.fusion import fuse
-from openhood.engine.profiler import measure_gemm_peak, profile_graph, random_batch
+from openhood.engine.graph.fusion import fuse
+from openhood.engine.graph.profiler import measure_gemm_peak, profile_graph, random_batch
 
 
 def test_profiler_counts_gemm_flops_exactly(bert):

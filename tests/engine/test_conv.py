@@ -7,9 +7,10 @@ import itertools
 import numpy as np
 import pytest
 
-from openhood.engine import conv, depthwise_simd
-from openhood.engine.linear import Linear
-from openhood.engine.parallel import RowSplitter
+from openhood.engine.graph import conv
+from openhood.engine.kernels import depthwise_simd
+from openhood.engine.kernels.linear import Linear
+from openhood.engine.kernels.parallel import RowSplitter
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from openhood.engine.cores import CoreBudget, available_cores, detect_cores
+from openhood.engine.kernels.cores import CoreBudget, available_cores, detect_cores
 
 
 def fake_v2(tmp_path: Path, cpu_max: dict[str, str], own: str = "/kubepods/pod1/ctr") -> tuple[Path, Path]:

@@ -7,8 +7,8 @@ import pytest
 
 from openhood.data import image
 from openhood.data.image import ImageSpec
-from openhood.engine import efficientnet
-from openhood.engine.runtime import Executor
+from openhood.engine.graph.runtime import Executor
+from openhood.engine.models import efficientnet
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,7 @@ def test_config_written_by_convert(effnet):
 
 
 def test_fusion_removes_every_batchnorm_activation_and_add(effnet):
-    from openhood.engine.fusion import CNN_PASSES, fuse
+    from openhood.engine.graph.fusion import CNN_PASSES, fuse
 
     unfused = effnet.graph(fused=False)
     convs = fuse(unfused, [p for p in CNN_PASSES if p != "mbconv"])  # every conv with its epilogue
@@ -82,7 +82,7 @@ def test_batch_of_one_equals_batch(effnet, pixels, fused_out):
 def test_batch_one_split_over_two_threads_equals_one_thread_and_unfused(effnet, pixels, monkeypatch):
     # At the default threshold every batch-1 block is split (bands, or hidden channels with a
     # partial-sum projection) and so is the head (by output channel); one thread splits nothing.
-    from openhood.engine import conv
+    from openhood.engine.graph import conv
 
     assert conv.MIN_PARALLEL_CONV <= 1 << 23  # the batch-1 blocks hold 10-33 M multiply-adds
     x = pixels[5:6]

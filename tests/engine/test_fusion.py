@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from openhood.engine.fusion import CNN_PASSES, PASSES, fuse
-from openhood.engine.linear import Linear
-from openhood.engine.mlp import build_mlp
-from openhood.engine.runtime import Executor
+from openhood.engine.graph.fusion import CNN_PASSES, PASSES, fuse
+from openhood.engine.graph.runtime import Executor
+from openhood.engine.kernels.linear import Linear
+from openhood.engine.models.mlp import build_mlp
 
 
 def run(graph, feeds):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from openhood.engine.gguf_matmul import QuantMatrix, quant_linear_naive
-from openhood.engine.packed_matmul import CH, PackedMatrix, packed_linear
+from openhood.engine.kernels.gguf_matmul import QuantMatrix, quant_linear_naive
+from openhood.engine.kernels.packed_matmul import CH, PackedMatrix, packed_linear
 from openhood.formats.gguf import GGUFFile, dequantize
 
 
@@ -56,7 +56,7 @@ def test_quantized_rows_and_permutation(gguf_file):
 
 
 def test_quantized_decoder_matches_float32_decoder(smollm2, smollm2_path):
-    from openhood.engine.llama import Llama
+    from openhood.engine.models.llama import Llama
 
     q = Llama.from_gguf(smollm2_path, weights="quantized")
     assert q.weight_bytes < smollm2.weight_bytes / 4
@@ -72,7 +72,7 @@ def test_quantized_decoder_matches_float32_decoder(smollm2, smollm2_path):
 def test_widening_float16_factors_is_exact_for_every_finite_value():
     """The kernels keep block factors as float16 bits and widen them per chunk: every finite
     float16 (subnormals and -0 included) must come out as NumPy's float32 of it, bit for bit."""
-    from openhood.engine.packed_matmul import _widen_f16
+    from openhood.engine.kernels.packed_matmul import _widen_f16
 
     every = np.arange(65536, dtype=np.uint32).astype(np.uint16)
     finite = every[np.isfinite(every.view(np.float16))][: 63488 // CH * CH].reshape(-1, CH)  # (rows, CH)

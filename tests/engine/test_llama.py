@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from openhood.engine.kv_cache import KVCacheFullError
-from openhood.engine.llama import attention_groups
-from openhood.engine.llama_ops import (
+from openhood.engine.models.kv_cache import KVCacheFullError
+from openhood.engine.models.llama import attention_groups
+from openhood.engine.models.llama_ops import (
     masked_softmax_,
     masked_softmax_naive,
     rms_norm,
@@ -119,19 +119,20 @@ def test_cache_full_and_slot_reuse(smollm2):
         m.forward([np.array([], dtype=np.int64)], [0], cache)
 
 
-def test_first_decode_step_releases_the_compilers_pages():
-    """The step loop's kernels are compiled by the first decode step; then the process gives
-    back the JIT compiler's pages once (engine/resident.py, measured by benchmarks/decoder.py)."""
-    from openhood.engine import resident
+def test_first_decode_step_calls_the_warm_up_hook_once():
+    """The step loop's kernels are compiled by the first decode step; then, once, the model calls
+    its ``after_warm_up`` hook (where ``generate.Generator`` gives back the JIT compiler's pages)."""
     from tests.scheduler.test_generation import tiny_llama
 
     model = tiny_llama(seed=3)
+    calls: list[int] = []
+    model.after_warm_up = lambda: calls.append(1)
     cache = model.new_cache(2, 16)
     logits = model.forward([np.array([1, 2, 3]), np.array([4, 5])], [0, 1], cache)  # prefill
-    assert not model._warm
-    model.forward([np.array([int(t)]) for t in logits.argmax(axis=1)], [0, 1], cache)  # decode
-    assert model._warm
-    assert resident._released is not None  # this process released once (here or in an earlier test)
+    assert not model._warm and calls == []
+    for _ in range(2):  # decode twice: the hook runs after the first step only
+        logits = model.forward([np.array([int(t)]) for t in logits.argmax(axis=1)], [0, 1], cache)
+    assert model._warm and calls == [1]
 
 
 def test_rope_at_positions_equals_the_table_rows():

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from openhood.engine.llama_parity import compare_greedy
+from benchmarks.llama_parity import compare_greedy  # benchmark tooling: the repository root is on sys.path
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 LOGIT_TOL = 1e-3  # the bound for dequantized float32 weights

@@ -6,7 +6,7 @@ import ctypes
 
 import pytest
 
-from openhood.engine.llvm_jit import host_has_simd, jit_module
+from openhood.engine.kernels.llvm_jit import host_has_simd, jit_module
 
 FMA_IR = """
 declare <8 x float> @llvm.fma.v8f32(<8 x float>, <8 x float>, <8 x float>)

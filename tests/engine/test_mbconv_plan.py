@@ -1,4 +1,4 @@
-"""Prepared native call lists (engine.call_list) and the planned MBConv block (engine.mbconv_plan):
+"""Prepared native call lists (engine.kernels.call_list) and the planned MBConv block (engine.graph.mbconv_plan):
 against the naive three convs and against mbconv's call-by-call path."""
 
 from __future__ import annotations
@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from openhood.engine import call_list, conv, depthwise_simd, mbconv_plan
-from openhood.engine.linear import Linear
-from openhood.engine.parallel import RowSplitter
+from openhood.engine.graph import conv, mbconv_plan
+from openhood.engine.kernels import call_list, depthwise_simd
+from openhood.engine.kernels.linear import Linear
+from openhood.engine.kernels.parallel import RowSplitter
 
 pytestmark = pytest.mark.skipif(
     call_list.runner() is None or depthwise_simd.kernel(3) is None, reason="no AVX2/FMA: no native call lists"

@@ -1,4 +1,4 @@
-"""Each fast float32 kernel against its naive float64 reference (engine/ops.py)."""
+"""Each fast float32 kernel against its naive float64 reference (engine/kernels/ops.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from openhood.engine import kernels, ops
-from openhood.engine.linear import Linear
-from openhood.engine.parallel import RowSplitter
+from openhood.engine.kernels import numba_rows, ops
+from openhood.engine.kernels.linear import Linear
+from openhood.engine.kernels.parallel import RowSplitter
 
 
 @pytest.fixture(scope="module", params=[1, 2], ids=["1thread", "2threads"])
@@ -134,11 +134,11 @@ def test_nan_propagates(splitter):
 
 
 def test_compile_all_compiles_each_kernel_once():
-    seconds = kernels.compile_all()
-    assert set(seconds) == {k.name for k in kernels.KERNELS}
+    seconds = numba_rows.compile_all()
+    assert set(seconds) == {k.name for k in numba_rows.KERNELS}
     assert all(s > 0 for s in seconds.values())
-    assert kernels.compile_all() == seconds  # already compiled: nothing recompiled
-    assert all(len(k.compile().signatures) == 1 for k in kernels.KERNELS)
+    assert numba_rows.compile_all() == seconds  # already compiled: nothing recompiled
+    assert all(len(k.compile().signatures) == 1 for k in numba_rows.KERNELS)
 
 
 def test_linear_matches_reference():

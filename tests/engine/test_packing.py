@@ -1,14 +1,15 @@
-"""Padding-free execution (engine.packing): the packed run equals the padded graph's on real rows."""
+"""Padding-free execution (engine.graph.packing): the packed run equals the padded graph's on real rows."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from openhood.engine import ops, packing
-from openhood.engine.fusion import CNN_PASSES, PASSES, fuse
-from openhood.engine.packing import TokenPacking, pack_naive
-from openhood.engine.runtime import Executor
+from openhood.engine.graph import packing
+from openhood.engine.graph.fusion import CNN_PASSES, PASSES, fuse
+from openhood.engine.graph.packing import TokenPacking, pack_naive
+from openhood.engine.graph.runtime import Executor
+from openhood.engine.kernels import ops
 
 
 def test_from_mask_layout():
@@ -73,7 +74,7 @@ def _run(graph, feeds, packed, monkeypatch):
 @pytest.mark.parametrize("fused", [False, True])
 @pytest.mark.parametrize("holes", [False, True])
 def test_packed_tokens_equal_padded(bert, fused, holes, monkeypatch):
-    from openhood.engine.bert import build_graph, read_config, read_weights
+    from openhood.engine.models.bert import build_graph, read_config, read_weights
 
     cfg = read_config(bert.folder)
     graph = build_graph(cfg, read_weights(bert.folder), head=False)

@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from openhood.engine.parallel import RowSplitter
+from openhood.engine.kernels.parallel import RowSplitter
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])

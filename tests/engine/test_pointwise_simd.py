@@ -1,4 +1,4 @@
-"""engine.pointwise_simd: the 1×1-conv GEMM with bias + residual + clip in its store, against
+"""engine.kernels.pointwise_simd: the 1×1-conv GEMM with bias + residual + clip in its store, against
 its float64 reference, and the convs that use it against sgemm + the separate epilogue."""
 
 from __future__ import annotations
@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from openhood.engine import conv, pointwise_simd
-from openhood.engine.linear import Linear
-from openhood.engine.parallel import RowSplitter
+from openhood.engine.graph import conv
+from openhood.engine.kernels import pointwise_simd
+from openhood.engine.kernels.linear import Linear
+from openhood.engine.kernels.parallel import RowSplitter
 
 pw = pointwise_simd.kernel()  # the native @pw: pw(*pointwise_simd.pointwise_args(...))
 pytestmark = pytest.mark.skipif(pw is None, reason="no AVX2/FMA: sgemm serves")

@@ -2,7 +2,7 @@
 
 Hugging Face tensor names and layout, 2 layers of hidden 32, a 1000-token vocabulary (tall
 enough to count as a vocabulary table for the ONNX int8 rewrite), loaded through
-``openhood.engine.bert.build_graph`` and fused like the real model, so the quantizer sees the
+``openhood.engine.models.bert.build_graph`` and fused like the real model, so the quantizer sees the
 same node names (``layer.0.attention.qkv``, ``layer.0.ffn.down``, …) as for all-MiniLM-L6-v2.
 Weights are scaled like a trained model's; one feed-forward unit is given an outlier-sized
 weight so the activations have the heavy tail that makes static ranges lossy.
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from openhood.engine.bert import BertConfig, build_graph
-from openhood.engine.fusion import fuse
+from openhood.engine.graph.fusion import fuse
+from openhood.engine.models.bert import BertConfig, build_graph
 
 VOCAB, HIDDEN, LAYERS, FFN = 1000, 32, 2, 64
 CONFIG = BertConfig(

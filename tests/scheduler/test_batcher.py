@@ -18,6 +18,7 @@ from openhood.scheduler import (
     DynamicBatcher,
     LengthBuckets,
     QueueFullError,
+    RequestTooLargeError,
     SchedulerStoppedError,
 )
 
@@ -164,6 +165,48 @@ def test_engine_failure_fails_only_its_batch_and_worker_survives():
     assert batcher.submit([TOK.encode("after")])[0].result(timeout=10)
     assert batcher.worker_alive
     batcher.stop(5)
+
+
+def test_one_bad_item_fails_its_request_alone_not_its_batch_mates():
+    backend = FakeBackend(max_length=64, fail_len=7)
+    backend.gate.clear()  # hold the worker so the next four items form one batch
+    batcher, _ = make(backend, max_batch_size=8, max_wait_ms=50.0)
+    blocker = batcher.submit([TOK.encode("block")])
+    while batcher.queue_depth:
+        time.sleep(0.005)
+    mates = [batcher.submit([TOK.encode(words(n, salt=f"m{n}_"))])[0] for n in (3, 4, 6)]  # 5, 6, 8 tokens
+    bad = batcher.submit([TOK.encode(words(5))])[0]  # 7 tokens: the engine raises for any batch holding it
+    backend.gate.set()
+    blocker[0].result(timeout=10)
+    with pytest.raises(BatchFailedError, match="this input"):
+        bad.result(timeout=10)
+    for n, f in zip((3, 4, 6), mates, strict=True):  # each answered, and exactly as it would be alone
+        np.testing.assert_allclose(f.result(timeout=10).output, single(backend, words(n, salt=f"m{n}_")), atol=1e-5)
+    batcher.stop(5)
+    assert any(b == 4 for b, _ in backend.calls)  # the four did share one (failed) batch
+    assert batcher.worker_alive is False
+
+
+def test_the_token_cap_bounds_queued_work_whatever_the_item_count():
+    backend = FakeBackend(max_length=64)
+    backend.gate.clear()  # hold the worker: everything after the blocker stays queued
+    batcher, _ = make(backend, max_batch_size=1)
+    batcher.max_queue_tokens = 40
+    blocker = batcher.submit([TOK.encode("block")])
+    while batcher.queue_depth:
+        time.sleep(0.005)
+    with pytest.raises(RequestTooLargeError, match="41 tokens"):
+        batcher.submit([[1] * 41])  # more than the whole cap: it could never be queued
+    first = batcher.submit([[1] * 30])
+    with pytest.raises(QueueFullError):
+        batcher.submit([[1] * 11])  # 30 + 11 > 40: wait and retry
+    second = batcher.submit([[1] * 10])  # 40: fits exactly
+    assert first[0].cancel()  # a dropped item gives its tokens back when the worker skips it
+    backend.gate.set()
+    blocker[0].result(timeout=10), second[0].result(timeout=10)
+    batcher.submit([[1] * 40])[0].result(timeout=10)  # the queue is empty again: the whole cap
+    batcher.stop(5)
+    assert batcher._queued_tokens == 0
 
 
 def test_engine_only_runs_on_the_worker_thread_and_jobs_share_it():

@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from openhood.engine.cores import available_cores
+from openhood.engine.kernels.cores import available_cores
 
 
 def logged(server, event: str) -> dict:

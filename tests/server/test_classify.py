@@ -75,7 +75,6 @@ def test_images_as_nested_rows_and_default_model(digits_server, digits):
     [
         ({"input": [[1.0] * 63]}, "input[0]", "has 63 features, the model takes 64"),
         ({"input": [[0.0] * 64, [0.0] * 65]}, "input[1]", "65 features"),
-        ({"input": []}, "input", "1 to"),
         ({"input": "not a list"}, "input", "'input' must be a list"),
         ({"input": [[0.0] * 63 + ["7"]]}, "input[0]", "str, not a number"),
         ({"input": [[0.0] * 63 + [True]]}, "input[0]", "bool, not a number"),
@@ -91,6 +90,22 @@ def test_bad_input_is_422_naming_the_field(digits_server, payload, param, fragme
     assert r.status_code == 422, r.text
     err = r.json()["error"]
     assert err["param"] == param and fragment in err["message"]
+
+
+def test_errors_follow_the_convention_every_route_shares(digits_server):
+    # docs/server.md § Errors: the same condition gets the same status and code on every route.
+    with digits_server.client() as c:
+        cases = [
+            (b'{"input": [[1, 2', 400, "invalid_json", None),
+            (b"[1, 2]", 422, "invalid_schema", None),
+            (json.dumps({"input": []}).encode(), 400, "empty_input", "input"),
+            (json.dumps({"input": [[0.0] * 64] * 2049}).encode(), 413, "too_many_inputs", "input"),
+            (json.dumps({"input": "x"}).encode(), 422, "invalid_schema", "input"),
+            (json.dumps({"model": 3, "input": [[0.0] * 64]}).encode(), 422, "invalid_schema", "model"),
+        ]
+        for body, status, code, param in cases:
+            r = c.post("/v1/classify", content=body, headers={"content-type": "application/json"})
+            assert (r.status_code, r.json()["error"]["code"], r.json()["error"]["param"]) == (status, code, param)
 
 
 def test_nan_and_infinity_literals_are_422(digits_server):

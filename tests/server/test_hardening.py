@@ -334,7 +334,8 @@ def test_drain_deadline_stalled_body_and_connection_close(tmp_path):
     """Findings 3, 5, 9 under SIGTERM: a stalled body gets 408 at the body timeout (not at the
     grace period); requests still queued at the grace deadline get 503 + Retry-After (counted,
     logged); every request sent before the signal gets a complete response; one Connection
-    header; the start-up warns that the queue can outlast the grace period."""
+    header; the start-up warns that the queue can outlast the grace period (a --max-queue-tokens set
+    by hand above what drains in time: the default cap never does, test_isolation.py)."""
     grace = 4.0
     srv = ServerProcess(
         tmp_path / "server.log",
@@ -346,6 +347,8 @@ def test_drain_deadline_stalled_body_and_connection_close(tmp_path):
         str(grace),
         "--body-timeout",
         "1.5",
+        "--max-queue-tokens",
+        "1000000",
         env={"OPENHOOD_FAULT_INJECT": "embed_sleep=0.4"},  # 10 single-row batches: ~4 s of work
     )
     try:

@@ -88,7 +88,7 @@ def test_embeddings_are_the_pooled_features(vision_server, effnet):
         r = c.post("/v1/images/embeddings", json={"images": [b64("rocket.jpg")]})
     assert r.status_code == 200, r.text
     vec = np.asarray(r.json()["data"][0]["embedding"], dtype=np.float32)
-    from openhood.engine.runtime import Executor
+    from openhood.engine.graph.runtime import Executor
 
     with Executor(effnet.graph(), threads=1) as ex:
         want = ex.run({"pixel_values": effnet.pixels([(PHOTOS / "rocket.jpg").read_bytes()])})["features"][0]

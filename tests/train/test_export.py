@@ -1,4 +1,4 @@
-"""A trained MLP folder → the engine graph (``engine.mlp.load_mlp``) → ONNX, each step held to the last.
+"""A trained MLP folder → the engine graph (``engine.models.mlp.load_mlp``) → ONNX, each step held to the last.
 
 The engine serves the folder with the input scaler folded into the first layer, so its graph must
 give the trainer's probabilities on raw pixels; the ONNX export of that graph (checked by
@@ -19,8 +19,8 @@ from threadpoolctl import threadpool_limits
 
 from openhood.backends import prepare_graph
 from openhood.backends.ort_session import make_session
-from openhood.engine.mlp import INPUT_NAME, fold_scaler, load_mlp
-from openhood.engine.runtime import Executor
+from openhood.engine.graph.runtime import Executor
+from openhood.engine.models.mlp import INPUT_NAME, fold_scaler, load_mlp
 from openhood.export.onnx_export import graph_to_onnx
 from openhood.train.checkpoint import CheckpointError, load_model
 from openhood.train.data import load_digits_dataset
@@ -32,7 +32,7 @@ def pixels():
 
 
 def engine_probs(graph, x):
-    # One BLAS thread: the hidden layer runs the panel kernel (engine.panel_gemm), not np.matmul.
+    # One BLAS thread: the hidden layer runs the panel kernel (engine.kernels.panel_gemm), not np.matmul.
     with threadpool_limits(limits=1), Executor(graph, threads=1) as ex:
         return ex.run({INPUT_NAME: x})["probs"]
 

@@ -1,4 +1,4 @@
-"""The panel-packed GEMM (``engine.panel_gemm``) against its naive float64 reference and BLAS.
+"""The panel-packed GEMM (``engine.kernels.panel_gemm``) against its naive float64 reference and BLAS.
 
 Every tile height (1–6 rows and the chunk boundary at 96 rows), odd and tiny K, several panel
 counts, each epilogue (product only, + bias, + bias ReLU, + bias softmax) and the lane-masked
@@ -14,10 +14,10 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 from openhood.backends import prepare_graph
-from openhood.engine.linear import Linear
-from openhood.engine.mlp import INPUT_NAME, build_mlp
-from openhood.engine.ops import softmax_naive
-from openhood.engine.panel_gemm import (
+from openhood.engine.graph.runtime import Executor
+from openhood.engine.kernels.linear import Linear
+from openhood.engine.kernels.ops import softmax_naive
+from openhood.engine.kernels.panel_gemm import (
     ROWS_PER_CHUNK,
     PanelLinear,
     gemm_kernel,
@@ -27,7 +27,7 @@ from openhood.engine.panel_gemm import (
     panel_matmul,
     panel_matmul_reference,
 )
-from openhood.engine.runtime import Executor
+from openhood.engine.models.mlp import INPUT_NAME, build_mlp
 
 needs_kernel = pytest.mark.skipif(gemm_kernel() is None, reason="no AVX2/FMA or no JIT: BLAS serves instead")
 

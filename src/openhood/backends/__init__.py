@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from openhood.backends.base import Backend, check_feeds
 
 if TYPE_CHECKING:
-    from openhood.engine.graph import Graph
+    from openhood.engine.graph.graph import Graph
 
 BACKENDS = ("numpy", "onnxruntime")
 BASE_PRECISION = "fp32"
@@ -28,7 +28,7 @@ BASE_PRECISION = "fp32"
 def prepare_graph(graph, *, fusion: bool = True, precision: str = BASE_PRECISION, model_dir: Path | None = None):
     """The unfused graph → fused (unless ``fusion=False``) at ``precision`` (int8 reads its plan
     from ``model_dir``)."""
-    from openhood.engine.fusion import fuse
+    from openhood.engine.graph.fusion import fuse
     from openhood.engine.quant import apply_precision
 
     graph = fuse(graph) if fusion else graph

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 import numpy as np
 
 from openhood.backends.base import check_feeds
-from openhood.engine.blas import blas
-from openhood.engine.runtime import Executor
+from openhood.engine.graph.runtime import Executor
+from openhood.engine.kernels.blas import blas
 
 
 class NumpyBackend:

@@ -20,10 +20,10 @@ import numpy as np
 
 from openhood.backends.base import check_feeds
 from openhood.backends.ort_session import make_session, run_options
-from openhood.engine.cores import available_cores
+from openhood.engine.kernels.cores import available_cores
 
 if TYPE_CHECKING:
-    from openhood.engine.graph import Graph
+    from openhood.engine.graph.graph import Graph
 
 # Inputs ORT wants as int64 whatever integer type the caller built (token ids, masks).
 _INT_INPUT_TYPES = ("tensor(int64)",)

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from openhood.engine.cores import available_cores
+from openhood.engine.kernels.cores import available_cores
 
 Batch = tuple[np.ndarray, np.ndarray]  # (input_ids (B, T) int64, attention_mask (B, T) int64)
 

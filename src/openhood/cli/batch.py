@@ -83,8 +83,8 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from openhood.batch import BatchJob, InputError, JobMismatchError, run_job
-    from openhood.engine.allocator import apply_malloc_policy
-    from openhood.engine.cores import available_cores
+    from openhood.engine.kernels.cores import available_cores
+    from openhood.process.allocator import apply_malloc_policy
 
     for name in ("concurrency", "ray_cpus", "workers", "threads"):
         if getattr(args, name) is not None and getattr(args, name) < 1:

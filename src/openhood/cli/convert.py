@@ -40,7 +40,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     from safetensors.numpy import save_file
 
     from openhood.data.imagenet import imagenet_labels
-    from openhood.engine import efficientnet
+    from openhood.engine.models import efficientnet
     from openhood.formats.pth import load_pth
 
     src, out = Path(args.source), Path(args.output)

@@ -96,14 +96,14 @@ def cmd_embed(args: argparse.Namespace) -> int:
 
 
 def cmd_profile_ops(args: argparse.Namespace) -> int:
-    from openhood.engine.efficientnet import is_efficientnet_folder
+    from openhood.engine.models.efficientnet import is_efficientnet_folder
 
     if args.model and is_efficientnet_folder(args.model):
         return _profile_vision(args)
-    from openhood.engine.bert import load_bert
-    from openhood.engine.blas import blas
-    from openhood.engine.fusion import fuse
-    from openhood.engine.profiler import measure_gemm_peak, profile_graph, random_batch
+    from openhood.engine.graph.fusion import fuse
+    from openhood.engine.graph.profiler import measure_gemm_peak, profile_graph, random_batch
+    from openhood.engine.kernels.blas import blas
+    from openhood.engine.models.bert import load_bert
     from openhood.models import model_name_for, resolve_model_dir
 
     model = load_bert(resolve_model_dir(args.model))
@@ -132,9 +132,9 @@ def _profile_vision(args: argparse.Namespace) -> int:
     """A CNN folder (openhood convert): the op table fused and unfused, then cost per block."""
     import numpy as np
 
-    from openhood.engine.blas import blas
-    from openhood.engine.efficientnet import INPUT_NAME, load_efficientnet
-    from openhood.engine.profiler import block_table, measure_gemm_peak, profile_graph
+    from openhood.engine.graph.profiler import block_table, measure_gemm_peak, profile_graph
+    from openhood.engine.kernels.blas import blas
+    from openhood.engine.models.efficientnet import INPUT_NAME, load_efficientnet
 
     model = load_efficientnet(args.model)
     peak = measure_gemm_peak()
@@ -159,9 +159,9 @@ def _profile_vision(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from openhood.backends import prepare_graph
-    from openhood.engine.bert import load_bert
-    from openhood.engine.efficientnet import is_efficientnet_folder, load_efficientnet
-    from openhood.engine.mlp import load_mlp
+    from openhood.engine.models.bert import load_bert
+    from openhood.engine.models.efficientnet import is_efficientnet_folder, load_efficientnet
+    from openhood.engine.models.mlp import load_mlp
     from openhood.export.onnx_export import export_onnx
     from openhood.models import resolve_model_dir
     from openhood.train.checkpoint import CheckpointError, is_mlp_folder

@@ -50,10 +50,10 @@ _usage = functools.partial(usage_error, "generate")
 
 
 def run(args: argparse.Namespace) -> int:
-    from openhood.engine.allocator import apply_malloc_policy
     from openhood.generate import GenerationConfig, Generator, SamplingParams
     from openhood.generate.bundled import DecoderModelNotFoundError
     from openhood.generate.generator import DEFAULT_WEIGHTS
+    from openhood.process.allocator import apply_malloc_policy
 
     if not args.prompt:
         return _usage("the prompt is empty")

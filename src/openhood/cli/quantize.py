@@ -97,8 +97,8 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     import numpy as np
 
     from openhood.corpus import CorpusError, read_texts
-    from openhood.engine.bert import load_bert
-    from openhood.engine.fusion import fuse
+    from openhood.engine.graph.fusion import fuse
+    from openhood.engine.models.bert import load_bert
     from openhood.engine.quant.calibration import (
         MIN_CALIBRATION_SAMPLES,
         CalibrationSetError,

@@ -124,6 +124,13 @@ def register(subparsers, environ=os.environ) -> None:
         "--max-queue", type=v.positive_int, default=d.max_queue, help="queued sequences before requests get 429"
     )
     p.add_argument(
+        "--max-queue-tokens",
+        type=v.positive_int,
+        default=d.max_queue_tokens,
+        help="queued tokens per model before requests get 429 (a request holding more: 413); default: what "
+        "the engine drains in 80%% of --grace-period, measured at start-up",
+    )
+    p.add_argument(
         "--max-inputs-per-request",
         "--max-client-batch-size",
         type=v.positive_int,
@@ -397,6 +404,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         short_lane_tokens=args.short_lane_tokens,
         wide_quiet_ms=args.wide_quiet_ms,
         max_queue=args.max_queue,
+        max_queue_tokens=args.max_queue_tokens,
         max_inputs_per_request=args.max_inputs_per_request,
         max_body_bytes=args.max_body_bytes,
         truncate=args.truncate,
@@ -456,7 +464,7 @@ def load_served_models(config: ServerConfig, specs: list) -> list:
     """Every model (one backend per worker), memory reported per model; fault injection if asked."""
     import logging
 
-    from openhood.engine.cores import core_budget
+    from openhood.engine.kernels.cores import core_budget
     from openhood.models import EngineOptions, load_models
     from openhood.server import planted_leak
     from openhood.server.faults import ENV_VAR, inject_faults, parse_faults
@@ -516,9 +524,9 @@ def run_serve(args: argparse.Namespace) -> int:
     import logging
     import sys
 
-    from openhood.engine.allocator import apply_malloc_policy
     from openhood.formats.errors import ModelFileError
     from openhood.models import ModelNotFoundError, ModelSpecError
+    from openhood.process.allocator import apply_malloc_policy
     from openhood.server.logs import configure_logging
 
     if args.env_problems:
@@ -528,7 +536,7 @@ def run_serve(args: argparse.Namespace) -> int:
         settings, specs = model_specs(args)
         apply_file_settings(args, settings)
         config = config_from_args(args)
-        # Before any model is loaded; glibc's default for a server (engine/allocator.py).
+        # Before any model is loaded; glibc's default for a server (process/allocator.py).
         malloc_policy = apply_malloc_policy("default")
     except (ValueError, ModelSpecError, argparse.ArgumentTypeError) as exc:
         print(f"openhood serve: error: {exc}", file=sys.stderr)
@@ -615,7 +623,7 @@ def run_buckets(args: argparse.Namespace) -> int:
     import numpy as np
 
     from openhood.corpus import read_texts
-    from openhood.engine.bert import read_config
+    from openhood.engine.models.bert import read_config
     from openhood.models import resolve_model_dir
     from openhood.scheduler import LengthBuckets
     from openhood.tokenizer import Tokenizer

@@ -61,7 +61,7 @@ _fail = functools.partial(usage_error, "train")
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from openhood.engine.blas import blas
+    from openhood.engine.kernels.blas import blas
     from openhood.train.checkpoint import model_config, save_model, staged_folder
     from openhood.train.data import DataError, load_dataset
     from openhood.train.metrics import accuracy, confusion_matrix

@@ -15,7 +15,7 @@ from typing import Any
 
 from onnx import TensorProto, helper
 
-from openhood.engine.linear import Linear
+from openhood.engine.kernels.linear import Linear
 from openhood.engine.quant.linear import Fp16Linear, Int8Linear, ObservingLinear
 from openhood.export.qdq import emit_int8_matmul
 

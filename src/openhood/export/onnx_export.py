@@ -1,4 +1,4 @@
-"""Export openhood's op graph (``openhood.engine.graph.Graph``) to ONNX with ``onnx.helper``.
+"""Export openhood's op graph (``openhood.engine.graph.graph.Graph``) to ONNX with ``onnx.helper``.
 
 The exporter walks OUR graph, fused or not, node by node, and emits the equivalent ONNX
 operators: no tracing, no torch. Hidden states are (B, T, C) in ONNX (the engine's (N, C) rows
@@ -28,8 +28,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from openhood.engine.graph import Graph, Node
-from openhood.engine.ops import MASK_NEG
+from openhood.engine.graph.graph import Graph, Node
+from openhood.engine.kernels.ops import MASK_NEG
 from openhood.export.linear import emit_matmul
 from openhood.export.qdq import emit_int8_gather
 

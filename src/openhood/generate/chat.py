@@ -6,6 +6,15 @@ has the same string). Like transformers we render it in jinja2's immutable sandb
 special-token strings, and provide ``raise_exception`` for templates that validate roles.
 The trade-off: the template is trusted to be jinja, nothing more; a template that needs
 another helper fails with a clear error instead of rendering something subtly different.
+
+``render_spans`` also says where each message's content landed in the text, so the tokenizer
+can read the template's markup with special tokens on and the contents with them off: a user
+who writes ``<|im_end|>`` gets those characters, never the control token (transformers'
+``apply_chat_template`` + encode parses it, which lets a user close their turn and open a
+system turn). It renders once with a unique placeholder per content, puts the contents in
+afterwards and checks the result equals a normal rendering; where a template transforms
+contents (trims them), the spans come from finding each content in the normal rendering, and a
+content it rewrote beyond finding is refused (400 at the route) rather than guessed.
 """
 
 from __future__ import annotations
@@ -13,6 +22,10 @@ from __future__ import annotations
 
 class ChatTemplateError(ValueError):
     """The template is missing, or failed to render these messages."""
+
+
+# Private-use code points frame each placeholder: nothing a template adds contains them.
+_OPEN, _CLOSE = "\ue000", "\ue001"
 
 
 class ChatTemplate:
@@ -30,6 +43,35 @@ class ChatTemplate:
         except TemplateError as exc:
             raise ChatTemplateError(f"chat template does not parse: {exc}") from exc
         self.bos_token, self.eos_token = bos_token, eos_token
+
+    def render_spans(
+        self, messages: list[dict], add_generation_prompt: bool = True
+    ) -> tuple[str, list[tuple[int, int]]]:
+        """The rendered text and the (start, end) character range of every message content in it."""
+        marks = [f"{_OPEN}{i}{_CLOSE}" for i in range(len(messages))]
+        framed = self.render(
+            [{**m, "content": mark} for m, mark in zip(messages, marks, strict=True)], add_generation_prompt
+        )
+        if all(framed.count(mark) == 1 for mark in marks) and framed.count(_OPEN) == len(marks):
+            text, spans, pos = "", [], 0
+            for start, i in sorted((framed.index(mark), i) for i, mark in enumerate(marks)):
+                content = messages[i]["content"]
+                text += framed[pos:start]
+                spans.append((len(text), len(text) + len(content)))
+                text += content
+                pos = start + len(marks[i])
+            text += framed[pos:]
+            if text == self.render(messages, add_generation_prompt):  # contents went in unchanged
+                return text, spans
+        text = self.render(messages, add_generation_prompt)  # the template rewrote a content
+        spans, pos = [], 0
+        for m in messages:
+            found = text.find(m["content"], pos)
+            if found < 0:
+                raise ChatTemplateError("the chat template changes message contents; cannot tell content from markup")
+            spans.append((found, found + len(m["content"])))
+            pos = found + len(m["content"])
+        return text, spans
 
     def render(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
         from jinja2.exceptions import TemplateError

@@ -13,7 +13,7 @@ keeps it readable and costs ~microseconds per token beside a decode step of mill
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,16 @@ class GenerationConfig:
             raise ValueError("max_tokens must be >= 1")
         if any(not s for s in self.stop):
             raise ValueError("stop strings must be non-empty")
+
+
+# The generate task's postprocessor as the schedulers call it: one row of logits (V,), the
+# sequence's config and its own random stream → the next token id. A served generator may wrap
+# it (the test-only fault injection does), so it is a value, not a hard-wired call.
+Sampler = Callable[[np.ndarray, GenerationConfig, np.random.Generator], int]
+
+
+def sample_next(row: np.ndarray, config: GenerationConfig, rng: np.random.Generator) -> int:
+    return sample(row, config.sampling, rng)
 
 
 @dataclass
@@ -92,7 +102,7 @@ class SequenceState:
         return out
 
 
-DEFAULT_WEIGHTS = "quantized"  # one of engine.llama.WEIGHT_MODES
+DEFAULT_WEIGHTS = "quantized"  # one of engine.models.llama.WEIGHT_MODES
 
 
 class Generator:
@@ -103,10 +113,11 @@ class Generator:
     load (~540 MB for SmolLM2-135M), faster for prefill and wide batches (docs/decoder.md)."""
 
     def __init__(self, path: str | Path | None = None, weights: str = DEFAULT_WEIGHTS):
-        from openhood.engine.llama import WEIGHT_MODES, Llama
+        from openhood.engine.models.llama import WEIGHT_MODES, Llama
         from openhood.formats.gguf import GGUFFile
         from openhood.generate.bundled import default_gguf_path
         from openhood.generate.chat import ChatTemplate
+        from openhood.process.resident import release_after_warm_up
         from openhood.tokenizer.bpe import BPETokenizer, spec_from_gguf
 
         if weights not in WEIGHT_MODES:  # before the tokenizer's few seconds of loading
@@ -116,6 +127,7 @@ class Generator:
         self.tokenizer = BPETokenizer(spec_from_gguf(g))
         self.weights = weights
         self.model = Llama.from_gguf(g, weights=weights)
+        self.model.after_warm_up = release_after_warm_up  # its first decode step frees the compiler's pages
         tok = self.tokenizer
         source = g.get("tokenizer.chat_template")
         name = lambda i: tok.tokens[i] if i is not None else ""  # noqa: E731
@@ -132,13 +144,23 @@ class Generator:
             if not isinstance(prompt, str):
                 raise ValueError("a raw prompt must be a string")
             return prompt
+        return self._template_spans(prompt)[0]
+
+    def _template_spans(self, prompt: str | list[dict]) -> tuple[str, list[tuple[int, int]]]:
+        """The chat template's text for ``prompt`` (a user message, or messages) and its contents' spans."""
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
         if self.chat_template is None:
             raise ValueError(f"{self.path.name} has no chat template: use raw=True")
-        return self.chat_template.render(messages, add_generation_prompt=True)
+        return self.chat_template.render_spans(messages, add_generation_prompt=True)
 
     def encode_prompt(self, prompt: str | list[dict], raw: bool = False) -> list[int]:
-        ids = self.tokenizer.encode_list(self.render(prompt, raw), parse_special=True)
+        """Token ids the model reads. Raw prompts parse special-token text as those tokens; chat
+        messages go through the template, whose markup is parsed and whose contents never are."""
+        if raw:
+            ids = self.tokenizer.encode_list(self.render(prompt, raw=True), parse_special=True)
+        else:
+            text, spans = self._template_spans(prompt)
+            ids = self.tokenizer.encode_list(text, parse_special=True, literal_spans=spans)
         if not ids:
             raise ValueError("the prompt is empty")
         return ids

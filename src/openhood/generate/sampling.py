@@ -1,6 +1,7 @@
 """Next-token choice: the ``generate`` task's postprocessor (logits in, token ids out).
 
-Order as in Hugging Face's samplers: temperature scales the logits, top-k keeps the k largest,
+Order as in Hugging Face's samplers: ``logit_bias`` is added to the logits (OpenAI's per-token
+bias, greedy included), temperature scales them, top-k keeps the k largest,
 top-p keeps the smallest set whose probability reaches p, then one draw. Temperature 0 is
 greedy (argmax, no randomness). Each sequence owns its ``numpy.random.Generator`` so its
 tokens depend on its own seed only, never on which other sequences share the batch.
@@ -21,6 +22,7 @@ class SamplingParams:
     top_k: int = 0  # 0 = off
     top_p: float = 1.0  # 1.0 = off
     seed: int | None = None
+    logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, added to its logit)
 
     def __post_init__(self):
         if self.temperature < 0:
@@ -29,6 +31,8 @@ class SamplingParams:
             raise ValueError("top_k must be >= 0 (0 = off)")
         if not 0.0 < self.top_p <= 1.0:
             raise ValueError("top_p must be in (0, 1]")
+        if self.seed is not None and self.seed < 0:
+            raise ValueError("seed must be >= 0")
 
     @property
     def greedy(self) -> bool:
@@ -61,6 +65,10 @@ def filtered_probs(logits: np.ndarray, p: SamplingParams) -> np.ndarray:
 
 def sample(logits: np.ndarray, p: SamplingParams, rng: np.random.Generator) -> int:
     """One token id from one row of logits (V,)."""
+    if p.logit_bias:
+        ids, bias = zip(*p.logit_bias, strict=True)
+        logits = logits.astype(np.float32, copy=True)
+        np.add.at(logits, np.asarray(ids, dtype=np.int64), np.asarray(bias, dtype=np.float32))
     if p.greedy:
         return int(np.argmax(logits))
     probs = filtered_probs(logits, p)

@@ -8,7 +8,7 @@ Pieces, per the served-model contract (``models.served``):
   rows, the wrong count, NaN and values that overflow float32 are ``BadFeatures`` naming the
   index, before anything is queued, so one bad input never reaches (or fails) a batch.
   Length 1 each: the batcher batches by count. ``collate`` stacks (B, F) float32.
-- backend: ``engine.mlp.load_mlp``'s graph (scaler folded into the first layer; Linear+ReLU
+- backend: ``engine.models.mlp.load_mlp``'s graph (scaler folded into the first layer; Linear+ReLU
   and Linear+Softmax fused by ``prepare_graph``), NumPy or ONNX Runtime.
 - ``Probabilities``: the backend's ``probs`` (B, classes) as the rows; the route picks labels.
 
@@ -101,7 +101,7 @@ class Probabilities:
 
 def load_classifier(name: str, folder: Path, options: EngineOptions) -> ServedModel:
     from openhood.backends import load_backend, prepare_graph
-    from openhood.engine.mlp import INPUT_NAME, load_mlp
+    from openhood.engine.models.mlp import INPUT_NAME, load_mlp
 
     if options.precision != "fp32":
         raise ModelSpecError(f"model {name!r}: the MLP classifier runs in fp32 only (asked for {options.precision})")

@@ -1,6 +1,6 @@
 """The ``embed`` task for BERT-family sentence-embedding folders: tokenizer → encoder → pooling.
 
-Reads the folder once (``engine.bert.read_config``: sizes, max length, pooling, Normalize) and
+Reads the folder once (``engine.models.bert.read_config``: sizes, max length, pooling, Normalize) and
 hands that config down: the graph is built from it, the tokenizer truncates to its max length,
 the postprocessor pools and normalizes as it says, and the readiness check expects unit norm
 only when the model normalizes. The backend runs the encoder only (``head=False``); pooling is
@@ -20,7 +20,7 @@ from openhood.models.text import TextPreprocessor
 
 def load_text_embedder(name: str, folder: Path, options: EngineOptions) -> ServedModel:
     from openhood.backends import load_backend, prepare_graph
-    from openhood.engine.bert import TOKEN_OUTPUT, load_bert, read_config
+    from openhood.engine.models.bert import TOKEN_OUTPUT, load_bert, read_config
     from openhood.tokenizer import Tokenizer
 
     config = read_config(folder)

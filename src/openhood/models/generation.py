@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from openhood.generate.generator import Generator
+from openhood.generate.generator import Generator, Sampler, sample_next
 from openhood.generate.sampling import SamplingParams, sample
 from openhood.models.options import EngineOptions
 from openhood.models.served import model_entry
@@ -36,6 +36,7 @@ class ServedGenerator:
     buckets: tuple[int, ...] | None = None  # unused (no length buckets); set by load_model like every model
     task: str = TASK
     threads: int = 0  # BLAS threads of the thread that runs the decoder (0 = BLAS's default)
+    sampler: Sampler = sample_next  # the postprocessor the step scheduler calls per sequence
 
     def __post_init__(self) -> None:
         self._probe_ids = self.generator.encode_prompt(PROBE_PROMPT, raw=True)
@@ -65,7 +66,7 @@ class ServedGenerator:
     def bind_thread(self) -> None:
         """Called once on the thread that will run the decoder: its BLAS thread count."""
         if self.threads:
-            from openhood.engine.blas import blas
+            from openhood.engine.kernels.blas import blas
 
             blas().set_threads_local(self.threads)
 

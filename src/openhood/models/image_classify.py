@@ -96,7 +96,7 @@ class ClassifyAndEmbed:
 
 def load_image_classifier(name: str, folder: Path, options: EngineOptions) -> ServedModel:
     from openhood.backends import load_backend, prepare_graph
-    from openhood.engine.efficientnet import HEAD_WIDTH, INPUT_NAME, build_graph, load_efficientnet
+    from openhood.engine.models.efficientnet import HEAD_WIDTH, INPUT_NAME, build_graph, load_efficientnet
 
     if options.precision != "fp32":
         raise ModelSpecError(f"model {name!r}: the image classifier runs in fp32 only (asked for {options.precision})")

@@ -83,7 +83,7 @@ def task_for(spec: ModelSpec, folder: Path) -> str:
     """The spec's task; a folder that is an image classifier (``openhood convert``) served with the
     default task is served as ``image-classify``, one from ``openhood train`` as ``classify``, so
     ``--model effnet=DIR`` or ``--model digits=DIR`` needs no TOML file."""
-    from openhood.engine.efficientnet import is_efficientnet_folder
+    from openhood.engine.models.efficientnet import is_efficientnet_folder
     from openhood.train.checkpoint import is_mlp_folder
 
     if spec.task == DEFAULT_TASK and is_efficientnet_folder(folder):

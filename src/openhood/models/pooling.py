@@ -4,7 +4,7 @@ The embed task's postprocessor: the backend returns the encoder's last states (`
 or ``(B*T, C)`` from the NumPy engine, whose hidden states are 2-D; the mask's shape says which
 is which) and this averages them over real tokens, then normalizes only if the model has a
 Normalize module (sentence-transformers' ``modules.json``). The math is the engine's
-(``engine.ops.mean_pool`` / ``l2_normalize``, tested against their naive references), so the
+(``engine.kernels.ops.mean_pool`` / ``l2_normalize``, tested against their naive references), so the
 pooled graph the exporter and quantizer use and this postprocessor cannot disagree. The
 trade-off: pooling runs as a separate NumPy step after the backend (≈1% of a forward pass).
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from openhood.engine import ops
+from openhood.engine.kernels import ops
 
 
 class MeanPooling:

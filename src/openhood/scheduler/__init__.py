@@ -10,6 +10,7 @@ from openhood.scheduler.batcher import (
     DynamicBatcher,
     ItemResult,
     QueueFullError,
+    RequestTooLargeError,
     SchedulerStoppedError,
 )
 from openhood.scheduler.buckets import LENGTH_LABEL_EDGES, LENGTH_LABELS, LengthBuckets, length_label
@@ -27,6 +28,7 @@ __all__ = [
     "ItemResult",
     "LengthBuckets",
     "QueueFullError",
+    "RequestTooLargeError",
     "SchedulerStoppedError",
     "length_label",
 ]

@@ -86,6 +86,16 @@ class QueueFullError(RuntimeError):
         self.retry_after_s = retry_after_s
 
 
+class RequestTooLargeError(ValueError):
+    """The request alone holds more work than the queue's token cap: it could never be queued."""
+
+    def __init__(self, tokens: int, cap: int):
+        super().__init__(
+            f"the request holds {tokens} tokens of work; this server queues at most {cap} per model "
+            "(what it can finish within its shutdown grace period): split it into smaller requests"
+        )
+
+
 class SchedulerStoppedError(RuntimeError):
     """The scheduler is stopping (the server drains) and takes no new work."""
 
@@ -176,6 +186,10 @@ class DynamicBatcher:
         self.surge_items = policy.surge_items
         self.max_wait_ns = int(policy.max_wait_ms * 1e6)
         self.max_queue = policy.max_queue
+        # Queued work in item costs (tokens), so a full queue drains within the shutdown grace
+        # period whatever the inputs' lengths; the server sets it from the engine's measured speed
+        # at start-up (None: items only).
+        self.max_queue_tokens: int | None = None
         self.pad_to = policy.pad_to
         self.priority = policy.priority
         self.max_age_ns = int(policy.max_age_ms * 1e6)
@@ -190,6 +204,7 @@ class DynamicBatcher:
         self._queues: list[deque[_Item]] = [deque() for _ in buckets.bounds]
         self._jobs: list[deque[tuple[Callable[[], object], Future[object]]]] = [deque() for _ in runs]  # per worker
         self._depth = 0
+        self._queued_tokens = 0  # sum of the queued items' costs
         self._stopping = False
         self._busy_since_ns: list[int | None] = [None] * len(runs)
         self._overlap_ns: int | None = None  # the last time a batch started beside other work
@@ -217,14 +232,20 @@ class DynamicBatcher:
         now = self._clock()
         costs = [len(p) for p in payloads] if lengths is None else [int(n) for n in lengths]
         items = [_Item(p, n, self.buckets.index(n), now) for p, n in zip(payloads, costs, strict=True)]
+        need, cap = sum(costs), self.max_queue_tokens
+        if cap is not None and need > cap:
+            raise RequestTooLargeError(need, cap)
         with self._cond:
             if self._stopping:
                 raise SchedulerStoppedError("the server is shutting down")
             if self._depth + len(items) > self.max_queue:
                 raise QueueFullError(self._depth, self.max_queue, self._retry_after_locked())
+            if cap is not None and self._queued_tokens + need > cap:
+                raise QueueFullError(self._depth, self.max_queue, self._retry_after_locked())
             for item in items:
                 self._queues[item.bucket].append(item)
             self._depth += len(items)
+            self._queued_tokens += need
             # Every idle worker looks: a plain notify() could wake only the short lane for a long item.
             self._cond.notify_all()
         return [item.future for item in items]
@@ -299,7 +320,7 @@ class DynamicBatcher:
         idle = self._idle_locked()
         for b, queue in enumerate(self._queues if limit is None else self._queues[:limit]):
             while queue and queue[0].future.cancelled():  # dropped clients don't hold a slot
-                queue.popleft()
+                self._queued_tokens -= queue.popleft().length
                 self._depth -= 1
                 if self._on_drop:
                     self._on_drop(1)
@@ -334,6 +355,7 @@ class DynamicBatcher:
                 queue.clear()
                 queue.extend(rest)
             self._depth -= len(items)
+            self._queued_tokens -= sum(item.length for item in items)
             return items, None
         if next_deadline is None:
             return None, None  # nothing queued: sleep until notified
@@ -511,9 +533,10 @@ class DynamicBatcher:
                 next(self._batch_ids), bucket_upper, len(live), padded_len, sum(lengths), started, t0, t1, wide
             )
             self._notify(info, False)
-            error = BatchFailedError(f"inference failed for a batch of {len(live)}: {type(exc).__name__}")
-            for item in live:
-                item.future.set_exception(error)
+            if len(live) > 1:
+                self._isolate(live, run, bucket_upper, wide)
+            else:
+                live[0].future.set_exception(BatchFailedError(f"inference failed for this input: {type(exc).__name__}"))
             return
         t1 = self._clock()
         info = BatchInfo(
@@ -526,6 +549,33 @@ class DynamicBatcher:
         for row, item in enumerate(live):
             item.future.set_result(ItemResult(outputs[row], info))
         self._notify(info, True)
+
+    def _isolate(self, items: list[_Item], run: RunFn, bucket_upper: int, wide: bool) -> None:
+        """A batch failed: run each item alone, so only the items that fail on their own fail.
+
+        One bad item (an input the model chokes on) then costs its own request a 500, never its
+        batch-mates'; a model that fails for everything fails each item again, at the price of
+        one extra single-row call per item of the failed batch (rare, bounded by the batch size)."""
+        for item in items:
+            padded_len = bucket_upper if self.pad_to == "bucket" else item.length
+            started = t0 = self._clock()
+            try:
+                row = np.asarray(run([item.payload], padded_len))
+                if row.ndim < 1 or row.shape[0] != 1:
+                    raise RuntimeError(f"the model returned shape {row.shape} for a batch of 1")
+            except Exception as exc:
+                info = BatchInfo(
+                    next(self._batch_ids), bucket_upper, 1, padded_len, item.length, started, t0, self._clock(), wide
+                )
+                self._notify(info, False)
+                log.warning("an item of a failed batch failed alone too: its request fails")
+                item.future.set_exception(BatchFailedError(f"inference failed for this input: {type(exc).__name__}"))
+                continue
+            info = BatchInfo(
+                next(self._batch_ids), bucket_upper, 1, padded_len, item.length, started, t0, self._clock(), wide
+            )
+            item.future.set_result(ItemResult(row[0], info))
+            self._notify(info, True)
 
     def _notify(self, info: BatchInfo, ok: bool) -> None:
         """Observers (metrics) are told after callers got their results; their bugs stay theirs."""

@@ -7,7 +7,7 @@ One worker thread owns the decoder and its KV cache (one slot per running sequen
    holds their reservation (prompt + ``max_tokens`` positions, so an admitted sequence can
    never run out of cache mid-answer); beyond the budget they wait, past ``max_waiting`` the
    caller gets ``QueueFullError`` (→ 429);
-3. one **packed forward** (``engine.llama``: rows are packed, not padded) over every running
+3. one **packed forward** (``engine.models.llama``: rows are packed, not padded) over every running
    sequence that has its prompt in the cache (each feeds its last sampled token, rows at
    different positions) *and* the next chunk of waiting prompts. The chunk is sized by
    ``StepBudget`` (``scheduler.step_budget``): with streams decoding, only as many prompt tokens
@@ -26,7 +26,13 @@ that receives ``TokenEvent``/``FinishEvent`` on the worker thread (the route for
 an asyncio queue), and ``GenerationHandle.cancel`` when its client leaves; readiness calls
 ``run_exclusive``; the drain calls ``cut_all`` at the grace deadline and ``stop``. Sampling and
 stop strings are ``generate.SequenceState``'s, so the server stops exactly where ``Generator``
-does. The trade-off: one thread and one cache (no second worker); every sequence's next token waits
+does. Faults are isolated per sequence: an exception while admitting (its sampler state), sampling
+or stopping *one* sequence finishes that sequence alone with ``finish_reason="error"`` and the
+batch goes on; only an exception in the shared forward fails the rows that forward carried
+(their cache slots are half-written), each of them with a complete ``"error"`` finish at once.
+Every submitted sequence gets exactly one ``FinishEvent``, whatever fails, so no client hangs.
+
+The trade-off: one thread and one cache (no second worker); every sequence's next token waits
 for the whole step, prompt chunk included, and a prompt that arrives while many streams decode
 waits more steps for its first token.
 """
@@ -45,8 +51,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from openhood.generate.generator import GenerationConfig, SequenceState
-from openhood.generate.sampling import sample
+from openhood.generate.generator import GenerationConfig, Sampler, SequenceState, sample_next
 from openhood.scheduler.batcher import QueueFullError, SchedulerStoppedError
 from openhood.scheduler.policy import GenerationPolicy
 from openhood.scheduler.step_budget import StepBudget
@@ -55,7 +60,7 @@ log = logging.getLogger("openhood.scheduler")
 
 
 class SlotCache(Protocol):
-    """The decoder's KV cache as the scheduler sees it (``engine.kv_cache.KVCache``)."""
+    """The decoder's KV cache as the scheduler sees it (``engine.models.kv_cache.KVCache``)."""
 
     lengths: np.ndarray  # (slots,) positions filled per slot
 
@@ -160,6 +165,7 @@ class GenerationScheduler:
         context_length: int,
         on_step: Callable[[StepInfo], None] | None = None,
         on_thread_start: Callable[[], None] | None = None,
+        sampler: Sampler = sample_next,
         name: str = "",
     ):
         self.decoder = decoder
@@ -172,6 +178,9 @@ class GenerationScheduler:
         self.budget = StepBudget(policy.prefill_chunk, policy.step_stretch)  # worker thread only
         self._on_step = on_step
         self._on_thread_start = on_thread_start  # e.g. set the worker thread's BLAS threads
+        self.sampler = sampler
+        self.sequence_faults = 0  # sequences finished with "error" by a fault of their own
+        self.forward_faults = 0  # shared forwards that raised (each failed the rows it carried)
         self._cond = threading.Condition()  # guards the queues and flags below, never held in a forward
         self._waiting: deque[_Seq] = deque()
         self._jobs: deque[tuple[Callable[[], object], Future[object]]] = deque()
@@ -305,8 +314,8 @@ class GenerationScheduler:
             self._busy_since_ns = time.monotonic_ns()
             try:
                 self._step()
-            except Exception:
-                log.exception("generation step failed: finishing its sequences")
+            except Exception:  # a fault outside any one sequence and outside the forward: a bug here
+                log.exception("generation step failed: finishing every running sequence")
                 self._fail_running()
             finally:
                 self._busy_since_ns = None
@@ -323,7 +332,16 @@ class GenerationScheduler:
                 np.asarray(s.prompt_ids[s.prefilled : s.prefilled + n], dtype=np.int64) for s, n in prefill
             ]
             slots = [s.slot for s in decode] + [s.slot for s, _ in prefill]
-            logits = self.decoder.forward(feed, slots, self.cache)  # (B, V): decode rows, then chunks
+            try:
+                logits = self.decoder.forward(feed, slots, self.cache)  # (B, V): decode rows, then chunks
+            except Exception:
+                self.forward_faults += 1
+                carried = [*decode, *(s for s, _ in prefill)]
+                log.exception("generation forward failed: finishing the %d sequence(s) it carried", len(carried))
+                for s in carried:
+                    s.cut_reason = "error"
+                decode, prefill = [], []
+                logits = np.empty((0, 0), dtype=np.float32)
             for s, row in zip(decode, logits[: len(decode)], strict=True):
                 self._accept(s, row)
             sampled += len(decode)
@@ -340,7 +358,10 @@ class GenerationScheduler:
             prefill_tokens = sum(n for _, n in prefill)
             self.budget.observe(len(decode) + prefill_tokens, seconds)
             if self._on_step is not None:
-                self._on_step(StepInfo(len(decode), len(prefill), prefill_tokens, sampled, seconds))
+                try:
+                    self._on_step(StepInfo(len(decode), len(prefill), prefill_tokens, sampled, seconds))
+                except Exception:  # metrics must never fail the batch
+                    log.exception("generation on_step hook failed")
 
     def _prefill_chunk(self, candidates: list[_Seq], budget: int) -> list[tuple[_Seq, int]]:
         """(sequence, tokens) of this step's prompt chunk: oldest first, ``budget`` tokens in all."""
@@ -354,18 +375,33 @@ class GenerationScheduler:
         return chunk
 
     def _accept(self, s: _Seq, row: np.ndarray) -> None:
+        """Sample and record one token for ``s``; a fault here finishes ``s`` alone ("error")."""
         assert s.state is not None
-        token = sample(row, s.config.sampling, s.state.rng)
-        s.sampled += 1
-        now = time.monotonic_ns()
-        if s.first_token_ns == 0:
-            s.first_token_ns = now
-        s.last_token = token
-        text = s.state.accept(token, self.eos_ids)
+        try:
+            token = self.sampler(row, s.config, s.state.rng)
+            s.sampled += 1
+            now = time.monotonic_ns()
+            if s.first_token_ns == 0:
+                s.first_token_ns = now
+            s.last_token = token
+            text = s.state.accept(token, self.eos_ids)
+        except Exception:
+            self._sequence_fault(s, "sampling")
+            return
         if s.state.finish_reason is None:
             self._emit(s, TokenEvent(text, s.sampled, now))
         else:
             self._release(s, s.state.finish_reason, text)
+
+    def _sequence_fault(self, s: _Seq, stage: str) -> None:
+        """``s`` failed on its own: it leaves the batch at the end of this step with "error"."""
+        self.sequence_faults += 1
+        log.exception(
+            "generation %s failed for one sequence: finishing it alone",
+            stage,
+            extra={"fields": {"event": "sequence_fault", "stage": stage, "prompt_tokens": len(s.prompt_ids)}},
+        )
+        s.cut_reason = "error"
 
     def _retire_and_admit(self) -> None:
         now = time.monotonic_ns()
@@ -406,17 +442,30 @@ class GenerationScheduler:
             self._finish(s, "cancelled" if s.cancelled else "length", "", cut=not s.cancelled)
         self._running = [s for s in self._running if not self._finish_if_done(s)]
         for s in admitted:
-            self.cache.reset(s.slot)
-            s.state = SequenceState(s.slot, s.prompt_ids, s.config, s.new_decoder())
             s.admitted_ns = now
+            try:
+                self.cache.reset(s.slot)
+                s.state = SequenceState(s.slot, s.prompt_ids, s.config, s.new_decoder())
+            except Exception:
+                self._sequence_fault(s, "admission")
+                self._release(s, "error", "")
+                continue
             self._running.append(s)
 
     def _finish_if_done(self, s: _Seq) -> bool:
         """Free ``s`` if it finished (or was cut) and report it; True when it left the batch."""
         if s.cut_reason is not None:
             cut = s.cut_reason == "length"
-            self._release(s, s.cut_reason, s.state.cut() if s.state is not None and cut else "", cut=cut)
+            self._release(s, s.cut_reason, self._cut_text(s) if cut else "", cut=cut)
         return s.slot < 0
+
+    def _cut_text(self, s: _Seq) -> str:
+        """The held-back text of a sequence cut short ('' when its state cannot give it)."""
+        try:
+            return s.state.cut() if s.state is not None else ""
+        except Exception:
+            log.exception("generation cut failed for one sequence")
+            return ""
 
     def _release(self, s: _Seq, reason: str, text: str, cut: bool = False) -> None:
         if s.slot >= 0:
@@ -452,7 +501,8 @@ class GenerationScheduler:
 
     def _fail_running(self) -> None:
         for s in self._running:
-            self._release(s, "error", "")
+            if s.slot >= 0:  # not already finished in the step that raised
+                self._release(s, "error", "")
         self._running = []
         self.n_running = 0
         self.kv_tokens_used = 0

@@ -2,10 +2,14 @@
 
 As for embeddings (``schemas.py``): malformed JSON is 400, a field of the wrong type or out of
 its range is 422 naming the field, a value we understand but do not serve is 400 naming it
-(``n`` other than 1, several prompts, ``echo``/``logprobs``/``suffix``). Unknown fields are
-ignored (clients send ``user``, ``presence_penalty``, …; new SDK fields must not break us).
-The trade-off: sampling knobs we do not implement (penalties, ``logit_bias``) are accepted and
-ignored rather than refused, like most OpenAI-compatible servers, so stock clients work.
+(``n`` other than 1, several prompts, ``echo``/``logprobs``/``suffix``). Every sampling
+parameter is checked here, at the route, so nothing a client sends can fail inside the shared
+step scheduler: ``seed`` in [0, 2^64), ``temperature`` in [0, 2], ``top_p`` in (0, 1],
+``top_k`` ≥ 0, ``max_tokens`` ≥ 1, ``stop`` (≤ 4 non-empty strings), ``logit_bias`` (token id →
+[-100, 100]; ids checked against the vocabulary once the model is known), the penalties in
+[-2, 2]. Unknown fields are ignored (clients send ``user``, …; new SDK fields must not break us).
+The trade-off: the penalties are range-checked and then ignored rather than refused, like most
+OpenAI-compatible servers, so stock clients work.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from openhood.server.errors import APIError, bad_request
 from openhood.server.schemas import load_json_object, validate_body
 
 MAX_STOP_STRINGS = 4  # OpenAI's limit
+MAX_SEED = 2**64 - 1  # numpy's generators take any non-negative int; OpenAI's seeds are 64-bit
+MAX_LOGIT_BIAS = 100.0  # OpenAI's range is [-100, 100]
 
 
 class StreamOptions(BaseModel):
@@ -35,9 +41,13 @@ class _Sampling(BaseModel):
     max_tokens: StrictInt | None = Field(default=None, ge=1)
     temperature: float = Field(default=1.0, ge=0.0, le=2.0, strict=True)  # OpenAI's default and range
     top_p: float = Field(default=1.0, gt=0.0, le=1.0, strict=True)
+    top_k: StrictInt = Field(default=0, ge=0)  # vLLM's and llama.cpp's extension; 0 = off
     stop: StrictStr | list[StrictStr] | None = None
-    seed: StrictInt | None = None
+    seed: StrictInt | None = Field(default=None, ge=0, le=MAX_SEED)
     n: StrictInt = 1
+    logit_bias: dict[StrictStr, float] | None = None
+    presence_penalty: float = Field(default=0.0, ge=-2.0, le=2.0, strict=True)  # accepted, ignored
+    frequency_penalty: float = Field(default=0.0, ge=-2.0, le=2.0, strict=True)  # accepted, ignored
 
 
 class ContentPart(BaseModel):
@@ -76,8 +86,10 @@ class CompletionRequest:
     max_tokens: int | None
     temperature: float
     top_p: float
+    top_k: int
     stop: tuple[str, ...]
     seed: int | None
+    logit_bias: tuple[tuple[int, float], ...]  # (token id, bias): ids not yet checked against a vocabulary
 
 
 def _common(parsed: _Sampling) -> dict[str, Any]:
@@ -95,6 +107,20 @@ def _common(parsed: _Sampling) -> dict[str, Any]:
         )
     if any(not s for s in stop):
         raise bad_request("'stop' strings must not be empty", code="empty_stop", param="stop")
+    bias = []
+    for key, value in (parsed.logit_bias or {}).items():
+        if not key.isascii() or not key.isdigit():
+            raise APIError(
+                422, "'logit_bias' keys must be token ids (decimal strings)", code="invalid_schema", param="logit_bias"
+            )
+        if not -MAX_LOGIT_BIAS <= value <= MAX_LOGIT_BIAS:
+            raise APIError(
+                422,
+                f"'logit_bias' values must be in [-{MAX_LOGIT_BIAS:g}, {MAX_LOGIT_BIAS:g}]",
+                code="invalid_schema",
+                param="logit_bias",
+            )
+        bias.append((int(key), float(value)))
     if parsed.stream_options is not None and not parsed.stream:
         raise bad_request(
             "'stream_options' is only allowed with 'stream': true",
@@ -107,8 +133,10 @@ def _common(parsed: _Sampling) -> dict[str, Any]:
         "include_usage": bool(parsed.stream_options and parsed.stream_options.include_usage),
         "temperature": parsed.temperature,
         "top_p": parsed.top_p,
+        "top_k": parsed.top_k,
         "stop": stop,
         "seed": parsed.seed,
+        "logit_bias": tuple(bias),
     }
 
 

@@ -48,6 +48,10 @@ class ServerConfig:
     short_lane_tokens: int = _P.short_lane_tokens
     wide_quiet_ms: float = _P.wide_quiet_ms
     max_queue: int = _P.max_queue  # queued items per model, not requests
+    # Queued tokens per model; None: what the engine drains in 80% of the grace period, measured at
+    # start-up (lifecycle.queue_token_cap), so a full queue never outlasts a drain. A request
+    # holding more is 413, a queue without room for it 429.
+    max_queue_tokens: int | None = None
     # TEI's names: --max-client-batch-size and --payload-limit. A request's inputs are queued as
     # separate sequences, so they are split over batches and reassembled in order; one request
     # may hold at most --max-queue of them (more wait for 429 retries), hence the equal defaults.

@@ -96,12 +96,16 @@ class CountsRejections(Protocol):
 
 @contextmanager
 def admission(metrics: CountsRejections) -> Iterator[None]:
-    """Around a scheduler's ``submit``: a full queue → 429 + ``Retry-After``, a stopping scheduler
-    → 503 ``draining``; each refusal counted on the model's ``metrics``."""
-    from openhood.scheduler import QueueFullError, SchedulerStoppedError
+    """Around a scheduler's ``submit``: a full queue → 429 + ``Retry-After``, a request more than
+    the whole queue may hold → 413 ``request_too_large``, a stopping scheduler → 503 ``draining``;
+    each refusal counted on the model's ``metrics``."""
+    from openhood.scheduler import QueueFullError, RequestTooLargeError, SchedulerStoppedError
 
     try:
         yield
+    except RequestTooLargeError as exc:
+        metrics.rejected("too_large")
+        raise APIError(413, str(exc), code="request_too_large", param="input") from None
     except QueueFullError as exc:
         metrics.rejected("queue_full")
         raise APIError(

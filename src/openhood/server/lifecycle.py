@@ -150,12 +150,30 @@ def worst_case_drain_s(max_queue: int, rows_per_batch: int, batch_s: float, work
     return math.ceil(max_queue / max(1, rows_per_batch)) * batch_s / max(1, workers)
 
 
+# The share of the grace period a full queue may take to drain; the rest is room for the
+# in-flight batches, the last responses and uvicorn's own shutdown.
+DRAIN_SHARE = 0.8
+
+
+def queue_token_cap(grace_period_s: float, tokens_per_s: float, models: int) -> int | None:
+    """Queued tokens per model that drain within ``DRAIN_SHARE`` of the grace period when the
+    ``models`` share the cores; None when there is no grace period to fit (0: drain disabled).
+
+    >>> queue_token_cap(30.0, 1000.0, 2)
+    12000
+    """
+    if grace_period_s <= 0 or tokens_per_s <= 0:
+        return None
+    return max(1, int(grace_period_s * DRAIN_SHARE / max(1, models) * tokens_per_s))
+
+
 def check_grace(grace_period_s: float, drain_s: float) -> None:
-    """Warn at start when a full queue could not drain within the grace period."""
+    """Warn at start when a full queue could not drain within the grace period (only possible
+    when ``--max-queue-tokens`` was set by hand above what the engine drains in time)."""
     if drain_s > grace_period_s:
         log.warning(
             "a full queue could take ~%.0f s to drain (longest inputs) but the grace period is %.0f s: requests "
-            "still queued at the deadline will get 503; lower --max-queue or raise --grace-period",
+            "still queued at the deadline will get 503; lower --max-queue-tokens or raise --grace-period",
             drain_s,
             grace_period_s,
             extra={

@@ -91,19 +91,30 @@ def load_json_object(body: bytes) -> dict[str, Any]:
     return raw
 
 
+def schema_error(message: str, param: str | None) -> APIError:
+    """422 ``invalid_schema``: a body or field of the wrong type or shape (every route's code)."""
+    return APIError(422, message, code="invalid_schema", param=param)
+
+
+def count_checked(count: int, max_inputs: int, field: str = "input") -> None:
+    """400 ``empty_input`` for no items, 413 ``too_many_inputs`` past the per-request limit:
+    the same answer on every route that takes a list of inputs."""
+    if not count:
+        raise bad_request(f"'{field}' must not be an empty list", code="empty_input", param=field)
+    if count > max_inputs:
+        raise APIError(
+            413,
+            f"'{field}' has {count} items; at most {max_inputs} per request (split it into several requests)",
+            code="too_many_inputs",
+            param=field,
+        )
+
+
 def texts_from(value: str | list[Any], *, max_inputs: int, field: str = "input") -> list[str]:
     """A string or array of strings → the list of texts; 400 naming the index for empty, non-string
     or token-id items, 413 naming the limit for more than ``max_inputs`` items."""
     texts = [value] if isinstance(value, str) else value
-    if not texts:
-        raise bad_request(f"'{field}' must not be an empty list", code="empty_input", param=field)
-    if len(texts) > max_inputs:
-        raise APIError(
-            413,
-            f"'{field}' has {len(texts)} items; at most {max_inputs} per request (split it into several requests)",
-            code="too_many_inputs",
-            param=field,
-        )
+    count_checked(len(texts), max_inputs, field)
     if all(type(x) is int for x in texts) or all(
         isinstance(x, list) and x and all(type(t) is int for t in x) for x in texts
     ):

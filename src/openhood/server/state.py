@@ -27,7 +27,7 @@ from openhood.scheduler.calibrate import Calibration, calibrate
 from openhood.server.config import ServerConfig
 from openhood.server.errors import APIError
 from openhood.server.health import ReadinessProbe
-from openhood.server.lifecycle import Lifecycle, check_grace, worst_case_drain_s
+from openhood.server.lifecycle import Lifecycle, check_grace, queue_token_cap, worst_case_drain_s
 from openhood.server.metrics import ServerMetrics
 
 log = logging.getLogger("openhood.server")
@@ -83,10 +83,11 @@ class ModelRuntime:
         futures = [self.batcher.run_exclusive(functools.partial(job, w), worker=w) for w in workers]
         return list(await asyncio.gather(*(asyncio.wrap_future(f) for f in futures)))
 
-    async def warm_up(self, config: ServerConfig) -> float:
+    async def warm_up(self, config: ServerConfig, sharing: int = 1) -> float:
         """Warm every worker (on that worker, like all inference); calibrate the token budget
-        unless configured; return the worst-case seconds to drain a full queue, from the slowest
-        worker's measured full batch."""
+        unless configured; cap the queued tokens so a full queue drains within the grace period
+        (shared by ``sharing`` models) unless ``--max-queue-tokens`` is set; return the worst-case
+        seconds to drain a full queue, from the slowest worker's measured full batch."""
         workers = range(self.model.workers)
         await self._on_workers(self._warm_worker, workers)
         if self.model.wide is not None:
@@ -130,7 +131,33 @@ class ModelRuntime:
         rows = self.drain_batch_rows(config)
         times = cast(list[float], await self._on_workers(lambda w: self._full_batch_s(w, rows), workers))
         batch_s = max(times)
-        return worst_case_drain_s(config.max_queue, rows, batch_s, self.model.workers)
+        longest = self.buckets.bounds[-1]
+        tokens_per_s = rows * longest * self.model.workers / max(batch_s, 1e-9)
+        cap = config.max_queue_tokens
+        if cap is None:
+            cap = queue_token_cap(config.grace_period_s, tokens_per_s, sharing)
+        self.batcher.max_queue_tokens = cap
+        drain_s = worst_case_drain_s(config.max_queue, rows, batch_s, self.model.workers)
+        if cap is not None:
+            drain_s = min(drain_s, cap / tokens_per_s)
+            log.info(
+                "model %s: at most %d queued tokens (a full queue drains in ~%.1f s)",
+                self.model.name,
+                cap,
+                drain_s,
+                extra={
+                    "fields": {
+                        "event": "queue_cap",
+                        "message": "queued tokens capped so a full queue drains within the grace period",
+                        "model": self.model.name,
+                        "max_queue_tokens": cap,
+                        "tokens_per_s": round(tokens_per_s, 1),
+                        "drain_s": round(drain_s, 3),
+                        "set_by": "flag" if config.max_queue_tokens is not None else "grace period",
+                    }
+                },
+            )
+        return drain_s
 
 
 class GenerationRuntime:
@@ -153,6 +180,7 @@ class GenerationRuntime:
             name=model.name.rsplit("/", 1)[-1],
             on_step=lambda info: self.metrics.observe_step(info),
             on_thread_start=model.bind_thread,
+            sampler=model.sampler,
         )
         self.batcher = self.scheduler
         self.metrics = metrics.for_generator(model.name, self.scheduler, model.memory_bytes)
@@ -235,9 +263,12 @@ class ServerState:
     async def warm_up(self) -> None:
         """Warm every model before the port opens, so first requests pay no first-call costs."""
         drain_s = 0.0  # the models share the cores: their drains add up
+        sharing = sum(1 for rt in self.runtimes.values() if isinstance(rt, ModelRuntime))
         for rt in self.runtimes.values():
             t0 = time.perf_counter()
-            drain_s += await rt.warm_up(self.config)
+            drain_s += await (
+                rt.warm_up(self.config, sharing) if isinstance(rt, ModelRuntime) else rt.warm_up(self.config)
+            )
             log.info("model %s warmed up for buckets %s in %.2f s", rt.model.name, rt.buckets, time.perf_counter() - t0)
         check_grace(self.config.grace_period_s, drain_s)
 

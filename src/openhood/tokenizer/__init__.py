@@ -1,7 +1,14 @@
-"""openhood.tokenizer: a BERT WordPiece tokenizer with exact HF ``tokenizers`` ids, batched in numba.
+"""openhood.tokenizer: the two tokenizers of the served models, ids equal to HF ``tokenizers``, batched in numba.
 
-``Tokenizer.from_pretrained(folder)`` → ``encode`` / ``encode_batch`` (a ``RaggedBatch`` that
-pads itself into a ``PaddedBatch``) / ``decode``. See ``tokenizer.py`` for the batch design.
+- WordPiece (BERT family: the encoders): ``Tokenizer.from_pretrained(folder)`` → ``encode`` /
+  ``encode_batch`` (a ``RaggedBatch`` that pads itself into a ``PaddedBatch``) / ``decode``;
+  see ``tokenizer.py`` for the batch design.
+- Byte-level BPE (GPT-2 / SmolLM2 family: the decoder): ``bpe.BPETokenizer`` from a GGUF file's
+  metadata or a ``tokenizer.json`` (``bpe.spec_from_gguf`` / ``spec_from_tokenizer_json``), with
+  a ``StreamDecoder`` for text that arrives token by token.
+
+Each keeps a plain-Python reference beside its compiled batch path (``reference.py``,
+``BPETokenizer.encode_reference``), and the tests hold the fast one to it.
 """
 
 from __future__ import annotations

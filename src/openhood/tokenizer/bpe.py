@@ -22,6 +22,7 @@ import codecs
 import json
 import re
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -203,35 +204,47 @@ class BPETokenizer:
             ids = out
         return tuple(ids)
 
-    def _split(self, text: str, parse_special: bool) -> list[str | int]:
+    def _specials_in(self, text: str, literal_spans: Sequence[tuple[int, int]] = ()) -> list[tuple[int, int, int]]:
+        """(start, end, id) of each special token's text in ``text``, except inside ``literal_spans``
+        (character ranges, e.g. chat message contents, where that text is ordinary text)."""
+        if self._special_re is None:
+            return []
+        return [
+            (m.start(), m.end(), self.spec.specials[m.group()])
+            for m in self._special_re.finditer(text)
+            if not any(a < m.end() and m.start() < b for a, b in literal_spans)
+        ]
+
+    def _split(self, text: str, parse_special: bool, literal_spans: Sequence[tuple[int, int]] = ()) -> list[str | int]:
         """Pre-token pieces of ``text`` with special-token ids in their places."""
         pre = pretokenizer_pattern(self.spec.split_digits)  # compiled on first use (~15 ms), then cached
         if not parse_special or self._special_re is None:
             return pre.findall(text)
         parts: list[str | int] = []
         pos = 0
-        for m in self._special_re.finditer(text):
-            parts.extend(pre.findall(text[pos : m.start()]))
-            parts.append(self.spec.specials[m.group()])
-            pos = m.end()
+        for start, end, token in self._specials_in(text, literal_spans):
+            parts.extend(pre.findall(text[pos:start]))
+            parts.append(token)
+            pos = end
         parts.extend(pre.findall(text[pos:]))
         return parts
 
-    def _encode_flat(self, texts: list[str], parse_special: bool) -> tuple[np.ndarray, np.ndarray]:
+    def _encode_flat(
+        self, texts: list[str], parse_special: bool, literal_spans: Sequence[tuple[int, int]] = ()
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(ids of all texts back to back (int32), ids per text (int64)): one numba call for the batch.
 
         Python's work is per batch, not per piece: join the texts, view them as UTF-32 code points,
         find the special tokens with one regex scan, and hand everything to ``encode_texts``.
+        ``literal_spans`` are character ranges of the joined texts where special-token text is
+        ordinary text.
         """
         lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
         starts = np.zeros(len(texts), dtype=np.int64)
         np.cumsum(lengths[:-1] + 1, out=starts[1:])  # + 1: the joiner between texts
         joined = self._joiner.join(texts)
         cps = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32)
-        if parse_special and self._special_re is not None:
-            found = [(m.start(), m.end(), self.spec.specials[m.group()]) for m in self._special_re.finditer(joined)]
-        else:
-            found = []
+        found = self._specials_in(joined, literal_spans) if parse_special else []
         return self._encode_code_points(cps, starts, starts + lengths, np.asarray(found, dtype=np.int64))
 
     def _encode_code_points(self, cps: np.ndarray, starts: np.ndarray, ends: np.ndarray, specials: np.ndarray):
@@ -261,13 +274,21 @@ class BPETokenizer:
         flat = ids.tolist()
         return [flat[a:b] for a, b in zip([0, *bounds[:-1]], bounds, strict=True)]
 
-    def encode_list(self, text: str, parse_special: bool = True) -> list[int]:
-        return self.encode_many([text], parse_special)[0]
+    def encode_list(
+        self, text: str, parse_special: bool = True, literal_spans: Sequence[tuple[int, int]] = ()
+    ) -> list[int]:
+        """Ids of ``text``; special-token text inside ``literal_spans`` (character ranges: a chat
+        message's content) is encoded as ordinary text even with ``parse_special``, so a user can
+        never write a control token."""
+        ids, _ = self._encode_flat([text], parse_special, literal_spans)
+        return ids.tolist()
 
-    def encode_reference(self, text: str, parse_special: bool = True) -> list[int]:
+    def encode_reference(
+        self, text: str, parse_special: bool = True, literal_spans: Sequence[tuple[int, int]] = ()
+    ) -> list[int]:
         """The naive path: pure-Python merges per piece, no cache (what the kernel is tested against)."""
         out: list[int] = []
-        for p in self._split(text, parse_special):
+        for p in self._split(text, parse_special, literal_spans):
             out.extend([p] if isinstance(p, int) else self._bpe(p))
         return out
 

@@ -8,5 +8,5 @@
 - ``checkpoint``: ``model.safetensors`` + ``config.json``, staged folders; ``metrics``.
 
 A low layer: it imports nothing from the engine or serving; the engine builds its fused
-inference graph from a saved folder (``openhood.engine.mlp.load_mlp``).
+inference graph from a saved folder (``openhood.engine.models.mlp.load_mlp``).
 """

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from openhood.formats.errors import ModelFileError
 
 if TYPE_CHECKING:
-    from openhood.engine.graph import Graph
+    from openhood.engine.graph.graph import Graph
 
 PRECISIONS = ("fp32", "fp16", "int8")
 

@@ -1,6 +1,6 @@
 """Drop-in replacements for the engine's ``Linear``: int8, fp16, and a calibration observer.
 
-They implement ``openhood.engine.linear.Linear``'s contract (``in_features``, ``out_features``,
+They implement ``openhood.engine.kernels.linear.Linear``'s contract (``in_features``, ``out_features``,
 ``bias``, ``matmul``, ``forward``, ``flops``, ``nbytes``) so
 ``Graph.replace_linear`` swaps them in by name and every fused epilogue keeps working.
 They subclass it for the shape, ``forward`` and ``flops`` logic but set their own
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from openhood.engine.linear import Linear
+from openhood.engine.kernels.linear import Linear
 from openhood.engine.quant.observers import Watcher
 from openhood.engine.quant.ops import dequantize_weight, dynamic_qparams, fake_quantize_activation
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from openhood.engine.graph import Graph
+from openhood.engine.graph.graph import Graph
 from openhood.engine.quant.linear import Int8Linear
 from openhood.engine.quant.ops import activation_qparams, dequantize_weight
 

@@ -30,14 +30,14 @@ from typing import Any
 
 import numpy as np
 
-from openhood.engine.graph import Graph
+from openhood.engine.graph.graph import Graph
+from openhood.engine.graph.runtime import Executor
 from openhood.engine.quant.calibration import check_calibration_size
 from openhood.engine.quant.evaluate import cosine_rows
 from openhood.engine.quant.linear import ObservingLinear
 from openhood.engine.quant.observers import ChannelAbsMaxObserver, ScaledObserver, TeeObserver, Watcher, make_observer
 from openhood.engine.quant.ops import quantize_weight, smoothing_factors
 from openhood.engine.quant.plan import EMBEDDING_NODE, Codes, EmbeddingCodes, LayerPlan, apply_plan, with_ranges
-from openhood.engine.runtime import Executor
 
 # Static saves the run-time min/max pass over the activation; prefer dynamic only when it
 # removes at least this share of the layer's static error.

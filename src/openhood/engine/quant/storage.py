@@ -32,7 +32,7 @@ import numpy as np
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
-from openhood.engine.graph import Graph
+from openhood.engine.graph.graph import Graph
 from openhood.engine.quant.linear import Fp16Linear
 from openhood.engine.quant.plan import EMBEDDING_NODE, Codes, EmbeddingCodes, LayerPlan, apply_plan
 

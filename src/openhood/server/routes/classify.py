@@ -31,6 +31,7 @@ from openhood.server.body import read_body
 from openhood.server.dispatch import observe_stages, submit_and_wait
 from openhood.server.errors import APIError, json_response
 from openhood.server.middleware import RequestRecord
+from openhood.server.schemas import count_checked, load_json_object, schema_error
 from openhood.server.state import ServerState
 
 TASK = "classify"
@@ -42,29 +43,32 @@ def register(app: FastAPI, state: ServerState) -> None:
         return await classify_request(request, state)
 
 
-def _invalid(message: str, param: str | None, status: int = 422) -> APIError:
-    return APIError(status, message, code="invalid_request" if status == 400 else "invalid_input", param=param)
+def _invalid(message: str, param: str | None) -> APIError:
+    return APIError(422, message, code="invalid_input", param=param)
 
 
 def parse(body: bytes, max_inputs: int) -> tuple[str | None, list[Any], int | None]:
-    """(model, inputs, top_k) from the JSON body; 400 when it is not JSON, 422 for a bad field."""
+    """(model, inputs, top_k) from the JSON body, with the error convention of every route
+    (docs/server.md § Errors): 400 ``invalid_json`` when it is not JSON, 422 ``invalid_schema``
+    for a body or field of the wrong shape, 400 ``empty_input`` for no inputs, 413
+    ``too_many_inputs`` past the per-request limit."""
     try:
         req = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
+    except orjson.JSONDecodeError:
         try:  # NaN / Infinity literals (Python's json.dumps writes them): parse, so the check names the feature
             req = json.loads(body)
         except ValueError:
-            raise _invalid(f"body is not valid JSON: {exc}", None, 400) from None
+            req = load_json_object(body)  # raises the one 400 invalid_json every route gives
     if not isinstance(req, dict):
-        raise _invalid("body must be a JSON object with 'input'", None, 400)
+        req = load_json_object(body)  # the 422 for JSON that is not an object
     model, inputs, top_k = req.get("model"), req.get("input"), req.get("top_k")
     if model is not None and not isinstance(model, str):
-        raise _invalid("'model' must be a string", "model")
-    if not isinstance(inputs, list) or not 1 <= len(inputs) <= max_inputs:
-        got = f"{len(inputs)} inputs" if isinstance(inputs, list) else type(inputs).__name__
-        raise _invalid(f"'input' must be a list of 1 to {max_inputs} feature vectors, got {got}", "input")
+        raise schema_error("'model' must be a string", "model")
+    if not isinstance(inputs, list):
+        raise schema_error(f"'input' must be a list of feature vectors, got {type(inputs).__name__}", "input")
+    count_checked(len(inputs), max_inputs)
     if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
-        raise _invalid("'top_k' must be a positive integer", "top_k")
+        raise schema_error("'top_k' must be a positive integer", "top_k")
     return model, inputs, top_k
 
 
@@ -77,7 +81,7 @@ async def classify_request(request: Request, st: ServerState) -> Response:
     model = rt.model
     post = cast(Probabilities, model.postprocessor)
     if top_k is not None and top_k > post.classes:
-        raise _invalid(f"'top_k' must be at most {post.classes}, the model's number of classes", "top_k")
+        raise schema_error(f"'top_k' must be at most {post.classes}, the model's number of classes", "top_k")
     record.fields.update(model=model.name, inputs=len(inputs))
 
     t0 = time.monotonic_ns()

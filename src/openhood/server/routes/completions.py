@@ -200,9 +200,19 @@ def start(
             code="max_tokens_too_large" if too_many else "context_length_exceeded",
             param="max_tokens" if too_many else ("messages" if req.chat else "prompt"),
         ) from exc
-    config = GenerationConfig(
-        max_tokens, SamplingParams(temperature=req.temperature, top_p=req.top_p, seed=req.seed), req.stop
+    vocab = rt.model.generator.tokenizer.vocab_size
+    unknown = [t for t, _ in req.logit_bias if t >= vocab]
+    if unknown:
+        raise APIError(
+            422,
+            f"'logit_bias' names token id {unknown[0]}; this model's vocabulary has {vocab} tokens",
+            code="invalid_schema",
+            param="logit_bias",
+        )
+    sampling = SamplingParams(
+        temperature=req.temperature, top_k=req.top_k, top_p=req.top_p, seed=req.seed, logit_bias=req.logit_bias
     )
+    config = GenerationConfig(max_tokens, sampling, req.stop)
     queue: asyncio.Queue[TokenEvent | FinishEvent] = asyncio.Queue()
     loop = asyncio.get_running_loop()
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from openhood.engine.llama import OpLaps
+from openhood.engine.models.llama import OpLaps
 
 
 def measure_bandwidth(mbytes: int = 256, seconds: float = 0.8) -> float:

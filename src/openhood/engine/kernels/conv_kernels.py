@@ -17,7 +17,7 @@ to each thread (the kernels release the GIL).
   (112×112×32: 0.67 → 0.35 ms), equal on the 5×5 ones at 14×14 and 7×7.
   im2col would copy every input value KH*KW times (9x / 25x the activation) to feed a GEMM
   whose "K" is a single channel. Where the host has AVX2+FMA, ``conv.depthwise_rows`` gives
-  the interior pixels to ``engine.depthwise_simd`` (3x faster) and this kernel skips them.
+  the interior pixels to ``engine.kernels.depthwise_simd`` (3x faster) and this kernel skips them.
 - ``bias_act_rows``: y (M, C) ← clip(y + bias [+ residual], lo, hi), the epilogue of a GEMM:
   ReLU is (0, +inf), ReLU6 is (0, 6), none is (-inf, +inf); residual has 0 rows when absent.
 
@@ -32,7 +32,7 @@ from collections.abc import Callable
 import numpy as np
 from numba import types
 
-from openhood.engine.kernels import LazyKernel
+from openhood.engine.kernels.numba_rows import LazyKernel
 
 
 def _im2col_rows(
@@ -99,7 +99,7 @@ def _depthwise_kernel(k: int) -> Callable[..., None]:
         decided against it). They may also hold a slice of the channels: channel ``ch`` of x and
         out is channel ``c0 + ch`` of weight and bias. Whole images, all channels: 0, H, 0, 0.
         Rows [r0, r1) index N*OHX. Columns [skip_j0, skip_j1) of the rows whose window lies
-        inside the image are left alone (``engine.depthwise_simd`` computes them); 0, 0: none.
+        inside the image are left alone (``engine.kernels.depthwise_simd`` computes them); 0, 0: none.
         """
         w, c = x.shape[2], x.shape[3]
         out_h, out_w = out.shape[1], out.shape[2]

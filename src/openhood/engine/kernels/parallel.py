@@ -1,7 +1,7 @@
 """Run row-wise work on every core: the compiled kernels and BLAS release the GIL.
 
 BLAS already threads the big matrix products; everything between them (bias, GELU, LayerNorm,
-softmax) runs in the numba row kernels of ``engine.kernels``, which NumPy would otherwise run
+softmax) runs in the numba row kernels of ``engine.kernels.numba_rows``, which NumPy would otherwise run
 as ufunc chains on one core. ``RowSplitter`` cuts the rows of an array into one contiguous
 range per thread and calls the work once per range; the kernels are compiled with
 ``nogil=True``, so the threads really run at the same time (with ufunc chains they ping-ponged
@@ -19,8 +19,8 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from openhood.engine.blas import blas
-from openhood.engine.cores import available_cores
+from openhood.engine.kernels.blas import blas
+from openhood.engine.kernels.cores import available_cores
 
 if TYPE_CHECKING:
     import numpy as np

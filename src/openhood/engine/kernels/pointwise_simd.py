@@ -6,7 +6,7 @@ pixels (49 at 7×7, a few thousand at 56×56), K and N its 16..1280 channels. Th
 OpenBLAS blocks for large M) and each was followed by a second pass over the output for the
 epilogue (bias, residual, ReLU6). Here the weight is packed once into 16-column panels
 (``panel_gemm.pack_panels``: (N/16, K, 16)) and the 6-row × 16-column register tile of
-``engine.panel_gemm`` runs the product; its epilogue is what a conv needs instead of the MLP's
+``engine.kernels.panel_gemm`` runs the product; its epilogue is what a conv needs instead of the MLP's
 (bias, then optionally + a residual row, then clip to [lo, hi]: ReLU6 or none) before the one
 store. One thread per call (the callers split tiles among threads); ``ROWS_PER_CHUNK`` rows of
 the input are swept against every panel before moving on, so they stay in L2.
@@ -30,9 +30,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from openhood.engine import call_list
-from openhood.engine.linear import Linear
-from openhood.engine.panel_gemm import MR, NR, accumulate_ir, pack_panels
+from openhood.engine.kernels import call_list
+from openhood.engine.kernels.linear import Linear
+from openhood.engine.kernels.panel_gemm import MR, NR, accumulate_ir, pack_panels
 
 # Rows of the input swept against every panel before moving on: a 96 × 1152 float32 chunk is
 # 442 KB, within a core's 1 MiB L2 beside one 72 KB panel.
@@ -233,7 +233,7 @@ def pointwise_args(
 ) -> tuple[object, ...]:
     """The @pw arguments of out (M, NO) ← clip(x (M, K') @ W[:, c0:c0+NO] + bias[c0:c0+NO]
     (+ residual (M, NO)), lo, hi): ``kernel()(*pointwise_args(...))`` runs it, or
-    ``engine.call_list`` stores them for a later native call.
+    ``engine.kernels.call_list`` stores them for a later native call.
 
     ``packed`` = ``panels(linear)`` of the full (K, N) weight; its output columns [c0, c0 + NO)
     and input rows [k0, k0 + K') are used (c0 and NO multiples of 16; K' = x's width, all of K

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from openhood.engine.graph import Graph, Node
-from openhood.engine.runtime import Executor
+from openhood.engine.graph.graph import Graph, Node
+from openhood.engine.graph.runtime import Executor
 
 
 def measure_gemm_peak(n: int = 1536, seconds: float = 0.6) -> float:

@@ -2,7 +2,7 @@
 
 Activations are (N, H, W, C) float32: with channels last a 1×1 convolution is a plain GEMM
 on the (N*H*W, C) rows with no copy at all, and the depthwise kernel's inner loop runs over
-contiguous channels (see ``engine.conv_kernels``). The ``*_naive`` functions are the
+contiguous channels (see ``engine.kernels.conv_kernels``). The ``*_naive`` functions are the
 definition (float64, written as the formula reads) and serve the tests only.
 
 Convolution strategy (``conv2d``):
@@ -18,18 +18,18 @@ Convolution strategy (``conv2d``):
   nest, Cout innermost, lost to im2col + sgemm 17.3 vs 6.7 ms at batch 8: one dependency
   chain per vector, as in the depthwise kernel.)
 - depthwise: ``depthwise_conv`` / ``depthwise_rows`` (the interior pixels through the SIMD
-  kernel of ``engine.depthwise_simd``, the border through the numba kernel, or everything
+  kernel of ``engine.kernels.depthwise_simd``, the border through the numba kernel, or everything
   through the SIMD kernel from a zero-padded copy on small maps; im2col would copy every value
   KH*KW times to feed a GEMM with a reduction of length KH*KW only).
 - a whole inverted-residual block (expand 1×1 → depthwise → project 1×1, ``mbconv``): the three
   run tile by tile through two per-thread L2-sized scratch buffers, so the 6x-wide hidden
   activations are never written to memory (see ``mbconv``). Its 1×1 convs (and the head's) run
-  ``engine.pointwise_simd`` (packed-panel GEMM, bias + residual + clip in the store) where the
+  ``engine.kernels.pointwise_simd`` (packed-panel GEMM, bias + residual + clip in the store) where the
   width is a multiple of 16; the expand writes straight into a zero-padded band, so the
-  depthwise conv has no border pixels (``EXPAND_INTO_PADDED``). ``engine.mbconv_plan`` builds on
+  depthwise conv has no border pixels (``EXPAND_INTO_PADDED``). ``engine.graph.mbconv_plan`` builds on
   this module: a block of at most ``mbconv_plan.PLAN_MAX_TILES`` tiles (batch 1) makes none of
   these calls from Python there, but has them prepared once per shape and buffer addresses, each
-  thread's share one native call (``engine.call_list``); the executor calls it, and it falls
+  thread's share one native call (``engine.kernels.call_list``); the executor calls it, and it falls
   back to ``mbconv`` here.
 
 Padding is TensorFlow's SAME (``same_padding``): output = ceil(input / stride) and the odd
@@ -48,15 +48,15 @@ from collections.abc import Callable
 
 import numpy as np
 
-from openhood.engine import conv_kernels, depthwise_simd, pointwise_simd
-from openhood.engine.linear import Linear
-from openhood.engine.parallel import RowSplitter
+from openhood.engine.kernels import conv_kernels, depthwise_simd, pointwise_simd
+from openhood.engine.kernels.linear import Linear
+from openhood.engine.kernels.parallel import RowSplitter
 
 # Multiply-adds below which a conv stays on the calling thread. At 2^22 every batch-1 block of
 # Lite0 (10-33 M multiply-adds) and the head (63 M, split by output channel) run on both threads;
 # batch 32 splits every layer whatever the value. With ThreadPoolExecutor hand-offs 2^26 (batch 1
 # on one thread) won the median on the loaded VM (11.1 vs 22.3 ms); with RowSplitter's own threads,
-# which drop a share no thread has started (engine.parallel), 2^22 won it in 3 of 4 runs on the
+# which drop a share no thread has started (engine.kernels.parallel), 2^22 won it in 3 of 4 runs on the
 # loaded VM: batch-1 pass, two threads, alternating, 80 rounds, median ms 2^26 / 2^22
 # (benchmarks/split_threshold.py, 4 Dec, load average 1.3-2.1): 16:52 19.94 / 16.25, 16:57
 # 15.91 / 17.66, 22.46 / 20.15, 22.99 / 19.84 (2^20 within 0.4 ms of 2^22 each time).
@@ -80,7 +80,7 @@ _NO_CLIP_LO, _NO_CLIP_HI = np.float32(-math.inf), np.float32(math.inf)
 # batch 32 two threads 1.5 → 3 MB 1.047× and 1.034× (6 MB 0.93×, 12 MB 0.79×, 768 KB 0.77×),
 # batch 1 one thread 1.011× and 1.045×.
 MBCONV_TILE_BYTES = 3072 * 1024
-# The interior pixels of a depthwise conv through ``engine.depthwise_simd`` (when the host has
+# The interior pixels of a depthwise conv through ``engine.kernels.depthwise_simd`` (when the host has
 # AVX2+FMA and the channels are a multiple of 16); False: the numba kernel does every pixel.
 SIMD_DEPTHWISE = True
 # A k×k dense conv (the stem) through ``depthwise_simd.dense_kernel`` (no im2col, bias + clip
@@ -446,7 +446,7 @@ def depthwise_rows(
 ) -> None:
     """Output rows [r0, r1) (over N*OHX) of a depthwise conv, the arguments of
     ``conv_kernels.depthwise``: the interior pixels (window inside the image) through the SIMD
-    kernel of ``engine.depthwise_simd``, the border ones through the numba kernel.
+    kernel of ``engine.kernels.depthwise_simd``, the border ones through the numba kernel.
 
     Small maps are mostly border (a 5×5 filter on 7×7: 40 of 49 pixels), which the numba
     kernel runs at a third of the SIMD speed; there, when [r0, r1) is whole images and a

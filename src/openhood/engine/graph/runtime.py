@@ -17,14 +17,15 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from openhood.engine import conv, mbconv_plan, ops
-from openhood.engine.blas import blas
-from openhood.engine.buffers import BufferPool
-from openhood.engine.graph import Graph, Node
-from openhood.engine.packing import TokenPacking
-from openhood.engine.parallel import RowSplitter
+from openhood.engine.graph import conv, mbconv_plan
+from openhood.engine.graph.buffers import BufferPool
+from openhood.engine.graph.graph import Graph, Node
+from openhood.engine.graph.packing import TokenPacking
+from openhood.engine.kernels import ops
+from openhood.engine.kernels.blas import blas
+from openhood.engine.kernels.parallel import RowSplitter
 
-# Arithmetic per element of the compiled elementwise kernels (engine/kernels.py, an FMA counts
+# Arithmetic per element of the compiled elementwise kernels (engine/kernels/numba_rows.py, an FMA counts
 # 2, the bias add is counted by the caller): GELU's clamp + two Horner polynomials + divide,
 # softmax's max + exp (range reduction + degree-7 polynomial) + sum + scale.
 _ELEMENTWISE_FLOPS = {"Gelu": 27, "Relu": 1, "Softmax": 22, "Add": 1, "LayerNorm": 9}
@@ -36,7 +37,7 @@ class RunContext:
     seq: int
     splitter: RowSplitter
     buffers: BufferPool
-    # Set when the batch runs padding-free (engine.packing): hidden states are then (N, C), the
+    # Set when the batch runs padding-free (engine.graph.packing): hidden states are then (N, C), the
     # real tokens only, and the ops that need (B, T) (embeddings, attention, pooling) use it.
     packing: TokenPacking | None = None
 
@@ -265,7 +266,7 @@ class Executor:
             )
         ctx = RunContext(batch=first.shape[0], seq=first.shape[1], splitter=self.splitter, buffers=self.buffers)
         # Text graphs (meta "token_outputs": the outputs that are per-token rows) run padding-free
-        # when the batch holds enough padding to pay for it (engine.packing).
+        # when the batch holds enough padding to pay for it (engine.graph.packing).
         token_outputs = self.graph.meta.get("token_outputs")
         if token_outputs is not None and "attention_mask" in feeds:
             ctx.packing = TokenPacking.from_mask(feeds["attention_mask"])

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from openhood.engine.linear import Linear
+from openhood.engine.kernels.linear import Linear
 
 
 @dataclass
@@ -22,7 +22,7 @@ class Node:
     """One op. ``linear`` holds the dense layer of Linear-family ops; ``params`` other weights."""
 
     name: str  # unique, e.g. "layer.0.attention.qkv"
-    op: str  # "Linear", "Attention", "LayerNorm", … (see engine.runtime.KERNELS)
+    op: str  # "Linear", "Attention", "LayerNorm", … (see engine.graph.runtime.KERNELS)
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     attrs: dict[str, Any] = field(default_factory=dict)

@@ -31,8 +31,8 @@ from typing import TypeGuard
 
 import numpy as np
 
-from openhood.engine.graph import Graph, Node
-from openhood.engine.linear import Linear
+from openhood.engine.graph.graph import Graph, Node
+from openhood.engine.kernels.linear import Linear
 
 ACTIVATIONS = {"Gelu": "gelu", "Relu": "relu", "Softmax": "softmax"}
 

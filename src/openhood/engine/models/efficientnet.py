@@ -8,7 +8,7 @@ activation), plus the input when stride is 1 and the width is unchanged. Every c
 followed by an inference BatchNorm (ε = 1e-3, TF's) and uses TF SAME padding.
 
 ``build_graph`` emits the textbook graph (Conv → BatchNorm → Relu6 …) with the checkpoint's
-weights untouched; ``engine.fusion`` then folds each BatchNorm into its conv, moves ReLU6 and
+weights untouched; ``engine.graph.fusion`` then folds each BatchNorm into its conv, moves ReLU6 and
 the residual Add into the conv's epilogue (``fuse(graph)``), so the same weights run both
 ways and the profiler can compare them block by block. The trade-off: only Lite0's block
 table is known; a checkpoint whose tensor names or shapes differ is refused at conversion
@@ -26,9 +26,9 @@ import numpy as np
 
 from openhood.data import image
 from openhood.data.image import ImageSpec
-from openhood.engine.fusion import fuse
-from openhood.engine.graph import Graph, Node
-from openhood.engine.linear import Linear
+from openhood.engine.graph.fusion import fuse
+from openhood.engine.graph.graph import Graph, Node
+from openhood.engine.kernels.linear import Linear
 from openhood.formats.errors import ModelFileError
 from openhood.formats.weights import load_safetensors
 from openhood.packages import installed_file

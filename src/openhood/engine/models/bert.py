@@ -5,7 +5,7 @@ folder with only ``.bin``/``.pt`` weights is refused by ``openhood.formats.weigh
 the sentence-transformers files: ``1_Pooling/config.json`` (only mean pooling is supported,
 others are refused), ``modules.json`` (is there a ``Normalize`` module?) and
 ``sentence_bert_config.json`` (``max_seq_length``). The graph is built in its plain textbook
-form, one node per operation; ``engine.fusion`` rewrites it for speed. ``head=False`` stops at
+form, one node per operation; ``engine.graph.fusion`` rewrites it for speed. ``head=False`` stops at
 the token states (``token_embeddings``, (B*T, C)): that is what a served model runs, its
 postprocessor pooling and normalizing (``openhood.models.pooling``); the full graph (with the
 pooling head) is what export, quantization and the engine benchmarks compare. The trade-off: weights
@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from openhood.engine.graph import Graph, Node
-from openhood.engine.linear import Linear
+from openhood.engine.graph.graph import Graph, Node
+from openhood.engine.kernels.linear import Linear
 from openhood.formats.errors import ModelFileError
 from openhood.formats.weights import read_tensors
 
@@ -201,7 +201,7 @@ def build_graph(cfg: BertConfig, w: dict[str, np.ndarray], head: bool = True) ->
         ]
     last = f"h.{cfg.layers}"
     # token_outputs: the outputs that are per-token rows; their presence lets the Executor run
-    # a padded batch padding-free (engine.packing): every op here is row-wise except those that
+    # a padded batch padding-free (engine.graph.packing): every op here is row-wise except those that
     # read the (B, T) layout (Embeddings, Attention, MeanPool), which know the packed form.
     meta = {
         "hidden": cfg.hidden,

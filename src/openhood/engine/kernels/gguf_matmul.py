@@ -2,7 +2,7 @@
 
 ``QuantMatrix`` holds a matrix's blocks row by row as the file has them, float16 scale (and
 Q4_1 min) included: the form the loader fuses (QKV, gate+up) and
-permutes (Q/K rows) before ``engine.packed_matmul`` repacks it for its SIMD kernels.
+permutes (Q/K rows) before ``engine.kernels.packed_matmul`` repacks it for its SIMD kernels.
 ``quant_linear_naive`` is the reference: dequantize the whole matrix, one float64 product.
 The trade-off: the row-major form is easy to check against the file (the tests compare
 ``rows`` with ``formats.gguf.dequantize`` bit for bit) but slow to multiply, so no kernel reads it.

@@ -1,5 +1,6 @@
 """Releasing the JIT compiler's pages: only clean compiler mappings are touched, RSS falls in a
-real process, and compiled code keeps running (and new code keeps compiling) afterwards."""
+real process, compiled code keeps running (and new code keeps compiling) afterwards, and the
+generator's first decode step is what triggers it."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import platform
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
-from openhood.engine.resident import Mapping, droppable, read_smaps
+from openhood.process.resident import Mapping, droppable, read_smaps
 
 linux_glibc = pytest.mark.skipif(
     not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc", reason="Linux smaps and glibc"
@@ -56,7 +58,7 @@ def test_smaps_parse_and_only_clean_compiler_mappings_are_droppable(tmp_path):
 
 CHILD = """
 import json, numba
-from openhood.engine.resident import read_smaps, release_idle_memory
+from openhood.process.resident import read_smaps, release_idle_memory
 
 def llvm_rss():
     return sum(m.rss for m in read_smaps() if "libllvmlite" in m.path)
@@ -90,3 +92,16 @@ def test_release_drops_compiler_pages_and_compiling_still_works():
     assert r["before"] > 20 << 20, r  # a compile touches tens of MB of LLVM
     assert r["freed"] > 0 and r["mappings"] >= 1
     assert r["after"] < r["before"] / 4, r  # what stays is the relocated data no one may drop
+
+
+def test_the_generators_first_decode_step_releases_the_compilers_pages(smollm2_gen):
+    """``generate.Generator`` hangs ``release_after_warm_up`` on its model: after one decode step
+    the process has given back the JIT compiler's pages once (measured by benchmarks/decoder.py)."""
+    from openhood.process import resident
+
+    model = smollm2_gen.model
+    assert model.after_warm_up is resident.release_after_warm_up
+    cache = model.new_cache(1, 8)
+    logits = model.forward([np.array([1, 2, 3])], [0], cache)  # prefill
+    model.forward([np.array([int(logits.argmax())])], [0], cache)  # decode
+    assert resident._released is not None  # this process released once (here or in an earlier test)

@@ -10,7 +10,7 @@ nothing but Linear → ReLU → … → Linear → Softmax. The trade-off: the f
 from the trained one by float32 rounding (~1e-7 relative), measured in the parity tests.
 
 Every layer is a ``PanelLinear`` where the kernel runs: the weight is packed once into the
-panels of ``engine.panel_gemm`` instead of being re-packed by OpenBLAS on every call, and after
+panels of ``engine.kernels.panel_gemm`` instead of being re-packed by OpenBLAS on every call, and after
 fusion each node (Linear+ReLU, and the 10-class head's Linear+Softmax) is one kernel call with
 the bias and activation applied to the register tile. ``packed=False`` gives the all-BLAS graph
 (np.matmul + the row kernels) the tests compare it with.
@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from openhood.engine.graph import Graph, Node
-from openhood.engine.linear import Linear
-from openhood.engine.panel_gemm import PanelLinear
+from openhood.engine.graph.graph import Graph, Node
+from openhood.engine.kernels.linear import Linear
+from openhood.engine.kernels.panel_gemm import PanelLinear
 
 INPUT_NAME = "x"  # (B, features) float32
 OUTPUT_NAME = "probs"  # (B, classes) float32

@@ -6,7 +6,7 @@ and with two threads working a thread coming back from a kernel finds it held an
 (traced: kernel calls incl. the GIL retake summed to 16 ms over two threads against 11 ms on
 one, the kernels themselves 144 → 156 µs). Here the calls are records in an (n, RECORD)
 int64 array, arguments converted once when the list is built (pointers as integers, floats
-as their bits), and ``@run`` (LLVM IR, compiled by ``engine.llvm_jit``) walks the array and
+as their bits), and ``@run`` (LLVM IR, compiled by ``engine.kernels.llvm_jit``) walks the array and
 calls each kernel through its function pointer: a list per thread per block, one ctypes call.
 
 Record layout: ``[kind, function address, a0 … a16]``; ``kind`` selects the signature
@@ -15,7 +15,7 @@ Record layout: ``[kind, function address, a0 … a16]``; ``kind`` selects the si
 epilogue that no kernel's store does: a width that is not a multiple of 16, a partial sum).
 
 Trade-off: a list holds raw addresses, so its builder must keep every array it points into
-alive and rebuild it whenever one moves (``engine.mbconv_plan`` keys its lists by the
+alive and rebuild it whenever one moves (``engine.graph.mbconv_plan`` keys its lists by the
 activations' addresses); nothing checks them at run time. None where the host has no
 AVX2+FMA (the kernels it would call do not exist there either).
 """
@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from openhood.engine.llvm_jit import jit_module
+from openhood.engine.kernels.llvm_jit import jit_module
 
 # Argument types of each record kind, in call order (LLVM IR spelling); the Python encoder, the
 # IR decoder and the ctypes prototypes of pointwise_simd.kernel() and depthwise_simd.kernel(k)

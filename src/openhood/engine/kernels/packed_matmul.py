@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
-from openhood.engine.gguf_matmul import QuantMatrix
+from openhood.engine.kernels.gguf_matmul import QuantMatrix
 from openhood.formats.gguf import QK
 
 CH = 64  # rows per chunk: 8 AVX2 / 4 AVX-512 vectors per inner loop, and a unit of parallel work

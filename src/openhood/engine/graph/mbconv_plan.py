@@ -4,7 +4,7 @@
 depthwise → project 1×1) with Python between them: argument conversion, ~264 ``.ctypes.data``
 reads per pass, scratch lookups, and with two threads a GIL retake after every call. For a
 block of at most ``PLAN_MAX_TILES`` tiles (Lite0 at batch 1) this module prepares the same
-calls once per input shape and buffer addresses as ``engine.call_list`` records and runs each
+calls once per input shape and buffer addresses as ``engine.kernels.call_list`` records and runs each
 thread's share as one native call:
 
 - a *part* is one thread's share: with two threads, one tile each when there are two tiles,
@@ -36,12 +36,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from openhood.engine import call_list, conv, depthwise_simd, pointwise_simd
-from openhood.engine.linear import Linear
-from openhood.engine.parallel import RowSplitter
+from openhood.engine.graph import conv
+from openhood.engine.kernels import call_list, depthwise_simd, pointwise_simd
+from openhood.engine.kernels.linear import Linear
+from openhood.engine.kernels.parallel import RowSplitter
 
 # A block of at most this many tiles (batch 1: 1 or 2) runs from a plan: its kernel calls
-# prepared once per shape and buffer, each thread's share one native call (``engine.call_list``)
+# prepared once per shape and buffer, each thread's share one native call (``engine.kernels.call_list``)
 # instead of three ctypes calls per tile with Python between them. False: always call by call.
 PLANNED_MBCONV = True
 PLAN_MAX_TILES = 2

@@ -5,7 +5,7 @@ layer (47% of a fused pass at batch 32): LLVM vectorizes its channel loop but le
 25-FMA dependency chain per vector (4-cycle latency each) or does not vectorize at all once the
 5×5 taps are unrolled. Here the interior of the image (pixels whose k×k window lies inside
 it, no padding taps) runs a kernel written as LLVM IR over ``<8 x float>``, like
-``engine.panel_gemm``: a block of 4 adjacent output pixels × 16 channels keeps 8 independent
+``engine.kernels.panel_gemm``: a block of 4 adjacent output pixels × 16 channels keeps 8 independent
 accumulators in registers; for each of the k·k taps (unrolled, k a compile-time constant) it
 loads the tap's two weight vectors once and issues 8 FMAs against the 4 pixels' inputs
 (memory operands), then bias + clip to [lo, hi] and one store per vector. A tail of 1–3 pixels
@@ -35,7 +35,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from openhood.engine import call_list
+from openhood.engine.kernels import call_list
 
 LANES = 8  # floats per AVX vector
 CHANNELS = 16  # channels per block: two vectors
@@ -329,7 +329,7 @@ def interior_args(
     x_top: int = 0,
     x_left: int = 0,
 ) -> tuple[object, ...]:
-    """The @dw arguments (``kernel(k)(*interior_args(...))``, or ``engine.call_list`` stores them
+    """The @dw arguments (``kernel(k)(*interior_args(...))``, or ``engine.kernels.call_list`` stores them
     for a later native call) of the interior rectangle images × rows × cols of ``out`` (N, OHX,
     OW, C), clipped to [lo, hi], from ``x`` (N, HX, W, C): output pixel (i, j)'s window starts at
     x's row ``x_top + i·stride`` and column ``x_left + j·stride`` (defaults: x is zero-padded,

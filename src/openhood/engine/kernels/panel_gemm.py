@@ -12,10 +12,10 @@ panel each 6-row block; a tail of 1–5 rows gets a kernel of its own height.
 
 The epilogue runs on the tile while it is still in registers, before its one store: + bias,
 then ReLU, or softmax when one panel holds the whole row (a ≤ 16-class head; exp as in
-``engine.kernels``: 2^n · a degree-7 polynomial). A width that is not a multiple of 16 stores
+``engine.kernels.numba_rows``: 2^n · a degree-7 polynomial). A width that is not a multiple of 16 stores
 its last panel with a lane mask straight into the (M, N) output. ``PanelLinear.fused_forward``
 makes Linear+ReLU and Linear+Softmax ONE ctypes call each (the layer's constants in a prebuilt
-int64 descriptor, 5 arguments), where ``matmul`` + the row kernels of ``engine.ops`` were a
+int64 descriptor, 5 arguments), where ``matmul`` + the row kernels of ``engine.kernels.ops`` were a
 GEMM, a scratch copy and a numba dispatch per layer (~20 µs of Python at batch 64).
 
 Why LLVM IR and not numba: numba's auto-vectorizer only produced the dot-product form (a
@@ -41,10 +41,10 @@ from typing import NamedTuple, cast
 
 import numpy as np
 
-from openhood.engine.blas import blas
-from openhood.engine.linear import Linear
-from openhood.engine.llvm_jit import jit_module
-from openhood.engine.ops import relu_naive, softmax_naive
+from openhood.engine.kernels.blas import blas
+from openhood.engine.kernels.linear import Linear
+from openhood.engine.kernels.llvm_jit import jit_module
+from openhood.engine.kernels.ops import relu_naive, softmax_naive
 
 NR = 16  # columns per panel: two 8-float AVX vectors
 MR = 6  # rows per register tile: 12 accumulators
@@ -96,7 +96,7 @@ _EXP2_MIN = -126.0
 
 def _softmax_row_ir(r: int) -> list[str]:
     """%s{r}_0, %s{r}_1 = softmax over the row's ``cols`` valid lanes of %v{r}_0, %v{r}_1 (the
-    exp of ``engine.kernels._softmax_rows``: 2^n · Taylor(2^f), flushed to 0 below 2^-126)."""
+    exp of ``engine.kernels.numba_rows._softmax_rows``: 2^n · Taylor(2^f), flushed to 0 below 2^-126)."""
     lines = [
         f"  %sa{r}_0 = select <8 x i1> %mask0, <8 x float> %v{r}_0, <8 x float> {_splat(_NEG_INF)}",
         f"  %sa{r}_1 = select <8 x i1> %mask1, <8 x float> %v{r}_1, <8 x float> {_splat(_NEG_INF)}",

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from openhood.engine import allocator
+from openhood.process import allocator
 
 pytestmark = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc malloc policy")
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc
 CHILD = """
 import sys
 import numpy as np
-from openhood.engine.allocator import apply_malloc_policy
+from openhood.process.allocator import apply_malloc_policy
 print(apply_malloc_policy(sys.argv[1]))
 a = np.ones(8 << 20, np.uint8)
 del a

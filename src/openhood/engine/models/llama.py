@@ -4,7 +4,7 @@ the uncached reference it must equal.
 
 Weights come from a GGUF file, either dequantized to float32 at load (``weights="float32"``:
 every matmul is one BLAS sgemm) or kept in their Q4_1 / Q8_0 blocks, repacked for SIMD
-(``weights="quantized"``: ``engine.packed_matmul``'s kernels, ~5× fewer bytes per decode step
+(``weights="quantized"``: ``engine.kernels.packed_matmul``'s kernels, ~5× fewer bytes per decode step
 and in memory). Q and K rows are un-permuted back to the Hugging Face layout so RoPE
 rotates contiguous halves (see ``formats.gguf.unpermute_qk``); Q, K, V share one fused
 (960, 576) matrix and gate/up one (3072, 576) matrix, so a layer is four matmuls.
@@ -25,16 +25,16 @@ group), with a causal mask per row, so a batch of sequences at different positio
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from openhood.engine.gguf_matmul import QuantMatrix
-from openhood.engine.kv_cache import KVCache
-from openhood.engine.llama_ops import masked_softmax_, rms_norm, rope_at, rope_half, swiglu
-from openhood.engine.packed_matmul import PackedMatrix, packed_linear
-from openhood.engine.resident import release_after_warm_up
+from openhood.engine.kernels.gguf_matmul import QuantMatrix
+from openhood.engine.kernels.packed_matmul import PackedMatrix, packed_linear
+from openhood.engine.models.kv_cache import KVCache
+from openhood.engine.models.llama_ops import masked_softmax_, rms_norm, rope_at, rope_half, swiglu
 
 WEIGHT_MODES = ("quantized", "float32")  # Llama.from_gguf's ``weights``: blocks kept, or dequantized at load
 
@@ -145,6 +145,10 @@ class Llama:
         self.layers = layers
         self.out_norm = out_norm
         self._warm = False  # set by the first decode step (see forward)
+        # Called once, after that first decode step: by then every kernel of the step loop is
+        # compiled. The caller hangs its process tuning here (``generate.Generator`` gives back
+        # the JIT compiler's pages); the engine itself knows nothing of the process.
+        self.after_warm_up: Callable[[], object] | None = None
 
     @classmethod
     def from_gguf(cls, path: Any, weights: str = "float32") -> Llama:
@@ -255,10 +259,10 @@ class Llama:
         laps.mark("matmul lm_head", flops=2 * len(tokens) * c.vocab_size * c.dim, nbytes=self.embed.nbytes)
         if not self._warm and len(tokens) == N:  # one new token per row
             # The first decode step: every kernel of the step loop has now been compiled (or
-            # loaded from numba's cache), so the compiler's pages and the loader's heap
-            # leftovers can go (engine/resident.py; once per process).
+            # loaded from numba's cache), so what only compiling needed can go (the caller's hook).
             self._warm = True
-            release_after_warm_up()
+            if self.after_warm_up is not None:
+                self.after_warm_up()
         return logits
 
     def _attention(
