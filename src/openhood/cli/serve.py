@@ -450,6 +450,9 @@ def apply_file_settings(args: argparse.Namespace, settings: dict) -> None:
     from openhood.cli import build_parser
 
     defaults = vars(build_parser().parse_args(["serve"]))
+    sub = argparse.ArgumentParser().add_subparsers()
+    register(sub, environ={})
+    actions = {a.dest: a for a in sub.choices["serve"]._actions}
     for key, value in settings.items():
         dest = key.replace("-", "_")
         if dest not in defaults or dest in ("model", "config", "func", "command"):
@@ -457,7 +460,23 @@ def apply_file_settings(args: argparse.Namespace, settings: dict) -> None:
         if dest == "buckets" and isinstance(value, list):
             value = ",".join(str(v) for v in value)
         if getattr(args, dest) == defaults[dest]:  # a flag given on the command line wins
-            setattr(args, dest, value)
+            setattr(args, dest, file_value(key, value, actions[dest]))
+
+
+def file_value(key: str, value, action: argparse.Action):
+    """A [server] value checked as its flag's would be (the option's type, its choices, true/false
+    for a switch), so ``workers = "two"`` is a usage error, not a traceback at start-up."""
+    switch = isinstance(action, argparse.BooleanOptionalAction | argparse._StoreTrueAction)
+    try:
+        if switch != isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise ValueError(f"expected {'true or false' if switch else 'a string or a number'}, got {value!r}")
+        if action.type is not None:
+            value = action.type(str(value))  # type: ignore[operator]
+        if action.choices is not None and value not in action.choices:
+            raise ValueError(f"expected one of {', '.join(map(str, action.choices))}, got {value!r}")
+    except (ValueError, argparse.ArgumentTypeError) as exc:
+        raise ValueError(f"[server] {key} in the model file: {exc}") from None
+    return value
 
 
 def load_served_models(config: ServerConfig, specs: list) -> list:
