@@ -27,8 +27,9 @@ import numpy as np
 from openhood.models.options import EngineOptions
 from openhood.models.registry import ModelSpecError
 from openhood.models.served import OutputSpec, Prepared, ServedModel
+from openhood.models.tasks import Task
 
-TASK = "classify"
+TASK = Task.CLASSIFY
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
