@@ -32,6 +32,11 @@ batch goes on; only an exception in the shared forward fails the rows that forwa
 (their cache slots are half-written), each of them with a complete ``"error"`` finish at once.
 Every submitted sequence gets exactly one ``FinishEvent``, whatever fails, so no client hangs.
 
+Per-sequence extras run on the worker thread inside that sequence's own fault boundary, only for
+sequences that asked: a response format's grammar masks the row before sampling
+(``SequenceState.constrain``), and ``logprobs`` adds the sampled token's float64 log-softmax and
+its top alternatives to the token's event (``generate.logprobs``), from the unmasked row.
+
 The trade-off: one thread and one cache (no second worker); every sequence's next token waits
 for the whole step, prompt chunk included, and a prompt that arrives while many streams decode
 waits more steps for its first token.
@@ -52,6 +57,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from openhood.generate.generator import GenerationConfig, Sampler, SequenceState, sample_next
+from openhood.generate.logprobs import TokenLogprobs, token_logprobs
 from openhood.scheduler.batcher import QueueFullError, SchedulerStoppedError
 from openhood.scheduler.policy import GenerationPolicy
 from openhood.scheduler.step_budget import StepBudget
@@ -80,11 +86,13 @@ class StepDecoder(Protocol):
 
 @dataclass(frozen=True)
 class TokenEvent:
-    """Text made final by the latest sampled token ('' while held back); ``tokens``: sampled so far."""
+    """Text made final by the latest sampled token ('' while held back); ``tokens``: sampled so far.
+    ``logprobs``: that token's, for a sequence that asked (``GenerationConfig.logprobs``), else ()."""
 
     text: str
     tokens: int
     t_ns: int  # monotonic
+    logprobs: tuple[TokenLogprobs, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -100,6 +108,7 @@ class FinishEvent:
     first_token_ns: int  # 0 when no token was sampled
     end_ns: int
     cut: bool  # finished early by the time limit or the drain's grace deadline
+    logprobs: tuple[TokenLogprobs, ...] = ()  # the last sampled token's (EOS has none), when asked
 
 
 Sink = Callable[[TokenEvent | FinishEvent], None]
@@ -378,7 +387,9 @@ class GenerationScheduler:
         """Sample and record one token for ``s``; a fault here finishes ``s`` alone ("error")."""
         assert s.state is not None
         try:
-            token = self.sampler(row, s.config, s.state.rng)
+            token = self.sampler(s.state.constrain(row), s.config, s.state.rng)  # a grammar masks the row
+            k = s.config.logprobs
+            lp = (token_logprobs(row, token, k),) if k is not None and token not in self.eos_ids else ()
             s.sampled += 1
             now = time.monotonic_ns()
             if s.first_token_ns == 0:
@@ -389,9 +400,9 @@ class GenerationScheduler:
             self._sequence_fault(s, "sampling")
             return
         if s.state.finish_reason is None:
-            self._emit(s, TokenEvent(text, s.sampled, now))
+            self._emit(s, TokenEvent(text, s.sampled, now, lp))
         else:
-            self._release(s, s.state.finish_reason, text)
+            self._release(s, s.state.finish_reason, text, logprobs=lp)
 
     def _sequence_fault(self, s: _Seq, stage: str) -> None:
         """``s`` failed on its own: it leaves the batch at the end of this step with "error"."""
@@ -467,16 +478,18 @@ class GenerationScheduler:
             log.exception("generation cut failed for one sequence")
             return ""
 
-    def _release(self, s: _Seq, reason: str, text: str, cut: bool = False) -> None:
+    def _release(
+        self, s: _Seq, reason: str, text: str, cut: bool = False, logprobs: tuple[TokenLogprobs, ...] = ()
+    ) -> None:
         if s.slot >= 0:
             with self._cond:
                 self._free_slots.append(s.slot)
                 self._free_slots.sort()  # lowest slots first keeps a batch's slots consecutive (no gather)
                 self._reserved_tokens -= s.reserved_tokens
             s.slot = -1
-        self._finish(s, reason, text, cut)
+        self._finish(s, reason, text, cut, logprobs)
 
-    def _finish(self, s: _Seq, reason: str, text: str, cut: bool) -> None:
+    def _finish(self, s: _Seq, reason: str, text: str, cut: bool, logprobs: tuple[TokenLogprobs, ...] = ()) -> None:
         s.cut_reason = None
         self._emit(
             s,
@@ -490,6 +503,7 @@ class GenerationScheduler:
                 s.first_token_ns,
                 time.monotonic_ns(),
                 cut,
+                logprobs,
             ),
         )
 

@@ -314,6 +314,11 @@ class BPETokenizer:
     def token_bytes(self, token_id: int) -> bytes:
         return self._bytes[token_id]
 
+    @property
+    def special_ids(self) -> frozenset[int]:
+        """Ids of the special (control) tokens."""
+        return self._special_ids
+
     def decode(self, ids, skip_special: bool = False) -> str:
         """Text of ``ids``; invalid UTF-8 (a cut-off character) becomes U+FFFD, as in HF."""
         data = b"".join(self._bytes[int(i)] for i in ids if not (skip_special and int(i) in self._special_ids))
