@@ -60,6 +60,7 @@ from openhood.generate.generator import GenerationConfig, Sampler, SequenceState
 from openhood.generate.logprobs import TokenLogprobs, token_logprobs
 from openhood.scheduler.batcher import QueueFullError, SchedulerStoppedError
 from openhood.scheduler.policy import GenerationPolicy
+from openhood.scheduler.prefix_cache import SlotPrefixIndex
 from openhood.scheduler.step_budget import StepBudget
 
 log = logging.getLogger("openhood.scheduler")
@@ -74,6 +75,8 @@ class SlotCache(Protocol):
     def bytes_per_token(self) -> int: ...
 
     def reset(self, slot: int) -> None: ...
+
+    def copy_prefix(self, src: int, dst: int, n: int) -> None: ...
 
 
 class StepDecoder(Protocol):
@@ -137,6 +140,7 @@ class _Seq:
     deadline_ns: int
     reserved_tokens: int
     slot: int = -1
+    reuse_from: int = -1  # the slot whose first ``prefilled`` positions it starts from (set at admission)
     prefilled: int = 0  # prompt tokens already in the cache
     last_token: int = -1
     sampled: int = 0
@@ -183,6 +187,8 @@ class GenerationScheduler:
         self._new_decoder = new_decoder  # a fresh StreamDecoder per sequence
         self.max_context = min(policy.max_context, context_length)
         self.cache = decoder.new_cache(policy.max_running, self.max_context)
+        self.prefix = SlotPrefixIndex(policy.max_running, policy.prefix_cache)  # worker thread only
+        self.prefill_computed = 0  # prompt tokens run through the forward (the rest came from the prefix cache)
         self.bytes_per_token = int(self.cache.bytes_per_token)
         self.budget = StepBudget(policy.prefill_chunk, policy.step_stretch)  # worker thread only
         self._on_step = on_step
@@ -365,6 +371,7 @@ class GenerationScheduler:
         if decode or prefill:
             seconds = time.perf_counter() - t0
             prefill_tokens = sum(n for _, n in prefill)
+            self.prefill_computed += prefill_tokens
             self.budget.observe(len(decode) + prefill_tokens, seconds)
             if self._on_step is not None:
                 try:
@@ -432,7 +439,10 @@ class GenerationScheduler:
                 if self._reserved_tokens + head.reserved_tokens > self.policy.kv_cache_bytes // self.bytes_per_token:
                     break  # first come, first served: a big request is not overtaken forever
                 self._waiting.popleft()
-                head.slot = self._free_slots.pop(0)
+                running = {s.slot: self._fed(s) for s in self._running if s.slot >= 0}
+                choice = self.prefix.choose(head.prompt_ids, self._free_slots, running)
+                self._free_slots.remove(choice.slot)
+                head.slot, head.reuse_from, head.prefilled = choice.slot, choice.source, choice.reused
                 self._reserved_tokens += head.reserved_tokens
                 admitted.append(head)
         if cut_all and (gone or self._running):
@@ -456,6 +466,10 @@ class GenerationScheduler:
             s.admitted_ns = now
             try:
                 self.cache.reset(s.slot)
+                if s.prefilled:  # its prompt's first tokens are in the cache already
+                    if s.reuse_from != s.slot:
+                        self.cache.copy_prefix(s.reuse_from, s.slot, s.prefilled)
+                    self.cache.lengths[s.slot] = s.prefilled
                 s.state = SequenceState(s.slot, s.prompt_ids, s.config, s.new_decoder())
             except Exception:
                 self._sequence_fault(s, "admission")
@@ -482,6 +496,8 @@ class GenerationScheduler:
         self, s: _Seq, reason: str, text: str, cut: bool = False, logprobs: tuple[TokenLogprobs, ...] = ()
     ) -> None:
         if s.slot >= 0:
+            # the slot keeps what it holds for a later prompt with the same prefix (not after a fault)
+            self.prefix.release(s.slot, self._fed(s) if reason != "error" else [])
             with self._cond:
                 self._free_slots.append(s.slot)
                 self._free_slots.sort()  # lowest slots first keeps a batch's slots consecutive (no gather)
@@ -512,6 +528,12 @@ class GenerationScheduler:
             s.sink(event)
         except Exception:  # the listener is gone (e.g. its event loop closed): nobody to stream to
             s.cancelled = True
+
+    def _fed(self, s: _Seq) -> list[int]:
+        """The tokens whose keys/values ``s``'s slot holds: its prompt, then its sampled tokens, as fed."""
+        n = int(self.cache.lengths[s.slot])
+        ids = s.state.ids if s.state is not None else []
+        return (s.prompt_ids + ids)[:n] if n > len(s.prompt_ids) else s.prompt_ids[:n]
 
     def _fail_running(self) -> None:
         for s in self._running:
