@@ -2,7 +2,8 @@
 SDK's own parameters (``logprobs``/``top_logprobs``, legacy ``logprobs``, ``response_format``):
 OpenAI's shapes, streaming and not; values equal to a float64 log-softmax of the engine's logits
 (the same float32 SmolLM2 the server runs, fed the same tokens); constrained outputs parse and
-validate, beside unconstrained streams in the same batch; bad values get 400/422 naming the field."""
+validate, beside unconstrained streams in the same batch; bad values get 400/422 naming the field;
+a shared system prompt is served from the prefix cache with the same greedy answers, and counted."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ import numpy as np
 import openai
 import pytest
 
-from .test_completions import gen_server, sdk  # noqa: F401 -- the module's own server, the same settings
+from openhood.generate import GenerationConfig, SamplingParams
+
+from .test_completions import gen_server, metric, sdk  # noqa: F401 -- the module's own server, the same settings
 
 QUESTION = "What is the capital of France?"
 PERSON = {
@@ -66,7 +69,10 @@ def test_chat_logprobs_equal_the_engines_log_softmax(sdk, smollm2_gen):  # noqa:
         if ch.choices and ch.choices[0].logprobs
         for lp in ch.choices[0].logprobs.content
     ]
-    assert [(e.token, e.logprob) for e in streamed] == [(e.token, e.logprob) for e in content]
+    assert [e.token for e in streamed] == [e.token for e in content]
+    # the second request's prompt came from the prefix cache: its last token alone was recomputed,
+    # a different chunking of the same float32 forward (differences ~1e-6)
+    np.testing.assert_allclose([e.logprob for e in streamed], [e.logprob for e in content], atol=1e-4)
     plain = sdk.chat.completions.create(model="smollm2", messages=messages, max_tokens=2, temperature=0)
     assert plain.choices[0].logprobs is None
 
@@ -181,3 +187,19 @@ def test_sdk_accepts_a_bad_schema_error(sdk):  # noqa: F811
             response_format={"type": "json_schema", "json_schema": {"name": "r", "schema": {"$ref": "#/x"}}},
         )
     assert e.value.code == "unsupported_schema"
+
+
+def test_a_shared_system_prompt_comes_from_the_prefix_cache_with_the_same_answers(gen_server, sdk, smollm2_gen):  # noqa: F811
+    system = "You are a terse assistant for a museum. " * 12
+    with gen_server.client() as c:
+        before = metric(c, "openhood_prefix_cache_cached_tokens_total")
+        for q in ("Name a color.", "Name a fruit."):
+            messages = [{"role": "system", "content": system}, {"role": "user", "content": q}]
+            want = smollm2_gen.generate(
+                messages, GenerationConfig(max_tokens=5, sampling=SamplingParams(temperature=0))
+            )
+            r = sdk.chat.completions.create(model="smollm2", messages=messages, max_tokens=5, temperature=0)
+            assert r.choices[0].message.content == want.text
+        shared = len(smollm2_gen.encode_prompt([{"role": "system", "content": system}]))
+        assert metric(c, "openhood_prefix_cache_cached_tokens_total") - before >= shared - 8  # the system turn at least
+        assert metric(c, "openhood_prefix_cache_hits_total") >= 1

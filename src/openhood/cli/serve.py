@@ -252,6 +252,12 @@ def register(subparsers, environ=os.environ) -> None:
         "--gen-max-tokens", type=v.positive_int, default=gd.max_tokens, help="the largest max_tokens a request may ask"
     )
     g.add_argument(
+        "--gen-prefix-cache",
+        action=argparse.BooleanOptionalAction,
+        default=gd.prefix_cache,
+        help="start a prompt from the longest prefix already in a KV slot (a shared system prompt, a growing chat)",
+    )
+    g.add_argument(
         "--gen-timeout",
         type=v.positive_float,
         default=gd.timeout_s,
@@ -430,6 +436,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
             max_context=args.gen_max_context,
             max_tokens=args.gen_max_tokens,
             timeout_s=args.gen_timeout,
+            prefix_cache=args.gen_prefix_cache,
         ),
     )
 
