@@ -17,6 +17,11 @@ One worker thread owns the decoder and its KV cache (one slot per running sequen
    factor, never by the whole prompt. A sequence whose prompt is complete samples its first
    token from that forward's logits.
 
+Each iteration is three calls, the way vLLM v1 splits its engine step: ``schedule`` (retire,
+admit through the ``KVCacheManager``, which alone owns slots, reservations and prefix reuse,
+then choose the step's rows: a ``StepPlan``), ``execute`` (the one forward) and ``update``
+(sample, advance, finish and free).
+
 Decode rows and prompt chunks share one forward because a forward's fixed cost (one pass over
 every weight) is most of a small decode step: two forwards per step would double the gap that
 every stream sees whenever a prompt is being read.
@@ -59,24 +64,11 @@ import numpy as np
 from openhood.generate.generator import GenerationConfig, Sampler, SequenceState, sample_next
 from openhood.generate.logprobs import TokenLogprobs, token_logprobs
 from openhood.scheduler.batcher import QueueFullError, SchedulerStoppedError
+from openhood.scheduler.kv_manager import new_manager
 from openhood.scheduler.policy import GenerationPolicy
-from openhood.scheduler.prefix_cache import SlotPrefixIndex
 from openhood.scheduler.step_budget import StepBudget
 
 log = logging.getLogger("openhood.scheduler")
-
-
-class SlotCache(Protocol):
-    """The decoder's KV cache as the scheduler sees it (``engine.models.kv_cache.KVCache``)."""
-
-    lengths: np.ndarray  # (slots,) positions filled per slot
-
-    @property
-    def bytes_per_token(self) -> int: ...
-
-    def reset(self, slot: int) -> None: ...
-
-    def copy_prefix(self, src: int, dst: int, n: int) -> None: ...
 
 
 class StepDecoder(Protocol):
@@ -126,6 +118,21 @@ class StepInfo:
     prefill_tokens: int
     sampled: int  # tokens sampled this step (one per decode row, one per completed prefill)
     seconds: float
+
+
+@dataclass
+class StepPlan:
+    """What one step runs (``schedule``'s answer): decode rows, then prompt chunks, in one forward."""
+
+    decode: list[_Seq]
+    prefill: list[tuple[_Seq, int]]  # (sequence, prompt tokens this step)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.decode or self.prefill)
+
+    def carried(self) -> list[_Seq]:
+        return [*self.decode, *(s for s, _ in self.prefill)]
 
 
 @dataclass(eq=False)
@@ -186,10 +193,9 @@ class GenerationScheduler:
         self.eos_ids = eos_ids
         self._new_decoder = new_decoder  # a fresh StreamDecoder per sequence
         self.max_context = min(policy.max_context, context_length)
-        self.cache = decoder.new_cache(policy.max_running, self.max_context)
-        self.prefix = SlotPrefixIndex(policy.max_running, policy.prefix_cache)  # worker thread only
+        self.kv = new_manager(decoder, policy, self.max_context)  # slots, reservations, prefixes: worker thread only
         self.prefill_computed = 0  # prompt tokens run through the forward (the rest came from the prefix cache)
-        self.bytes_per_token = int(self.cache.bytes_per_token)
+        self.bytes_per_token = self.kv.bytes_per_token
         self.budget = StepBudget(policy.prefill_chunk, policy.step_stretch)  # worker thread only
         self._on_step = on_step
         self._on_thread_start = on_thread_start  # e.g. set the worker thread's BLAS threads
@@ -200,8 +206,6 @@ class GenerationScheduler:
         self._waiting: deque[_Seq] = deque()
         self._jobs: deque[tuple[Callable[[], object], Future[object]]] = deque()
         self._running: list[_Seq] = []  # worker thread only
-        self._free_slots = list(range(policy.max_running))
-        self._reserved_tokens = 0
         self._stopping = False
         self._cut_all = False
         self._busy_since_ns: int | None = None
@@ -222,6 +226,11 @@ class GenerationScheduler:
     @property
     def worker_alive(self) -> bool:
         return self._thread.is_alive()
+
+    @property
+    def prefix(self) -> Any:
+        """The prefix cache's index and counters (hits, cached tokens, evictions)."""
+        return self.kv.prefix
 
     @property
     def kv_bytes_used(self) -> int:
@@ -336,48 +345,68 @@ class GenerationScheduler:
                 self._busy_since_ns = None
 
     def _step(self) -> None:
+        """One iteration: ``schedule`` what runs, ``execute`` its forward, ``update`` every sequence."""
         t0 = time.perf_counter()
+        plan = self.schedule()
+        logits = self.execute(plan)
+        self.update(plan, logits, t0)
+
+    def schedule(self) -> StepPlan:
+        """Retire what is over, admit what fits (the KV-cache manager decides), and choose this
+        step's decode rows and prompt chunk (``StepBudget`` sizes the chunk)."""
         self._retire_and_admit()
         decode = [s for s in self._running if s.prefilled == len(s.prompt_ids)]
         reading = [s for s in self._running if s.prefilled < len(s.prompt_ids)]
-        prefill = self._prefill_chunk(reading, self.budget.prefill_tokens(len(decode), len(self._running)))
+        return StepPlan(
+            decode, self._prefill_chunk(reading, self.budget.prefill_tokens(len(decode), len(self._running)))
+        )
+
+    def execute(self, plan: StepPlan) -> np.ndarray | None:
+        """The one packed forward over the plan's rows → (B, V) logits (decode rows, then chunks);
+        None when it raised: every row it carried is marked failed (its slot is half-written)."""
+        if plan.empty:
+            return np.empty((0, 0), dtype=np.float32)
+        feed = [np.array([s.last_token], dtype=np.int64) for s in plan.decode] + [
+            np.asarray(s.prompt_ids[s.prefilled : s.prefilled + n], dtype=np.int64) for s, n in plan.prefill
+        ]
+        slots = [s.slot for s in plan.carried()]
+        try:
+            return np.asarray(self.decoder.forward(feed, slots, self.kv.cache))
+        except Exception:
+            self.forward_faults += 1
+            carried = plan.carried()
+            log.exception("generation forward failed: finishing the %d sequence(s) it carried", len(carried))
+            for s in carried:
+                s.cut_reason = "error"
+            return None
+
+    def update(self, plan: StepPlan, logits: np.ndarray | None, t0: float) -> None:
+        """Sample each row's token (per-sequence fault boundary), advance prompts, finish what is
+        over and free its slot, then account for the step."""
         sampled = 0
-        if decode or prefill:
-            feed = [np.array([s.last_token], dtype=np.int64) for s in decode] + [
-                np.asarray(s.prompt_ids[s.prefilled : s.prefilled + n], dtype=np.int64) for s, n in prefill
-            ]
-            slots = [s.slot for s in decode] + [s.slot for s, _ in prefill]
-            try:
-                logits = self.decoder.forward(feed, slots, self.cache)  # (B, V): decode rows, then chunks
-            except Exception:
-                self.forward_faults += 1
-                carried = [*decode, *(s for s, _ in prefill)]
-                log.exception("generation forward failed: finishing the %d sequence(s) it carried", len(carried))
-                for s in carried:
-                    s.cut_reason = "error"
-                decode, prefill = [], []
-                logits = np.empty((0, 0), dtype=np.float32)
-            for s, row in zip(decode, logits[: len(decode)], strict=True):
+        if logits is not None:
+            for s, row in zip(plan.decode, logits[: len(plan.decode)], strict=True):
                 self._accept(s, row)
-            sampled += len(decode)
-            for (s, n), row in zip(prefill, logits[len(decode) :], strict=True):
+            sampled += len(plan.decode)
+            for (s, n), row in zip(plan.prefill, logits[len(plan.decode) :], strict=True):
                 s.prefilled += n
                 if s.prefilled == len(s.prompt_ids):  # prompt complete: this row's logits give token 1
                     self._accept(s, row)
                     sampled += 1
         self._running = [s for s in self._running if not self._finish_if_done(s)]
         self.n_running = len(self._running)
-        self.kv_tokens_used = int(sum(int(self.cache.lengths[s.slot]) for s in self._running))
-        if decode or prefill:
-            seconds = time.perf_counter() - t0
-            prefill_tokens = sum(n for _, n in prefill)
-            self.prefill_computed += prefill_tokens
-            self.budget.observe(len(decode) + prefill_tokens, seconds)
-            if self._on_step is not None:
-                try:
-                    self._on_step(StepInfo(len(decode), len(prefill), prefill_tokens, sampled, seconds))
-                except Exception:  # metrics must never fail the batch
-                    log.exception("generation on_step hook failed")
+        self.kv_tokens_used = self.kv.tokens_used([s.slot for s in self._running])
+        if logits is None or plan.empty:
+            return
+        seconds = time.perf_counter() - t0
+        prefill_tokens = sum(n for _, n in plan.prefill)
+        self.prefill_computed += prefill_tokens
+        self.budget.observe(len(plan.decode) + prefill_tokens, seconds)
+        if self._on_step is not None:
+            try:
+                self._on_step(StepInfo(len(plan.decode), len(plan.prefill), prefill_tokens, sampled, seconds))
+            except Exception:  # metrics must never fail the batch
+                log.exception("generation on_step hook failed")
 
     def _prefill_chunk(self, candidates: list[_Seq], budget: int) -> list[tuple[_Seq, int]]:
         """(sequence, tokens) of this step's prompt chunk: oldest first, ``budget`` tokens in all."""
@@ -434,17 +463,13 @@ class GenerationScheduler:
             for s in gone:
                 self._waiting.remove(s)
             admitted = []
-            while self._waiting and self._free_slots:
-                head = self._waiting[0]
-                if self._reserved_tokens + head.reserved_tokens > self.policy.kv_cache_bytes // self.bytes_per_token:
-                    break  # first come, first served: a big request is not overtaken forever
-                self._waiting.popleft()
+            # First come, first served: a big request that does not fit is not overtaken forever.
+            while self._waiting and self.kv.fits(self._waiting[0].reserved_tokens):
+                head = self._waiting.popleft()
                 running = {s.slot: self._fed(s) for s in self._running if s.slot >= 0}
-                choice = self.prefix.choose(head.prompt_ids, self._free_slots, running)
-                self._free_slots.remove(choice.slot)
+                choice = self.kv.allocate(head.prompt_ids, head.reserved_tokens, running)
                 head.slot, head.reuse_from, head.prefilled = choice.slot, choice.source, choice.reused
-                self._reserved_tokens += head.reserved_tokens
-                admitted.append(head)
+                admitted.append((head, choice))
         if cut_all and (gone or self._running):
             log.warning(
                 "drain grace period over: cutting %d running and %d waiting sequence(s)",
@@ -462,14 +487,10 @@ class GenerationScheduler:
         for s in gone:
             self._finish(s, "cancelled" if s.cancelled else "length", "", cut=not s.cancelled)
         self._running = [s for s in self._running if not self._finish_if_done(s)]
-        for s in admitted:
+        for s, choice in admitted:
             s.admitted_ns = now
             try:
-                self.cache.reset(s.slot)
-                if s.prefilled:  # its prompt's first tokens are in the cache already
-                    if s.reuse_from != s.slot:
-                        self.cache.copy_prefix(s.reuse_from, s.slot, s.prefilled)
-                    self.cache.lengths[s.slot] = s.prefilled
+                self.kv.prepare(choice)  # its prompt's first tokens may be in the cache already
                 s.state = SequenceState(s.slot, s.prompt_ids, s.config, s.new_decoder())
             except Exception:
                 self._sequence_fault(s, "admission")
@@ -497,11 +518,7 @@ class GenerationScheduler:
     ) -> None:
         if s.slot >= 0:
             # the slot keeps what it holds for a later prompt with the same prefix (not after a fault)
-            self.prefix.release(s.slot, self._fed(s) if reason != "error" else [])
-            with self._cond:
-                self._free_slots.append(s.slot)
-                self._free_slots.sort()  # lowest slots first keeps a batch's slots consecutive (no gather)
-                self._reserved_tokens -= s.reserved_tokens
+            self.kv.free(s.slot, s.reserved_tokens, self._fed(s) if reason != "error" else [])
             s.slot = -1
         self._finish(s, reason, text, cut, logprobs)
 
@@ -531,7 +548,7 @@ class GenerationScheduler:
 
     def _fed(self, s: _Seq) -> list[int]:
         """The tokens whose keys/values ``s``'s slot holds: its prompt, then its sampled tokens, as fed."""
-        n = int(self.cache.lengths[s.slot])
+        n = self.kv.length(s.slot)
         ids = s.state.ids if s.state is not None else []
         return (s.prompt_ids + ids)[:n] if n > len(s.prompt_ids) else s.prompt_ids[:n]
 
