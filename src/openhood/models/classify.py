@@ -122,6 +122,7 @@ def load_classifier(name: str, folder: Path, options: EngineOptions) -> ServedMo
         preprocessor=FeaturePreprocessor(mlp.n_features, mlp.image_shape, INPUT_NAME),
         backends=backends,
         postprocessor=Probabilities(labels),
+        labels=tuple(labels),
         output=OutputSpec((len(labels),)),
         info={
             "backend": first.name,

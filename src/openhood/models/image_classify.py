@@ -132,6 +132,7 @@ def load_image_classifier(name: str, folder: Path, options: EngineOptions) -> Se
         backends=backends,
         wide=wide,
         postprocessor=post,
+        labels=tuple(post.labels),
         output=OutputSpec((classes + HEAD_WIDTH,)),
         info={
             "backend": first.name,
