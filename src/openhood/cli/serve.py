@@ -42,7 +42,13 @@ def register(subparsers, environ=os.environ) -> None:
         help="serve the [[models]] of this TOML file (name, path, task, backend, precision, buckets); "
         "its [server] table sets any flag left at its default (docs/server.md)",
     )
-    p.add_argument("--backend", default=d.backend, choices=("numpy", "onnxruntime"))
+    p.add_argument(
+        "--backend",
+        default=d.backend,
+        choices=("auto", "numpy", "onnxruntime"),
+        help="auto: time both on this machine at first start and serve lone requests and batches "
+        "each with the faster (verdict cached per machine and model; see docs/design.md)",
+    )
     p.add_argument(
         "--precision", default=d.precision, help="passed to the engine (fp32; others when the backend offers them)"
     )
@@ -486,6 +492,7 @@ def load_served_models(config: ServerConfig, specs: list) -> list:
         threads=config.engine_threads(cores),
         workers=config.worker_count(cores),
         wide_threads=config.wide_threads(cores),
+        batch_rows=config.max_batch_size,
     )
     models = load_models(specs, options)  # before any log line: a usage mistake stays one line on stderr
     log.info(
