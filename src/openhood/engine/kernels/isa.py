@@ -198,3 +198,23 @@ def llvm_features(at: Level | None = None) -> str | None:
     if at < Level.AVX512:
         flags = ["-" + f[1:] if f[1:].startswith(_WIDE_PREFIXES) else f for f in flags]
     return ",".join(flags)
+
+
+def header() -> str:
+    """The benchmark header line: the CPU and the level this process runs its kernels at."""
+    return f"CPU: {describe()}; kernels at ISA level {level().label}"
+
+
+def run_at_every_level(argv: list[str]) -> int:
+    """Run ``python argv…`` once per level this machine supports (lowest first), each with
+    ``OPENHOOD_ISA`` set (the level is read once per process); the worst exit status. For the
+    benchmarks' ``--every-isa``: one command prints the figures of every level."""
+    import subprocess
+    import sys
+
+    worst = 0
+    for lv in supported_levels():
+        print(f"\n===== {ENV_VAR}={lv.label} =====", flush=True)
+        rc = subprocess.run([sys.executable, *argv], env={**os.environ, ENV_VAR: lv.label}, check=False).returncode
+        worst = max(worst, rc)
+    return worst
