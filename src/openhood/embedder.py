@@ -33,6 +33,7 @@ import numpy as np
 from openhood.models import EngineOptions, ModelSpec, ServedModel, load_model
 from openhood.models.tasks import Task
 from openhood.models.text import TextPreprocessor
+from openhood.progress import StatusLine, bar
 
 
 class Embedder:
@@ -166,19 +167,13 @@ class ProgressBar:
     WIDTH = 30
 
     def __init__(self, stream: TextIO, show: bool | None):
-        self.stream, self.show, self.drawn = stream, show, False
+        self.line, self.show = StatusLine(stream, tty_interval=0.0, log_interval=0.0), show
 
     def update(self, done: int, total: int) -> None:
         if self.show is None:
-            self.show = total > 1 and self.stream.isatty()
-        if not self.show:
-            return
-        filled = self.WIDTH * done // total
-        self.stream.write(f"\rBatches: {done}/{total} [{'=' * filled}{' ' * (self.WIDTH - filled)}]")
-        self.stream.flush()
-        self.drawn = True
+            self.show = total > 1 and self.line.tty
+        if self.show:
+            self.line.update(f"Batches: {done}/{total} {bar(done / total, self.WIDTH, '=')}", force=True)
 
     def close(self) -> None:
-        if self.drawn:
-            self.stream.write("\n")
-            self.stream.flush()
+        self.line.close()

@@ -82,14 +82,15 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # --help (0) or a usage error (2, its line already on stderr)
         return int(exc.code or 0)
     from openhood.engine.kernels.isa import IsaError
-    from openhood.formats.weights import UnsafeModelFormatError
+    from openhood.formats.errors import ModelFileError
     from openhood.models import ModelNotFoundError, ModelSpecError
 
     try:
         check_isa_override()
         return int(args.func(args) or 0)
-    except (ModelNotFoundError, ModelSpecError, UnsafeModelFormatError, IsaError) as exc:
-        # A usage mistake found after parsing (a folder that is not a model, pickle weights):
-        # one line and exit 2, like argparse's own errors.
+    except (ModelNotFoundError, ModelSpecError, ModelFileError, IsaError) as exc:
+        # A usage mistake found after parsing (a folder that is not a model, pickle weights, a
+        # damaged or truncated model file, an OPENHOOD_ISA this CPU lacks): one line and exit 2,
+        # like argparse's own errors.
         sys.stderr.write(f"openhood {args.command}: error: {exc}\n")
         return 2

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from openhood.models.options import EngineOptions, engine_backends
+from openhood.models.registry import ModelSpecError
 from openhood.models.served import OutputSpec, Prepared, ServedModel, dummy_feeds
 from openhood.models.tasks import Task
 
@@ -105,7 +106,7 @@ def load_classifier(name: str, folder: Path, options: EngineOptions) -> ServedMo
     from openhood.engine.models.mlp import INPUT_NAME, load_mlp
 
     if options.precision != "fp32":
-        raise ValueError(f"model {name!r}: the MLP classifier runs in fp32 only (asked for {options.precision})")
+        raise ModelSpecError(f"model {name!r}: the MLP classifier runs in fp32 only (asked for {options.precision})")
     mlp = load_mlp(folder)
 
     def graph():

@@ -32,6 +32,11 @@ batch goes on; only an exception in the shared forward fails the rows that forwa
 (their cache slots are half-written), each of them with a complete ``"error"`` finish at once.
 Every submitted sequence gets exactly one ``FinishEvent``, whatever fails, so no client hangs.
 
+Per-sequence extras run on the worker thread inside that sequence's own fault boundary, only for
+sequences that asked: a response format's grammar masks the row before sampling
+(``SequenceState.constrain``), and ``logprobs`` adds the sampled token's float64 log-softmax and
+its top alternatives to the token's event (``generate.logprobs``), from the unmasked row.
+
 The trade-off: one thread and one cache (no second worker); every sequence's next token waits
 for the whole step, prompt chunk included, and a prompt that arrives while many streams decode
 waits more steps for its first token.
@@ -52,8 +57,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from openhood.generate.generator import GenerationConfig, Sampler, SequenceState, sample_next
+from openhood.generate.logprobs import TokenLogprobs, token_logprobs
 from openhood.scheduler.batcher import QueueFullError, SchedulerStoppedError
 from openhood.scheduler.policy import GenerationPolicy
+from openhood.scheduler.prefix_cache import SlotPrefixIndex
 from openhood.scheduler.step_budget import StepBudget
 
 log = logging.getLogger("openhood.scheduler")
@@ -69,6 +76,8 @@ class SlotCache(Protocol):
 
     def reset(self, slot: int) -> None: ...
 
+    def copy_prefix(self, src: int, dst: int, n: int) -> None: ...
+
 
 class StepDecoder(Protocol):
     """What the scheduler drives: ``forward`` appends each row's tokens to its slot, returns (B, V)."""
@@ -80,11 +89,13 @@ class StepDecoder(Protocol):
 
 @dataclass(frozen=True)
 class TokenEvent:
-    """Text made final by the latest sampled token ('' while held back); ``tokens``: sampled so far."""
+    """Text made final by the latest sampled token ('' while held back); ``tokens``: sampled so far.
+    ``logprobs``: that token's, for a sequence that asked (``GenerationConfig.logprobs``), else ()."""
 
     text: str
     tokens: int
     t_ns: int  # monotonic
+    logprobs: tuple[TokenLogprobs, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -100,6 +111,7 @@ class FinishEvent:
     first_token_ns: int  # 0 when no token was sampled
     end_ns: int
     cut: bool  # finished early by the time limit or the drain's grace deadline
+    logprobs: tuple[TokenLogprobs, ...] = ()  # the last sampled token's (EOS has none), when asked
 
 
 Sink = Callable[[TokenEvent | FinishEvent], None]
@@ -128,6 +140,7 @@ class _Seq:
     deadline_ns: int
     reserved_tokens: int
     slot: int = -1
+    reuse_from: int = -1  # the slot whose first ``prefilled`` positions it starts from (set at admission)
     prefilled: int = 0  # prompt tokens already in the cache
     last_token: int = -1
     sampled: int = 0
@@ -174,6 +187,8 @@ class GenerationScheduler:
         self._new_decoder = new_decoder  # a fresh StreamDecoder per sequence
         self.max_context = min(policy.max_context, context_length)
         self.cache = decoder.new_cache(policy.max_running, self.max_context)
+        self.prefix = SlotPrefixIndex(policy.max_running, policy.prefix_cache)  # worker thread only
+        self.prefill_computed = 0  # prompt tokens run through the forward (the rest came from the prefix cache)
         self.bytes_per_token = int(self.cache.bytes_per_token)
         self.budget = StepBudget(policy.prefill_chunk, policy.step_stretch)  # worker thread only
         self._on_step = on_step
@@ -356,6 +371,7 @@ class GenerationScheduler:
         if decode or prefill:
             seconds = time.perf_counter() - t0
             prefill_tokens = sum(n for _, n in prefill)
+            self.prefill_computed += prefill_tokens
             self.budget.observe(len(decode) + prefill_tokens, seconds)
             if self._on_step is not None:
                 try:
@@ -378,7 +394,9 @@ class GenerationScheduler:
         """Sample and record one token for ``s``; a fault here finishes ``s`` alone ("error")."""
         assert s.state is not None
         try:
-            token = self.sampler(row, s.config, s.state.rng)
+            token = self.sampler(s.state.constrain(row), s.config, s.state.rng)  # a grammar masks the row
+            k = s.config.logprobs
+            lp = (token_logprobs(row, token, k),) if k is not None and token not in self.eos_ids else ()
             s.sampled += 1
             now = time.monotonic_ns()
             if s.first_token_ns == 0:
@@ -389,9 +407,9 @@ class GenerationScheduler:
             self._sequence_fault(s, "sampling")
             return
         if s.state.finish_reason is None:
-            self._emit(s, TokenEvent(text, s.sampled, now))
+            self._emit(s, TokenEvent(text, s.sampled, now, lp))
         else:
-            self._release(s, s.state.finish_reason, text)
+            self._release(s, s.state.finish_reason, text, logprobs=lp)
 
     def _sequence_fault(self, s: _Seq, stage: str) -> None:
         """``s`` failed on its own: it leaves the batch at the end of this step with "error"."""
@@ -421,7 +439,10 @@ class GenerationScheduler:
                 if self._reserved_tokens + head.reserved_tokens > self.policy.kv_cache_bytes // self.bytes_per_token:
                     break  # first come, first served: a big request is not overtaken forever
                 self._waiting.popleft()
-                head.slot = self._free_slots.pop(0)
+                running = {s.slot: self._fed(s) for s in self._running if s.slot >= 0}
+                choice = self.prefix.choose(head.prompt_ids, self._free_slots, running)
+                self._free_slots.remove(choice.slot)
+                head.slot, head.reuse_from, head.prefilled = choice.slot, choice.source, choice.reused
                 self._reserved_tokens += head.reserved_tokens
                 admitted.append(head)
         if cut_all and (gone or self._running):
@@ -445,6 +466,10 @@ class GenerationScheduler:
             s.admitted_ns = now
             try:
                 self.cache.reset(s.slot)
+                if s.prefilled:  # its prompt's first tokens are in the cache already
+                    if s.reuse_from != s.slot:
+                        self.cache.copy_prefix(s.reuse_from, s.slot, s.prefilled)
+                    self.cache.lengths[s.slot] = s.prefilled
                 s.state = SequenceState(s.slot, s.prompt_ids, s.config, s.new_decoder())
             except Exception:
                 self._sequence_fault(s, "admission")
@@ -467,16 +492,20 @@ class GenerationScheduler:
             log.exception("generation cut failed for one sequence")
             return ""
 
-    def _release(self, s: _Seq, reason: str, text: str, cut: bool = False) -> None:
+    def _release(
+        self, s: _Seq, reason: str, text: str, cut: bool = False, logprobs: tuple[TokenLogprobs, ...] = ()
+    ) -> None:
         if s.slot >= 0:
+            # the slot keeps what it holds for a later prompt with the same prefix (not after a fault)
+            self.prefix.release(s.slot, self._fed(s) if reason != "error" else [])
             with self._cond:
                 self._free_slots.append(s.slot)
                 self._free_slots.sort()  # lowest slots first keeps a batch's slots consecutive (no gather)
                 self._reserved_tokens -= s.reserved_tokens
             s.slot = -1
-        self._finish(s, reason, text, cut)
+        self._finish(s, reason, text, cut, logprobs)
 
-    def _finish(self, s: _Seq, reason: str, text: str, cut: bool) -> None:
+    def _finish(self, s: _Seq, reason: str, text: str, cut: bool, logprobs: tuple[TokenLogprobs, ...] = ()) -> None:
         s.cut_reason = None
         self._emit(
             s,
@@ -490,6 +519,7 @@ class GenerationScheduler:
                 s.first_token_ns,
                 time.monotonic_ns(),
                 cut,
+                logprobs,
             ),
         )
 
@@ -498,6 +528,12 @@ class GenerationScheduler:
             s.sink(event)
         except Exception:  # the listener is gone (e.g. its event loop closed): nobody to stream to
             s.cancelled = True
+
+    def _fed(self, s: _Seq) -> list[int]:
+        """The tokens whose keys/values ``s``'s slot holds: its prompt, then its sampled tokens, as fed."""
+        n = int(self.cache.lengths[s.slot])
+        ids = s.state.ids if s.state is not None else []
+        return (s.prompt_ids + ids)[:n] if n > len(s.prompt_ids) else s.prompt_ids[:n]
 
     def _fail_running(self) -> None:
         for s in self._running:

@@ -43,6 +43,7 @@ from openhood.server.errors import APIError, json_response
 from openhood.server.image_decode import ImageDecoder
 from openhood.server.infer import observe_stages, submit_and_wait
 from openhood.server.middleware import RequestRecord
+from openhood.server.openapi_images import IMAGE_CLASSIFY_RESPONSES, IMAGE_EMBEDDINGS_RESPONSES, IMAGES_REQUEST
 from openhood.server.pixel_budget import PixelBudget
 from openhood.server.schemas import count_checked, load_json_object, schema_error
 from openhood.server.state import ServerState
@@ -63,18 +64,18 @@ def register(app: FastAPI, state: ServerState) -> None:
     budget = PixelBudget(config.image_memory_mb * 2**20, config.image_wait_s)
     workers = min(DECODE_WORKERS, core_budget().cores)
     decoders: dict[str, ImageDecoder] = {}
-    for name in state.runtimes:
-        rt = state.route(name, TASK) if state.runtimes[name].model.task == TASK else None
-        if rt is not None:
+    for name, rt in state.single_pass.items():
+        if rt.model.task == TASK:
             pre = cast(ImagePreprocessor, rt.model.preprocessor)
             decoders[name] = ImageDecoder(pre, budget, workers=workers, queue_depth=config.max_queue)
             state.closers.append(decoders[name].close)
+            state.metrics.watch_decode_pool(name, decoders[name].pool.stats, workers)
 
-    @app.post("/v1/images/classify")
+    @app.post("/v1/images/classify", openapi_extra=IMAGES_REQUEST, responses=IMAGE_CLASSIFY_RESPONSES)
     async def classify(request: Request) -> Response:
         return await images(request, state, decoders, "classify")
 
-    @app.post("/v1/images/embeddings")
+    @app.post("/v1/images/embeddings", openapi_extra=IMAGES_REQUEST, responses=IMAGE_EMBEDDINGS_RESPONSES)
     async def embeddings(request: Request) -> Response:
         return await images(request, state, decoders, "embeddings")
 
