@@ -23,7 +23,7 @@ _lock = threading.Lock()
 
 
 def host_has_simd() -> bool:
-    """Whether the kernels' level (AVX2 vectors, FMA) is the chosen one or below it."""
+    """Whether the chosen ISA level includes what the kernels are written for (AVX2 vectors, FMA)."""
     return isa.level() >= isa.Level.AVX2
 
 
