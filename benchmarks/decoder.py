@@ -9,9 +9,14 @@ source on the path, inside the shared lock so benchmarks do not overlap on the 2
 Sections, each printed as a table with ratios against anchors measured in the same run:
 1. tokenizer: byte-level BPE vs HF ``tokenizers`` (same pre-tokenizer) on the dev corpus:
    tokens/s and the number of texts whose ids differ (``--only-tokenizer``: this section alone);
-2. prefill and decode tokens/s at batch 1, 4, 16 — openhood runs the B prompts as one batch,
-   llama.cpp (same GGUF, same threads) runs them one after another (its Python API decodes one
-   sequence at a time), transformers (float32, CPU) runs batch 1. openhood runs twice: float32
+2. prefill and decode tokens/s at batch 1, 4, 16 and each ``--decode-tokens`` length (32 and
+   128 generated tokens by default: the decode rate falls as the KV cache grows, so the length
+   is part of the result) — openhood runs the B prompts as one batch, llama.cpp (same GGUF,
+   same threads) runs them one after another (its Python API decodes one sequence at a time:
+   at batch > 1 its column is sequential, not batched), transformers (float32, CPU) runs
+   batch 1. Each peer runs at its own defaults: llama.cpp with its default ``n_batch`` (its
+   batched prompt path; ``--llamacpp-n-batch 1`` for a build that dies on multi-token batches)
+   and no ``OMP_WAIT_POLICY`` (PASSIVE is set for openhood's and torch's processes only). openhood runs twice: float32
    weights (BLAS) and quantized weights (our Q4_1/Q8_0 kernels on repacked blocks). Each engine runs in its own
    process, so no two thread pools (OpenBLAS, OpenMP of llama.cpp/numba/torch) share the cores;
 3. RSS of a fresh openhood process (each weight mode) after generating at batch 16, against
@@ -76,6 +81,10 @@ def bench_tokenizer(path, corpus: Path, limit: int) -> None:
             ["openhood BPE, warm piece cache (same texts again)", n / t_warm, f"{t_hf / t_warm:.2f}x"],
         ],
     )
+
+
+def decode_lengths(text: str) -> list[int]:
+    return [int(x) for x in text.split(",")]
 
 
 def bench_openhood(model, prompts, batch: int, steps: int) -> tuple[float, float]:
@@ -296,6 +305,7 @@ def run_worker(args) -> None:
 
     path = default_gguf_path()
     batches = [int(x) for x in args.batches.split(",")]
+    steps = decode_lengths(args.decode_tokens)
     if args.worker.startswith("openhood"):
         from openhood.engine.models.llama import Llama
         from openhood.process.allocator import apply_malloc_policy
@@ -308,23 +318,24 @@ def run_worker(args) -> None:
             bench_profile(model, 16)
             return
         bench_openhood(model, prompts, 2, 2)  # warm-up (numba compiles the quantized kernels)
-        result = {b: bench_openhood(model, prompts, b, args.decode_tokens) for b in batches}
+        result = {b: {n: bench_openhood(model, prompts, b, n) for n in steps} for b in batches}
     elif args.worker == "llamacpp":
         import llama_cpp
 
-        # n_batch=1: this llama.cpp build (AMX/REPACK kernels compiled in) segfaults on any batch of
-        # two or more tokens on this VM, so its prefill runs token by token (its decode is unaffected).
+        # its own batched prompt path (default n_batch) unless told otherwise: pip's build with
+        # AMX compiled in died of SIGILL on any multi-token batch on one VM (then pass 1)
+        batching = {} if args.llamacpp_n_batch is None else {"n_batch": args.llamacpp_n_batch}
+        batching |= {"n_ubatch": args.llamacpp_n_batch} if args.llamacpp_n_batch else {}
         llm = llama_cpp.Llama(
             model_path=str(path),
             n_ctx=512,
-            n_batch=1,
-            n_ubatch=1,
+            **batching,
             n_threads=args.threads,
             n_threads_batch=args.threads,
             verbose=False,
         )
         bench_llamacpp(llm, prompts, 1, 2)
-        result = {b: bench_llamacpp(llm, prompts, b, args.decode_tokens) for b in batches}
+        result = {b: {n: bench_llamacpp(llm, prompts, b, n) for n in steps} for b in batches}
     else:
         import torch
         import transformers
@@ -334,7 +345,7 @@ def run_worker(args) -> None:
             str(path.parent), gguf_file=path.name, dtype=torch.float32
         ).eval()
         bench_transformers(hf, prompts[0], 2)
-        result = {1: bench_transformers(hf, prompts[0], args.decode_tokens)}
+        result = {1: {n: bench_transformers(hf, prompts[0], n) for n in steps}}
     print(json.dumps(result))
 
 
@@ -350,15 +361,22 @@ def _worker(name: str, args, *extra: str) -> str:
         str(args.decode_tokens),
         "--batches",
         args.batches,
+        *(["--llamacpp-n-batch", str(args.llamacpp_n_batch)] if args.llamacpp_n_batch is not None else []),
         *extra,
     ]
-    return subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=1200).stdout
+    # OpenMP threads (numba, torch) sleep instead of spinning between calls in openhood's and
+    # torch's processes; llama.cpp keeps its own default (PASSIVE cut its decode by a third).
+    env = {**os.environ} if name == "llamacpp" else {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
+    return subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=1200, env=env).stdout
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--decode-tokens", type=int, default=32)
+    ap.add_argument("--decode-tokens", default="32,128", help="generated tokens per run, comma list")
+    ap.add_argument(
+        "--llamacpp-n-batch", type=int, default=None, help="llama.cpp n_batch (default: its own); 1 for a SIGILL build"
+    )
     ap.add_argument("--batches", default="1,4,16")
     ap.add_argument("--corpus", type=Path, default=Path("/work/shared/data/dev_corpus.jsonl"))
     ap.add_argument("--corpus-texts", type=int, default=20000)
@@ -370,22 +388,20 @@ def main() -> None:
     args = ap.parse_args()
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
         os.environ[var] = str(args.threads)
-    # OpenMP threads (llama.cpp, numba) sleep instead of spinning between calls: with spinning,
-    # two runtimes sharing 2 busy cores slowed llama.cpp's decode ~10x in our trials.
-    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
     if args.worker:
         run_worker(args)
         return
     from importlib.metadata import version
 
+    from openhood.engine.kernels import isa
     from openhood.engine.models.llama import Llama
     from openhood.generate.bundled import default_gguf_path
 
     path = default_gguf_path()
     prompts = [c["ids"] for c in json.loads((FIXTURES / "llama_greedy.json").read_text(encoding="utf-8"))["cases"]][:16]
     print(
-        f"# decoder benchmark: {path.name}, {args.threads} threads, {args.decode_tokens} decode tokens, "
+        f"# decoder benchmark: {path.name}, {args.threads} threads, {args.decode_tokens} decode tokens, {isa.header()}, "
         f"prompts of {min(map(len, prompts))}-{max(map(len, prompts))} tokens; llama-cpp-python "
         f"{version('llama-cpp-python')}, torch {version('torch')}, transformers {version('transformers')}; "
         "each engine in its own process"
@@ -398,7 +414,7 @@ def main() -> None:
     if args.only_tokenizer:
         return
     if args.only_memory:
-        bench_rss(path, args.decode_tokens)
+        bench_rss(path, max(decode_lengths(args.decode_tokens)))
         return
     engines = {
         name: {int(k): v for k, v in json.loads(_worker(name, args)).items()}
@@ -407,22 +423,33 @@ def main() -> None:
     labels = {
         "openhood-float32": "openhood (NumPy, float32 weights)",
         "openhood-quantized": "openhood (quantized weights, packed numba kernels)",
-        "llamacpp": "llama.cpp (Q4_1, one sequence at a time)",
+        "llamacpp": "llama.cpp (Q4_1, one sequence at a time, its default n_batch)"
+        if args.llamacpp_n_batch is None
+        else f"llama.cpp (Q4_1, one sequence at a time, n_batch {args.llamacpp_n_batch})",
         "transformers": "transformers (float32, CPU)",
     }
     rows = []
     for b in (int(x) for x in args.batches.split(",")):
-        l_pre, l_dec = engines["llamacpp"][b]
-        for name, res in engines.items():
-            if b in res:
-                pre, dec = res[b]
-                rows.append([b, labels[name], pre, dec, f"{pre / l_pre:.2f}x", f"{dec / l_dec:.2f}x"])
+        for n in decode_lengths(args.decode_tokens):
+            l_pre, l_dec = engines["llamacpp"][b][str(n)]
+            for name, res in engines.items():
+                if b in res:
+                    pre, dec = res[b][str(n)]
+                    rows.append([b, n, labels[name], pre, dec, f"{pre / l_pre:.2f}x", f"{dec / l_dec:.2f}x"])
     _table(
         "Prefill and decode throughput (aggregate over the batch)",
-        ["batch", "engine", "prefill tok/s", "decode tok/s", "prefill vs llama.cpp", "decode vs llama.cpp"],
+        [
+            "batch",
+            "generated",
+            "engine",
+            "prefill tok/s",
+            "decode tok/s",
+            "prefill vs llama.cpp",
+            "decode vs llama.cpp",
+        ],
         rows,
     )
-    bench_rss(path, args.decode_tokens)
+    bench_rss(path, max(decode_lengths(args.decode_tokens)))
     for name in ("openhood-float32", "openhood-quantized"):
         print(_worker(name, args, "--profile"), end="")
     if args.parity:

@@ -109,7 +109,14 @@ def main() -> int:
         choices=["per-conv", "unfused", "pytorch"],
         help="leave these contenders out of the timing (shorter runs; parity still checks the unfused graph)",
     )
+    parser.add_argument(
+        "--every-isa", action="store_true", help="run once per ISA level this CPU can force (OPENHOOD_ISA), in turn"
+    )
     args = parser.parse_args()
+    from openhood.engine.kernels import isa
+
+    if args.every_isa:
+        return isa.run_at_every_level([a for a in sys.argv if a != "--every-isa"])
 
     import onnxruntime as ort
 
@@ -168,6 +175,7 @@ def main() -> int:
 
         runners["numpy unplanned"] = call_by_call
 
+    print(isa.header())
     print(
         f"EfficientNet-Lite0, {args.threads} threads; BLAS {blas().describe()}; onnxruntime {ort.__version__} "
         f"(spinning {'on' if args.ort_spinning else 'off'})"

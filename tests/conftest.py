@@ -20,6 +20,15 @@ import pytest
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def backend_choice_cache(tmp_path_factory):
+    """``--backend auto``'s verdicts go to a file of this session (servers started by the tests
+    inherit the variable), never into the user's cache: each session measures afresh."""
+    path = tmp_path_factory.mktemp("backend-choice") / "backend-choice.json"
+    os.environ["OPENHOOD_BACKEND_CACHE"] = str(path)
+    return path
+
+
 @pytest.fixture(scope="session")
 def reference():
     meta = json.loads((FIXTURES / "reference_texts.json").read_text(encoding="utf-8"))

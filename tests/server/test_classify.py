@@ -51,6 +51,9 @@ def test_classify_matches_the_trainer(digits_server, digits_mlp_dir, digits):
         models = {m["id"]: m for m in c.get("/v1/models").json()["data"]}
         assert models["digits"]["task"] == "classify" and models["digits-b"]["task"] == "classify"
         assert models["digits"]["sizes"] == [64, 32, 10] and models["digits"]["features"] == 64
+        # --backend auto (the default) timed the first and found the second, same folder, in its cache
+        assert models["digits"]["backend_choice"]["source"] == "measured at this start"
+        assert models["digits-b"]["backend_choice"] == {**models["digits"]["backend_choice"], "source": "cache"}
         r = c.post("/v1/classify", json={"model": "digits", "input": x.tolist(), "top_k": 3})
         assert r.status_code == 200, r.text
         data = r.json()["data"]

@@ -178,6 +178,10 @@ def test_info_names_the_model_and_limits_and_no_secret(client):
     assert info["model_id"] == "sentence-transformers/all-MiniLM-L6-v2" and info["task"] == "embed"
     assert info["max_input_length"] == 256 and info["max_client_batch_size"] == 64
     assert info["payload_limit"] == 65536 and info["backend"] and info["precision"] == "fp32"
+    # the default --backend auto says which backend serves lone requests and batches, and why
+    choice = info["backend_choice"]
+    assert info["backend"] == choice["batch"] and {choice["lone"], choice["batch"]} <= {"numpy", "onnxruntime"}
+    assert set(choice["why"]) == {"lone", "batch"}
     assert API_KEY not in resp.text
 
 

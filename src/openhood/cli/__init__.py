@@ -64,19 +64,33 @@ def build_parser() -> Parser:
     return parser
 
 
+def check_isa_override() -> None:
+    """A set ``OPENHOOD_ISA`` is checked before any command runs (``IsaError``: a level this CPU
+    lacks is a usage mistake, one line); unset, nothing is imported or detected here."""
+    import os
+
+    from openhood.engine.kernels import isa
+
+    if os.environ.get(isa.ENV_VAR):
+        isa.level()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help (0) or a usage error (2, its line already on stderr)
         return int(exc.code or 0)
+    from openhood.engine.kernels.isa import IsaError
     from openhood.formats.errors import ModelFileError
     from openhood.models import ModelNotFoundError, ModelSpecError
 
     try:
+        check_isa_override()
         return int(args.func(args) or 0)
-    except (ModelNotFoundError, ModelSpecError, ModelFileError) as exc:
+    except (ModelNotFoundError, ModelSpecError, ModelFileError, IsaError) as exc:
         # A usage mistake found after parsing (a folder that is not a model, pickle weights, a
-        # damaged or truncated model file): one line and exit 2, like argparse's own errors.
+        # damaged or truncated model file, an OPENHOOD_ISA this CPU lacks): one line and exit 2,
+        # like argparse's own errors.
         sys.stderr.write(f"openhood {args.command}: error: {exc}\n")
         return 2

@@ -220,6 +220,7 @@ def load_served_models(config: ServerConfig, specs: list) -> list:
         threads=config.engine_threads(cores),
         workers=config.worker_count(cores),
         wide_threads=config.wide_threads(cores),
+        batch_rows=config.max_batch_size,
     )
     models = load_models(specs, options)  # before any log line: a usage mistake stays one line on stderr
     log.info(

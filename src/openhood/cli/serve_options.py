@@ -67,8 +67,9 @@ SERVE_OPTIONS: tuple[Option, ...] = (
     Option(
         flags=("--backend",),
         field="backend",
-        choices=("numpy", "onnxruntime"),
-        help="the engine behind every model (a model file may choose per model)",
+        choices=("auto", "numpy", "onnxruntime"),
+        help="the engine behind every model (a model file may choose per model); auto: both timed on this "
+        "machine at first start, lone requests and batches each served by the faster (cached; docs/design.md)",
     ),
     Option(
         flags=("--precision",),

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from openhood.models.options import EngineOptions
+from openhood.models.options import EngineOptions, engine_backends
 from openhood.models.registry import ModelSpecError
-from openhood.models.served import OutputSpec, Prepared, ServedModel
+from openhood.models.served import OutputSpec, Prepared, ServedModel, dummy_feeds
 from openhood.models.tasks import Task
 
 TASK = Task.CLASSIFY
@@ -101,7 +102,7 @@ class Probabilities:
 
 
 def load_classifier(name: str, folder: Path, options: EngineOptions) -> ServedModel:
-    from openhood.backends import load_backend, prepare_graph
+    from openhood.backends import prepare_graph
     from openhood.engine.models.mlp import INPUT_NAME, load_mlp
 
     if options.precision != "fp32":
@@ -111,21 +112,24 @@ def load_classifier(name: str, folder: Path, options: EngineOptions) -> ServedMo
     def graph():
         return prepare_graph(mlp.graph(), fusion=options.fusion)
 
-    first = load_backend(options.backend, graph, threads=options.threads)
-    backends = [first] + [first.replicate() for _ in range(options.workers - 1)]
+    preprocessor = FeaturePreprocessor(mlp.n_features, mlp.image_shape, INPUT_NAME)
+    # the MLP keeps no wide engine (a row costs microseconds: nothing worth splitting over cores)
+    options = replace(options, wide_threads=None)
+    backends, wide, backend_info = engine_backends(folder, graph, dummy_feeds(preprocessor), options)
     labels = mlp.labels
     sizes = mlp.config["sizes"]
     return ServedModel(
         name=name,
         task=TASK,
         folder=folder,
-        preprocessor=FeaturePreprocessor(mlp.n_features, mlp.image_shape, INPUT_NAME),
+        preprocessor=preprocessor,
         backends=backends,
+        wide=wide,
         postprocessor=Probabilities(labels),
         labels=tuple(labels),
         output=OutputSpec((len(labels),)),
         info={
-            "backend": first.name,
+            **backend_info,
             "precision": "fp32",
             "architecture": "mlp",
             "sizes": sizes,

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from openhood.models.options import EngineOptions, worker_backends
+from openhood.models.options import EngineOptions, engine_backends
 from openhood.models.pooling import MeanPooling
-from openhood.models.served import OutputSpec, ServedModel
+from openhood.models.served import OutputSpec, ServedModel, dummy_feeds
 from openhood.models.tasks import Task
 from openhood.models.text import TextPreprocessor
 
 
 def load_text_embedder(name: str, folder: Path, options: EngineOptions) -> ServedModel:
-    from openhood.backends import load_backend, prepare_graph
+    from openhood.backends import prepare_graph
     from openhood.engine.models.bert import TOKEN_OUTPUT, load_bert, read_config
     from openhood.tokenizer import WordPieceTokenizer
 
@@ -30,19 +30,19 @@ def load_text_embedder(name: str, folder: Path, options: EngineOptions) -> Serve
         graph = load_bert(folder, head=False, config=config).graph
         return prepare_graph(graph, fusion=options.fusion, precision=options.precision, model_dir=folder)
 
-    first = load_backend(options.backend, build_graph, precision=options.precision, threads=options.threads)
-    backends, wide = worker_backends(first, options)
+    preprocessor = TextPreprocessor(WordPieceTokenizer.from_pretrained(folder), config.max_length)
+    backends, wide, backend_info = engine_backends(folder, build_graph, dummy_feeds(preprocessor), options)
     return ServedModel(
         name=name,
         task=Task.EMBED,
         folder=folder,
-        preprocessor=TextPreprocessor(WordPieceTokenizer.from_pretrained(folder), config.max_length),
+        preprocessor=preprocessor,
         backends=backends,
         wide=wide,
         postprocessor=MeanPooling(config.normalize, states=TOKEN_OUTPUT),
         output=OutputSpec((config.hidden,), unit_norm=config.normalize),
         info={
-            "backend": first.name,
+            **backend_info,
             "precision": options.precision,
             "dim": config.hidden,
             "normalized": config.normalize,

@@ -31,9 +31,9 @@ import numpy as np
 
 from openhood.data import image
 from openhood.data.image import ImageError, ImageSpec
-from openhood.models.options import EngineOptions, worker_backends
+from openhood.models.options import EngineOptions, engine_backends
 from openhood.models.registry import ModelSpecError
-from openhood.models.served import OutputSpec, Prepared, ServedModel
+from openhood.models.served import OutputSpec, Prepared, ServedModel, dummy_feeds
 from openhood.models.tasks import Task
 
 TASK = Task.IMAGE_CLASSIFY
@@ -119,7 +119,7 @@ class ClassifyAndEmbed:
 
 
 def load_image_classifier(name: str, folder: Path, options: EngineOptions) -> ServedModel:
-    from openhood.backends import load_backend, prepare_graph
+    from openhood.backends import prepare_graph
     from openhood.engine.models.efficientnet import HEAD_WIDTH, INPUT_NAME, build_graph, load_efficientnet
 
     if options.precision != "fp32":
@@ -129,8 +129,8 @@ def load_image_classifier(name: str, folder: Path, options: EngineOptions) -> Se
     def graph():
         return prepare_graph(build_graph(model.weights, model.config, head="probs"), fusion=options.fusion)
 
-    first = load_backend(options.backend, graph, threads=options.threads)
-    backends, wide = worker_backends(first, options)
+    preprocessor = ImagePreprocessor(model.image_spec, INPUT_NAME, cores=engine_cores(options))
+    backends, wide, backend_info = engine_backends(folder, graph, dummy_feeds(preprocessor), options)
     classes = int(model.config["num_classes"])
     labels = model.labels or [str(i) for i in range(classes)]
     post = ClassifyAndEmbed(labels, HEAD_WIDTH)
@@ -138,14 +138,14 @@ def load_image_classifier(name: str, folder: Path, options: EngineOptions) -> Se
         name=name,
         task=TASK,
         folder=folder,
-        preprocessor=ImagePreprocessor(model.image_spec, INPUT_NAME, cores=engine_cores(options)),
+        preprocessor=preprocessor,
         backends=backends,
         wide=wide,
         postprocessor=post,
         labels=tuple(post.labels),
         output=OutputSpec((classes + HEAD_WIDTH,)),
         info={
-            "backend": first.name,
+            **backend_info,
             "precision": "fp32",
             "architecture": model.config["architecture"],
             "classes": classes,

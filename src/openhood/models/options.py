@@ -1,5 +1,6 @@
 """``EngineOptions``: how a model runs (backend, precision, threads, workers, fusion, the wide
-engine), and ``worker_backends``: the backend instances those options ask for.
+engine), and ``engine_backends``: the backend instances those options ask for (with ``auto``,
+the ones ``backends.auto`` measured fastest on this machine for lone requests and for batches).
 
 Its own module because both the loader table (``models.loading``) and every task's loader
 (``models.embed``, ``models.image_classify``, …) need it: kept in ``loading`` it tied them in an
@@ -9,11 +10,15 @@ a shared mutation.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from openhood.backends import Backend
+    from openhood.backends.auto import Feeds
+    from openhood.engine.graph.graph import Graph
 
 
 @dataclass(frozen=True)
@@ -21,12 +26,13 @@ class EngineOptions:
     """How to run a model: backend, precision, intra-op threads, one backend per worker, and
     optionally one more with ``wide_threads`` threads for a lone request on an idle server."""
 
-    backend: str = "numpy"
+    backend: str = "numpy"  # or "auto": measured per model and shape (backends.auto)
     precision: str = "fp32"
     threads: int | None = None
     workers: int = 1
     fusion: bool = True
     wide_threads: int | None = None  # None: no wide engine (the workers' engines already use every core)
+    batch_rows: int = 32  # rows of a full batch (the server's max batch size): the shape ``auto`` times
 
 
 def worker_backends(first: Backend, options: EngineOptions) -> tuple[list[Backend], Backend | None]:
@@ -35,3 +41,31 @@ def worker_backends(first: Backend, options: EngineOptions) -> tuple[list[Backen
     backends = [first] + [first.replicate() for _ in range(options.workers - 1)]
     wide = first.replicate(options.wide_threads) if options.wide_threads else None
     return backends, wide
+
+
+def engine_backends(
+    folder: Path, build_graph: Callable[[], Graph], feeds: Feeds, options: EngineOptions
+) -> tuple[list[Backend], Backend | None, dict]:
+    """The workers' backends, the lone-request (wide) engine or None, and the model's ``info``
+    entries about them. A named backend serves every shape; ``auto`` takes the measured winners:
+    the batch winner on the workers, the lone winner as the wide engine (also without
+    ``wide_threads`` when the two winners differ, then at the workers' thread count).
+    ``feeds(rows, length)``: the model's inputs of that shape, for the timing."""
+    from openhood.backends import load_backend
+    from openhood.backends.auto import AUTO, choose
+
+    if options.backend != AUTO:
+        first = load_backend(options.backend, build_graph, precision=options.precision, threads=options.threads)
+        backends, wide = worker_backends(first, options)
+        return backends, wide, {"backend": first.name}
+    verdict, batch, lone = choose(
+        folder,
+        build_graph,
+        feeds,
+        precision=options.precision,
+        threads=options.threads,
+        lone_threads=options.wide_threads,
+        batch_rows=options.batch_rows,
+    )
+    backends = [batch] + [batch.replicate() for _ in range(options.workers - 1)]
+    return backends, (None if lone is batch else lone), {"backend": batch.name, "backend_choice": verdict.describe()}

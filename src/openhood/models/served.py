@@ -59,6 +59,11 @@ class Preprocessor(Protocol):
         ...
 
 
+def dummy_feeds(preprocessor: Preprocessor) -> Callable[[int, int], dict[str, np.ndarray]]:
+    """``(rows, length)`` → a batch of dummy payloads as the backend's feeds (for timing a shape)."""
+    return lambda rows, length: preprocessor.collate([preprocessor.dummy(length)] * rows, length)
+
+
 Postprocessor = Callable[[dict[str, np.ndarray], dict[str, np.ndarray]], np.ndarray]  # (outputs, feeds) → (B, ...)
 
 

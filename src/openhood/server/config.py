@@ -23,7 +23,7 @@ DEFAULT_BUCKETS = (48, 80, 160, 256)
 
 @dataclass(frozen=True)
 class ServerConfig:
-    backend: str = "numpy"  # for every model that does not name its own (TOML `backend`)
+    backend: str = "auto"  # for every model that does not name its own (TOML `backend`)
     precision: str = "fp32"
     # Inference worker threads per model, each with its own engine instance; None = 2 where there
     # are 2+ cores. Measured with `openhood loadtest` (docs/benchmarks.md): two 1-thread engines let

@@ -292,6 +292,7 @@ async def info(request: Request, st: ServerState) -> Response:
         # openhood's additions
         "task": rt.model.task,
         "backend": rt.model.info.get("backend", config.backend),
+        "backend_choice": rt.model.info.get("backend_choice"),  # --backend auto: per shape, with the timings
         "precision": precision,
         "dim": rt.model.output.shape[0],
         "payload_limit": config.max_body_bytes,

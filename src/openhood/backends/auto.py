@@ -1,0 +1,255 @@
+"""``--backend auto``: time every available backend on this machine for the server's shapes,
+keep the verdict per machine and model, and serve each shape with the faster.
+
+Two shapes: a lone request (1 row, on the engine the scheduler gives a lone request: the wide
+one's threads) and a full batch (``batch_rows`` rows on a worker's threads), both ``LENGTH``
+tokens long; each backend is timed on each shape, runs interleaved so background load hits all
+alike, the median kept. The verdict may differ per shape (ONNX Runtime for lone requests and the
+NumPy engine for batches, say): the workers then run the batch winner and the lone-request
+engine the lone winner. It is cached in a small JSON file (``OPENHOOD_BACKEND_CACHE``, default
+the user's cache directory) under a key of CPU model, LLVM CPU name, usable cores, ISA level,
+model content hash, precision and shapes; a corrupt file or entry is ignored with one log line,
+measured again and rewritten.
+
+The trade-off: the first start of a model on a machine pays both backends' construction and a
+few dozen forward passes (seconds) and one noisy measurement decides until the cache file is
+deleted; later starts hash the model folder (a read of its files) and build only the winners.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from openhood.backends import BACKENDS, load_backend
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from openhood.backends.base import Backend
+    from openhood.engine.graph.graph import Graph
+
+AUTO = "auto"
+ENV_VAR = "OPENHOOD_BACKEND_CACHE"
+LENGTH = 48  # tokens of the timed inputs: a short sentence padded to the server's first default bucket
+REPEATS = {"lone": 9, "batch": 3}  # timed runs per backend and shape (after one warm-up each)
+CACHE_VERSION = 1
+log = logging.getLogger("openhood.backends.auto")
+
+Feeds = Callable[[int, int], Mapping[str, "np.ndarray"]]  # (rows, length) → the model's inputs
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One shape the server runs: ``rows`` × ``length`` on an engine of ``threads`` threads."""
+
+    name: str  # "lone" | "batch"
+    rows: int
+    length: int
+    threads: int | None
+
+
+@dataclass
+class Verdict:
+    """The backend per shape, the medians (ms) behind it, and whether it came from the cache."""
+
+    lone: str
+    batch: str
+    ms: dict[str, dict[str, float]]  # shape name → backend → median ms
+    cached: bool = False
+    shapes: dict[str, list[int | None]] = field(default_factory=dict)  # shape name → [rows, length, threads]
+
+    def describe(self) -> dict:
+        """For ``/info``, ``/v1/models`` and the log: which and why."""
+        why = {
+            s: ", ".join(f"{b} {ms:.2f} ms" for b, ms in sorted(per.items(), key=lambda kv: kv[1]))
+            for s, per in self.ms.items()
+        }
+        return {
+            "lone": self.lone,
+            "batch": self.batch,
+            "why": why,
+            "shapes": self.shapes,
+            "source": "cache" if self.cached else "measured at this start",
+        }
+
+
+def cache_path() -> Path:
+    """``OPENHOOD_BACKEND_CACHE`` or ``$XDG_CACHE_HOME/openhood/backend-choice.json``."""
+    override = os.environ.get(ENV_VAR)
+    if override:
+        return Path(override)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return Path(base) / "openhood" / "backend-choice.json"
+
+
+def model_hash(folder: Path) -> str:
+    """SHA-256 over the model's files (names and contents; a file is hashed on its own)."""
+    digest = hashlib.sha256()
+    paths = [folder] if folder.is_file() else sorted(p for p in folder.rglob("*") if p.is_file())
+    for path in paths:
+        digest.update(str(path.relative_to(folder) if path != folder else path.name).encode())
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def cache_key(folder: Path, precision: str, shapes: list[Shape]) -> dict:
+    """What a verdict depends on: the machine (CPU, cores, ISA level), the model and the shapes."""
+    from openhood.engine.kernels import isa
+    from openhood.engine.kernels.cores import available_cores
+
+    host = isa.host()
+    return {
+        "cpu": host.cpu_model,
+        "llvm_cpu": host.llvm_cpu,
+        "cores": available_cores(),
+        "isa": isa.level().label,
+        "model": model_hash(folder),
+        "precision": precision,
+        "shapes": {s.name: [s.rows, s.length, s.threads] for s in shapes},
+    }
+
+
+def _digest(key: dict) -> str:
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def read_cached(path: Path, key: dict) -> Verdict | None:
+    """The verdict stored for ``key``, or None (absent; corrupt: one log line, measured again)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        log.warning("backend cache %s unreadable (%s): measuring again", path, exc.strerror)
+        return None
+    try:
+        entry = json.loads(text)["entries"].get(_digest(key))
+        if entry is None:
+            return None
+        verdict = Verdict(entry["lone"], entry["batch"], entry["ms"], cached=True, shapes=key["shapes"])
+        if verdict.lone not in BACKENDS or verdict.batch not in BACKENDS or not isinstance(verdict.ms, dict):
+            raise ValueError("unknown backend name")
+        return verdict
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        log.warning("backend cache %s: corrupt entry ignored (%s), measuring again", path, type(exc).__name__)
+        return None
+
+
+def write_cached(path: Path, key: dict, verdict: Verdict) -> None:
+    """Store ``verdict`` under ``key`` beside the file's other valid entries (atomic rename)."""
+    entries: dict = {}
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(old, dict) and isinstance(old.get("entries"), dict):
+            entries = old["entries"]
+    except (OSError, ValueError):
+        pass  # absent or corrupt: rebuilt from this entry
+    entries[_digest(key)] = {"key": key, "lone": verdict.lone, "batch": verdict.batch, "ms": verdict.ms}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"version": CACHE_VERSION, "entries": entries}, indent=1), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:  # a read-only home: the verdict still serves this process
+        log.warning("backend cache %s not written (%s)", path, exc.strerror)
+
+
+def _median_ms(backend: Backend, feeds: Mapping[str, np.ndarray]) -> Callable[[], float]:
+    def once() -> float:
+        t0 = time.perf_counter()
+        backend.run(feeds)
+        return (time.perf_counter() - t0) * 1e3
+
+    return once
+
+
+def measure(engines: dict[str, dict[str, Backend]], shapes: list[Shape], feeds: Feeds) -> dict[str, dict[str, float]]:
+    """Median ms per shape and backend; ``engines[shape][backend]`` runs that shape. One warm-up
+    run each, then ``REPEATS`` rounds, each round running every backend once (interleaved)."""
+    ms: dict[str, dict[str, float]] = {}
+    for shape in shapes:
+        inputs = feeds(shape.rows, shape.length)
+        runs = {name: _median_ms(engine, inputs) for name, engine in engines[shape.name].items()}
+        for run in runs.values():
+            run()
+        samples: dict[str, list[float]] = {name: [] for name in runs}
+        for _ in range(REPEATS[shape.name]):
+            for name, run in runs.items():
+                samples[name].append(run())
+        ms[shape.name] = {name: round(statistics.median(s), 3) for name, s in samples.items()}
+    return ms
+
+
+def choose(
+    folder: Path,
+    build_graph: Callable[[], Graph],
+    feeds: Feeds,
+    *,
+    precision: str,
+    threads: int | None,
+    lone_threads: int | None,
+    batch_rows: int,
+) -> tuple[Verdict, Backend, Backend]:
+    """The verdict (cached or measured now) and the two engines it asks for: the batch winner at
+    ``threads`` and the lone winner at ``lone_threads`` (the same object when both agree and the
+    thread counts do). Backends that fail to build (a model ONNX cannot express) are left out."""
+    shapes = [Shape("lone", 1, LENGTH, lone_threads or threads), Shape("batch", batch_rows, LENGTH, threads)]
+    key = cache_key(folder, precision, shapes)
+    path = cache_path()
+    verdict = read_cached(path, key)
+    built: dict[str, Backend] = {}
+
+    def base(name: str) -> Backend:
+        if name not in built:
+            built[name] = load_backend(name, build_graph, precision=precision, threads=threads)
+        return built[name]
+
+    if verdict is None:
+        for name in BACKENDS:
+            try:
+                base(name)
+            except Exception as exc:  # any failure means "not a candidate here"
+                log.warning("backend %s unavailable for %s (%s: %s)", name, folder.name, type(exc).__name__, exc)
+        if not built:
+            raise RuntimeError(f"no backend could load {folder}")
+        lone = {n: (b if lone_threads in (None, threads) else b.replicate(lone_threads)) for n, b in built.items()}
+        ms = measure({"lone": lone, "batch": dict(built)}, shapes, feeds)
+        verdict = Verdict(
+            lone=min(ms["lone"], key=ms["lone"].__getitem__),
+            batch=min(ms["batch"], key=ms["batch"].__getitem__),
+            ms=ms,
+            shapes=key["shapes"],
+        )
+        write_cached(path, key, verdict)
+        for name, engine in lone.items():
+            if name != verdict.lone and engine is not built[name]:
+                engine.close()
+        lone_engine = lone[verdict.lone]
+    else:
+        lone_engine = base(verdict.lone)
+        if lone_threads not in (None, threads):
+            lone_engine = lone_engine.replicate(lone_threads)
+    batch_engine = base(verdict.batch)
+    for engine in built.values():
+        if engine is not batch_engine and engine is not lone_engine:
+            engine.close()
+    log.info(
+        "backend auto for %s: lone requests on %s, batches on %s (%s; %s)",
+        folder.name,
+        verdict.lone,
+        verdict.batch,
+        "; ".join(f"{s}: {w}" for s, w in verdict.describe()["why"].items()),
+        verdict.describe()["source"],
+    )
+    return verdict, batch_engine, lone_engine

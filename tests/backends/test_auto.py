@@ -1,0 +1,81 @@
+"""backends/auto: both backends timed per shape, the verdict cached per machine and model, a
+corrupt cache ignored with one log line and rebuilt (a real MLP model, real ORT and NumPy)."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from openhood.backends import auto
+from openhood.models import EngineOptions
+from openhood.models.classify import load_classifier
+
+OPTIONS = EngineOptions(backend="auto", threads=1, workers=2, batch_rows=8)
+
+
+@pytest.fixture
+def cache_file(tmp_path, monkeypatch):
+    path = tmp_path / "choice.json"
+    monkeypatch.setenv(auto.ENV_VAR, str(path))
+    return path
+
+
+def _load(folder):
+    model = load_classifier("digits", folder, OPTIONS)
+    model.close()
+    return model
+
+
+def test_first_start_measures_both_backends_per_shape_and_later_starts_read_the_cache(digits_mlp_dir, cache_file):
+    first = _load(digits_mlp_dir)
+    choice = first.info["backend_choice"]
+    assert choice["source"] == "measured at this start"
+    assert set(choice["why"]) == {"lone", "batch"} and all(
+        "numpy" in w and "onnxruntime" in w for w in choice["why"].values()
+    )
+    assert choice["shapes"] == {"lone": [1, auto.LENGTH, 1], "batch": [8, auto.LENGTH, 1]}
+    assert first.info["backend"] == choice["batch"] == first.backends[0].name == first.backends[1].name
+    # the lone winner serves lone requests: as the wide engine when it is not the batch winner
+    assert (first.wide is None) == (choice["lone"] == choice["batch"])
+    stored = json.loads(cache_file.read_text())["entries"]
+    (entry,) = stored.values()
+    assert entry["key"]["isa"] and entry["key"]["cores"] >= 1 and len(entry["key"]["model"]) == 64
+
+    again = _load(digits_mlp_dir)
+    assert again.info["backend_choice"] == {**choice, "source": "cache"}
+
+
+def test_a_named_backend_is_not_measured(digits_mlp_dir, cache_file):
+    from dataclasses import replace
+
+    model = load_classifier("digits", digits_mlp_dir, replace(OPTIONS, backend="numpy"))
+    model.close()
+    assert model.info["backend"] == "numpy" and "backend_choice" not in model.info
+    assert not cache_file.exists()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{not json",
+        '{"entries": []}',
+        "ENTRY",  # a valid file whose entry for this model names no known backend
+    ],
+)
+def test_a_corrupt_cache_is_ignored_with_one_log_line_and_rebuilt(digits_mlp_dir, cache_file, caplog, text):
+    _load(digits_mlp_dir)
+    if text == "ENTRY":
+        data = json.loads(cache_file.read_text())
+        for entry in data["entries"].values():
+            entry["lone"] = "tensorflow"
+        text = json.dumps(data)
+    cache_file.write_text(text)
+    with caplog.at_level(logging.INFO, logger=auto.log.name):
+        model = _load(digits_mlp_dir)
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and r.name == auto.log.name]
+    assert len(warnings) == 1 and "corrupt" in warnings[0].getMessage()
+    assert model.info["backend_choice"]["source"] == "measured at this start"
+    (entry,) = json.loads(cache_file.read_text())["entries"].values()
+    assert entry["lone"] in ("numpy", "onnxruntime")
