@@ -144,6 +144,18 @@ class _Cursor:
         self.at += n
         return self.buf[self.at - n : self.at].decode("utf-8")
 
+    def strings(self, count: int) -> list[str]:
+        buf, at, end, out = self.buf, self.at, len(self.buf), []
+        length = struct.Struct("<Q").unpack_from
+        for _ in range(count):
+            (n,) = length(buf, at)
+            at += 8 + n
+            if at > end:
+                raise ValueError(f"a string of {n} bytes runs past the end of the file")
+            out.append(buf[at - n : at].decode("utf-8"))
+        self.at = at
+        return out
+
     def array(self, dtype: str, count: int) -> np.ndarray:
         a = np.frombuffer(self.buf, dtype=dtype, count=count, offset=self.at)
         self.at += a.nbytes
@@ -158,6 +170,8 @@ class _Cursor:
             itype, n = self.unpack("<IQ")
             if itype in VALUE_DTYPES:
                 return self.array(VALUE_DTYPES[itype], n).tolist()
+            if itype == STRING:  # a vocabulary: ~100k strings, so one tight loop, no call per item
+                return self.strings(n)
             items = [self.value(itype) for _ in range(n)]
             return [x for item in items for x in item] if itype == ARRAY else items
         if vtype in VALUE_DTYPES:
