@@ -22,6 +22,7 @@ import mmap
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -74,7 +75,19 @@ GGML_TYPES: dict[int, tuple[str, int, int]] = {
 # Types whose raw view is an array of that element type; every other type is raw bytes.
 ELEMENT_DTYPES = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "I8": "i1", "I16": "<i2", "I32": "<i4", "I64": "<i8"}
 # Metadata value types (gguf.GGUFValueType): numeric id → little-endian dtype; 8 string, 9 array.
-VALUE_DTYPES = {0: "u1", 1: "i1", 2: "<u2", 3: "<i2", 4: "<u4", 5: "<i4", 6: "<f4", 7: "?", 10: "<u8", 11: "<i8", 12: "<f8"}
+VALUE_DTYPES = {
+    0: "u1",
+    1: "i1",
+    2: "<u2",
+    3: "<i2",
+    4: "<u4",
+    5: "<i4",
+    6: "<f4",
+    7: "?",
+    10: "<u8",
+    11: "<i8",
+    12: "<f8",
+}
 STRING, ARRAY = 8, 9
 
 
@@ -173,7 +186,7 @@ class _Cursor:
             if itype == STRING:  # a vocabulary: ~100k strings, so one tight loop, no call per item
                 return self.strings(n)
             items = [self.value(itype) for _ in range(n)]
-            return [x for item in items for x in item] if itype == ARRAY else items
+            return [x for item in items for x in cast(list, item)] if itype == ARRAY else items
         if vtype in VALUE_DTYPES:
             return self.array(VALUE_DTYPES[vtype], 1).tolist()[0]
         raise ValueError(f"unknown metadata value type {vtype}")
@@ -219,7 +232,9 @@ def _parse(buf: mmap.mmap) -> tuple[dict[str, object], dict[str, GGUFTensor]]:
             if shape[-1] % block:
                 raise ValueError(f"tensor {name!r}: a row of {shape[-1]} is not whole {kind} blocks of {block}")
             raw_shape, dtype = (*shape[:-1], shape[-1] // block * block_bytes), "u1"
-        raw = np.frombuffer(buf, dtype=dtype, count=n * block_bytes // block // np.dtype(dtype).itemsize, offset=data_start + offset)
+        raw = np.frombuffer(
+            buf, dtype=dtype, count=n * block_bytes // block // np.dtype(dtype).itemsize, offset=data_start + offset
+        )
         tensors[name] = GGUFTensor(name, kind, shape, raw.reshape(raw_shape))
     return metadata, tensors
 
