@@ -29,6 +29,25 @@ def backend_choice_cache(tmp_path_factory):
     return path
 
 
+@pytest.fixture(scope="session", autouse=True)
+def start_up_records(tmp_path_factory):
+    """Start-up records (openhood.diskcache: calibrated budgets) go to this session's directory,
+    so no test reads a record a developer's own server wrote; numba's compiled kernels stay in
+    the user's cache (``import openhood`` already fixed NUMBA_CACHE_DIR), or every session would
+    compile them all again."""
+    import openhood
+    from openhood.cachedir import ENV_VAR
+
+    assert os.environ.get("NUMBA_CACHE_DIR") == openhood.NUMBA_CACHE_DIR
+    previous = os.environ.get(ENV_VAR)
+    os.environ[ENV_VAR] = str(tmp_path_factory.mktemp("openhood-cache"))
+    yield
+    if previous is None:
+        os.environ.pop(ENV_VAR, None)
+    else:
+        os.environ[ENV_VAR] = previous
+
+
 @pytest.fixture(scope="session")
 def reference():
     meta = json.loads((FIXTURES / "reference_texts.json").read_text(encoding="utf-8"))

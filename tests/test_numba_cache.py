@@ -36,7 +36,7 @@ def _probe(env: dict) -> dict:
 
 
 def test_kernels_load_from_the_per_user_cache_in_a_second_process(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "OPENHOOD_CACHE_DIR")}
     env["XDG_CACHE_HOME"] = str(tmp_path)
     first = _probe(env)
     assert first["dir"] == str(tmp_path / "openhood" / "numba") and first["misses"] > 0

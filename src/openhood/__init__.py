@@ -5,14 +5,13 @@ from __future__ import annotations
 import os
 import sys
 
+from openhood.cachedir import cache_root
+
 # numba caches openhood's compiled kernels (tokenizer and engine, ``cache=True``) on disk so only
 # the first process on a machine pays their compilation (seconds); later ones load them in
-# milliseconds. Per user, under the XDG cache directory, unless the user chose NUMBA_CACHE_DIR.
-# numba reads the variable when it is imported, so this runs before any openhood module imports it.
-NUMBA_CACHE_DIR = os.environ.setdefault(
-    "NUMBA_CACHE_DIR",
-    os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "openhood", "numba"),
-)
+# milliseconds. In the cache directory, unless the user chose NUMBA_CACHE_DIR. numba reads the
+# variable when it is imported, so this runs before any openhood module imports it.
+NUMBA_CACHE_DIR = os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(cache_root(), "numba"))
 if "numba" in sys.modules:  # imported before openhood: tell its config directly
     sys.modules["numba"].config.CACHE_DIR = NUMBA_CACHE_DIR
 

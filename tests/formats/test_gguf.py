@@ -77,3 +77,38 @@ def test_not_a_gguf_file_is_a_clear_error(tmp_path):
         GGUFFile(bad)
     with pytest.raises(GGUFError, match="no such file"):
         GGUFFile(tmp_path / "absent.gguf")
+
+
+def test_reader_matches_the_gguf_package_on_every_key_and_tensor(gguf_file):
+    """The mmap reader against the maintained ``GGUFReader``: same metadata values (types
+    included), same tensor names, kinds, shapes and bytes."""
+    from gguf import GGUFReader
+
+    ref = GGUFReader(gguf_file.path, "r")
+    expected = {k: f.contents() for k, f in ref.fields.items() if not k.startswith("GGUF.")}
+    assert list(gguf_file.metadata) == list(expected)
+    for key, value in expected.items():
+        got = gguf_file.metadata[key]
+        assert got == value and type(got) is type(value), key
+        if isinstance(value, list) and value:
+            assert {type(x) for x in got} == {type(x) for x in value}, key
+    assert list(gguf_file.tensors) == [t.name for t in ref.tensors]
+    for t in ref.tensors:
+        mine = gguf_file.tensors[t.name]
+        assert mine.kind == t.tensor_type.name
+        assert mine.shape == tuple(int(d) for d in reversed(t.shape.tolist()))
+        assert mine.raw.dtype == t.data.dtype and mine.raw.shape == t.data.shape
+        assert not mine.raw.flags.writeable
+        np.testing.assert_array_equal(mine.raw, t.data)
+
+
+def test_truncated_file_is_a_clear_error(tmp_path):
+    data = default_gguf_path().read_bytes()[:100_000]  # header and part of the vocabulary
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(data)
+    with pytest.raises(GGUFError, match="not a readable GGUF file"):
+        GGUFFile(cut)
+    empty = tmp_path / "empty.gguf"
+    empty.write_bytes(b"")
+    with pytest.raises(GGUFError):
+        GGUFFile(empty)

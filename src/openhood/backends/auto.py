@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from openhood.backends import BACKENDS, load_backend
+from openhood.cachedir import cache_root
 
 if TYPE_CHECKING:
     import numpy as np
@@ -83,12 +84,10 @@ class Verdict:
 
 
 def cache_path() -> Path:
-    """``OPENHOOD_BACKEND_CACHE`` or ``$XDG_CACHE_HOME/openhood/backend-choice.json``."""
+    """``OPENHOOD_BACKEND_CACHE``, else ``backend-choice.json`` in openhood's one cache directory
+    (``openhood.cachedir``: ``OPENHOOD_CACHE_DIR``, else the XDG cache)."""
     override = os.environ.get(ENV_VAR)
-    if override:
-        return Path(override)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
-    return Path(base) / "openhood" / "backend-choice.json"
+    return Path(override) if override else Path(cache_root()) / "backend-choice.json"
 
 
 def model_hash(folder: Path) -> str:

@@ -1,10 +1,15 @@
 """Read a GGUF file (llama.cpp's format): metadata, tensors, and Q4_1 / Q8_0 dequantization.
 
-Parsing the container is taken, not built: the maintained ``gguf`` package memory-maps the
-file, so opening a 100 MB model costs no copy and each tensor is a view of the page cache
-until something dequantizes it. What we own is what the numbers mean: the block layouts of
-the two quantized types SmolLM2's file uses, each with a naive per-block reference beside the
-vectorized version, and the Q/K row permutation that llama-family conversion applies.
+The container is parsed here, over one read-only ``mmap``: the header, the key/value metadata
+and the tensor index are read with ``struct`` and ``np.frombuffer`` (one call per value or per
+array), and each tensor is a view of the page cache until something dequantizes it. The
+``gguf`` package's ``GGUFReader`` reads the same bytes but builds a NumPy memmap slice per
+field part (~250k of them for SmolLM2's 49k-token vocabulary): ~3 s of a 6 s decoder start on
+this 2-core box, against ~0.1 s here (docs/design.md, "Start-up"). The trade-off: ~80 lines of
+format code we own, kept honest by a test that compares every key and tensor with
+``GGUFReader`` on the bundled model. What we also own is what the numbers mean: the block
+layouts of the two quantized types SmolLM2's file uses, each with a naive per-block reference
+beside the vectorized version, and the Q/K row permutation that llama-family conversion applies.
 
 Shapes: GGUF lists dimensions innermost first (``[576, 49152]`` for the embedding); here a
 tensor's ``shape`` is NumPy order ``(rows, cols)`` = ``(out_features, in_features)``, the same
@@ -13,8 +18,11 @@ as a PyTorch ``nn.Linear`` weight, and quantization blocks run along ``cols``.
 
 from __future__ import annotations
 
+import mmap
+import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -25,6 +33,64 @@ QK = 32
 Q4_1_BLOCK_BYTES = 20  # f16 d, f16 m, 16 bytes of nibbles: w = d * q + m, q in 0..15
 Q8_0_BLOCK_BYTES = 34  # f16 d, 32 int8: w = d * q
 BLOCK_BYTES = {"Q4_1": Q4_1_BLOCK_BYTES, "Q8_0": Q8_0_BLOCK_BYTES}
+
+MAGIC = b"GGUF"
+VERSIONS = (2, 3)
+DEFAULT_ALIGNMENT = 32
+# ggml's tensor types: id → (name, weights per block, bytes per block) (ggml.h, GGML_QUANT_SIZES).
+# Every type is listed so any file opens; only F32, F16, Q4_1 and Q8_0 dequantize.
+QK_K = 256
+GGML_TYPES: dict[int, tuple[str, int, int]] = {
+    0: ("F32", 1, 4),
+    1: ("F16", 1, 2),
+    2: ("Q4_0", 32, 18),
+    3: ("Q4_1", 32, Q4_1_BLOCK_BYTES),
+    6: ("Q5_0", 32, 22),
+    7: ("Q5_1", 32, 24),
+    8: ("Q8_0", 32, Q8_0_BLOCK_BYTES),
+    9: ("Q8_1", 32, 40),
+    10: ("Q2_K", QK_K, 4 + QK_K // 16 + QK_K // 4),
+    11: ("Q3_K", QK_K, 2 + QK_K // 4 + QK_K // 8 + 12),
+    12: ("Q4_K", QK_K, 4 + QK_K // 2 + 12),
+    13: ("Q5_K", QK_K, 4 + QK_K // 2 + QK_K // 8 + 12),
+    14: ("Q6_K", QK_K, 2 + QK_K // 2 + QK_K // 4 + QK_K // 16),
+    15: ("Q8_K", QK_K, 4 + QK_K + QK_K // 8),
+    16: ("IQ2_XXS", QK_K, 2 + QK_K // 4),
+    17: ("IQ2_XS", QK_K, 2 + QK_K // 4 + QK_K // 32),
+    18: ("IQ3_XXS", QK_K, 2 + QK_K // 4 + QK_K // 8),
+    19: ("IQ1_S", QK_K, 2 + QK_K // 8 + QK_K // 16),
+    20: ("IQ4_NL", 32, 18),
+    21: ("IQ3_S", QK_K, 2 + QK_K // 4 + QK_K // 8 + QK_K // 32 + 4),
+    22: ("IQ2_S", QK_K, 2 + QK_K // 4 + QK_K // 16),
+    23: ("IQ4_XS", QK_K, 4 + QK_K // 2 + QK_K // 64),
+    24: ("I8", 1, 1),
+    25: ("I16", 1, 2),
+    26: ("I32", 1, 4),
+    27: ("I64", 1, 8),
+    28: ("F64", 1, 8),
+    29: ("IQ1_M", QK_K, QK_K // 8 + QK_K // 16 + QK_K // 32),
+    30: ("BF16", 1, 2),
+    34: ("TQ1_0", QK_K, 2 + 4 * 13),
+    35: ("TQ2_0", QK_K, 2 + 64),
+    39: ("MXFP4", 32, 17),
+}
+# Types whose raw view is an array of that element type; every other type is raw bytes.
+ELEMENT_DTYPES = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "I8": "i1", "I16": "<i2", "I32": "<i4", "I64": "<i8"}
+# Metadata value types (gguf.GGUFValueType): numeric id → little-endian dtype; 8 string, 9 array.
+VALUE_DTYPES = {
+    0: "u1",
+    1: "i1",
+    2: "<u2",
+    3: "<i2",
+    4: "<u4",
+    5: "<i4",
+    6: "<f4",
+    7: "?",
+    10: "<u8",
+    11: "<i8",
+    12: "<f8",
+}
+STRING, ARRAY = 8, 9
 
 
 class GGUFError(ModelFileError):
@@ -47,24 +113,18 @@ class GGUFFile:
     """A memory-mapped GGUF file: ``metadata`` (key → Python value) and ``tensors`` (name → GGUFTensor)."""
 
     def __init__(self, path: str | Path):
-        from gguf import GGUFReader  # import here: only GGUF users pay for it
-
         self.path = Path(path)
         if not self.path.is_file():
             raise GGUFError(f"{self.path}: no such file")
+        with open(self.path, "rb") as f:
+            try:
+                self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)  # outlives f: views keep it
+            except ValueError as exc:  # an empty file cannot be mapped
+                raise GGUFError(f"{self.path}: not a readable GGUF file ({exc})") from exc
         try:
-            reader = GGUFReader(self.path, "r")
-        except (ValueError, OSError) as exc:  # the reader raises ValueError on a bad magic/version
+            self.metadata, self.tensors = _parse(self._map)
+        except (ValueError, struct.error, UnicodeDecodeError, IndexError, KeyError) as exc:
             raise GGUFError(f"{self.path}: not a readable GGUF file ({exc})") from exc
-        self.metadata: dict[str, object] = {}
-        for key, field in reader.fields.items():
-            if key.startswith("GGUF."):
-                continue
-            self.metadata[key] = field.contents()
-        self.tensors: dict[str, GGUFTensor] = {}
-        for t in reader.tensors:
-            shape = tuple(int(d) for d in reversed(t.shape.tolist()))
-            self.tensors[t.name] = GGUFTensor(t.name, t.tensor_type.name, shape, t.data)
 
     def get(self, key: str, default=None):
         return self.metadata.get(key, default)
@@ -79,6 +139,106 @@ class GGUFFile:
         if name not in self.tensors:
             raise GGUFError(f"{self.path}: no tensor named {name!r}")
         return dequantize(self.tensors[name])
+
+
+class _Cursor:
+    """Reads little-endian values from ``buf`` at a moving offset."""
+
+    def __init__(self, buf: mmap.mmap, at: int = 0):
+        self.buf, self.at = buf, at
+
+    def unpack(self, fmt: str) -> tuple:
+        values = struct.unpack_from(fmt, self.buf, self.at)
+        self.at += struct.calcsize(fmt)
+        return values
+
+    def string(self) -> str:
+        (n,) = self.unpack("<Q")
+        if self.at + n > len(self.buf):
+            raise ValueError(f"a string of {n} bytes runs past the end of the file")
+        self.at += n
+        return self.buf[self.at - n : self.at].decode("utf-8")
+
+    def strings(self, count: int) -> list[str]:
+        buf, at, end, out = self.buf, self.at, len(self.buf), []
+        length = struct.Struct("<Q").unpack_from
+        for _ in range(count):
+            (n,) = length(buf, at)
+            at += 8 + n
+            if at > end:
+                raise ValueError(f"a string of {n} bytes runs past the end of the file")
+            out.append(buf[at - n : at].decode("utf-8"))
+        self.at = at
+        return out
+
+    def array(self, dtype: str, count: int) -> np.ndarray:
+        a = np.frombuffer(self.buf, dtype=dtype, count=count, offset=self.at)
+        self.at += a.nbytes
+        return a
+
+    def value(self, vtype: int) -> object:
+        """One metadata value: a Python scalar, a str, or a flat list (nested arrays are flattened,
+        as ``GGUFReader.contents()`` returns them)."""
+        if vtype == STRING:
+            return self.string()
+        if vtype == ARRAY:
+            itype, n = self.unpack("<IQ")
+            if itype in VALUE_DTYPES:
+                return self.array(VALUE_DTYPES[itype], n).tolist()
+            if itype == STRING:  # a vocabulary: ~100k strings, so one tight loop, no call per item
+                return self.strings(n)
+            items = [self.value(itype) for _ in range(n)]
+            return [x for item in items for x in cast(list, item)] if itype == ARRAY else items
+        if vtype in VALUE_DTYPES:
+            return self.array(VALUE_DTYPES[vtype], 1).tolist()[0]
+        raise ValueError(f"unknown metadata value type {vtype}")
+
+
+def _parse(buf: mmap.mmap) -> tuple[dict[str, object], dict[str, GGUFTensor]]:
+    """Header, metadata and tensor index of a GGUF file (little-endian, version 2 or 3)."""
+    c = _Cursor(buf)
+    if buf[:4] != MAGIC:
+        raise ValueError("GGUF magic invalid")
+    c.at = 4
+    version, n_tensors, n_kv = c.unpack("<IQQ")
+    if version not in VERSIONS:
+        raise ValueError(f"version {version} is not supported (big-endian files are not either)")
+    metadata: dict[str, object] = {}
+    for _ in range(n_kv):
+        key = c.string()
+        if key in metadata:
+            raise ValueError(f"duplicate metadata key {key!r}")
+        (vtype,) = c.unpack("<I")
+        metadata[key] = c.value(vtype)
+    index = []
+    for _ in range(n_tensors):
+        name = c.string()
+        (n_dims,) = c.unpack("<I")
+        dims = c.unpack(f"<{n_dims}Q")  # innermost first
+        type_id, offset = c.unpack("<IQ")
+        index.append((name, dims, type_id, offset))
+    alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
+    if not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
+        raise ValueError(f"invalid alignment {alignment!r}: must be a power of two")
+    data_start = -(-c.at // alignment) * alignment
+    tensors: dict[str, GGUFTensor] = {}
+    for name, dims, type_id, offset in index:
+        if name in tensors:
+            raise ValueError(f"duplicate tensor {name!r}")
+        kind, block, block_bytes = GGML_TYPES[type_id]
+        shape = tuple(int(d) for d in reversed(dims))  # NumPy order
+        n = int(np.prod(shape))
+        if kind in ELEMENT_DTYPES:
+            raw_shape, dtype = shape, ELEMENT_DTYPES[kind]
+        else:
+            if shape[-1] % block:
+                raise ValueError(f"tensor {name!r}: a row of {shape[-1]} is not whole {kind} blocks of {block}")
+            raw_shape, dtype = (*shape[:-1], shape[-1] // block * block_bytes), "u1"
+        raw = np.frombuffer(
+            buf, dtype=dtype, count=n * block_bytes // block // np.dtype(dtype).itemsize, offset=data_start + offset
+        )
+        tensors[name] = GGUFTensor(name, kind, shape, raw.reshape(raw_shape))
+    return metadata, tensors
 
 
 def dequantize(t: GGUFTensor) -> np.ndarray:

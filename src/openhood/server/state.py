@@ -35,6 +35,7 @@ from openhood.server.config import ServerConfig
 from openhood.server.errors import APIError
 from openhood.server.health import ReadinessProbe
 from openhood.server.lifecycle import Lifecycle, check_grace, queue_token_cap, worst_case_drain_s
+from openhood.server.measured import Measured, cache_key, measure_or_read
 from openhood.server.metrics import ModelMetrics, ServerMetrics
 
 log = logging.getLogger("openhood.server")
@@ -116,6 +117,29 @@ class ModelRuntime:
         futures = [self.scheduler.run_exclusive(functools.partial(job, w), worker=w) for w in workers]
         return list(await asyncio.gather(*(asyncio.wrap_future(f) for f in futures)))
 
+    def _measure(self, calibrated: bool, rows: int) -> Measured:
+        """Calibrate on worker 0 (if budgets are not configured), then time a full batch of the
+        longest bucket on every worker; runs on a helper thread, each timing on its worker."""
+        workers = range(self.model.workers)
+        cal: Calibration | None = None
+        if calibrated:
+            cal = cast(
+                Calibration,
+                self.scheduler.run_exclusive(
+                    lambda: calibrate(
+                        self.model.runner(0),
+                        self.model.preprocessor.dummy,
+                        self.buckets.bounds,
+                        max_tokens=self.scheduler.max_batch_tokens,
+                    ),
+                    worker=0,
+                ).result(),
+            )
+        futures = [
+            self.scheduler.run_exclusive(functools.partial(self._full_batch_s, w, rows), worker=w) for w in workers
+        ]
+        return Measured(cal, max(cast(float, f.result()) for f in futures), cached=False)
+
     async def warm_up(self, config: ServerConfig, sharing: int = 1) -> float:
         """Warm every worker (on that worker, like all inference); calibrate the token budget
         unless configured; cap the queued tokens so a full queue drains within the grace period
@@ -127,43 +151,39 @@ class ModelRuntime:
             for w in workers:  # one at a time: the wide engine serves one thread at once
                 await self._on_workers(self._warm_wide, [w])
         # Fixed-shape tasks (one bucket of length 1) count rows, not tokens: their budget is a row cap.
-        if config.max_batch_tokens is None and self.buckets.bounds[-1] > 1:
-            cal = cast(
-                Calibration,
-                (
-                    await self._on_workers(
-                        lambda w: calibrate(
-                            self.model.runner(w),
-                            self.model.preprocessor.dummy,
-                            self.buckets.bounds,
-                            max_tokens=self.scheduler.max_batch_tokens,
-                        ),
-                        [0],
-                    )
-                )[0],
-            )
+        calibrated = config.max_batch_tokens is None and self.buckets.bounds[-1] > 1
+        rows = self.drain_batch_rows(config)
+        bounds = tuple(self.buckets.bounds)
+        key = cache_key(self.model, bounds, self.scheduler.max_batch_tokens, rows, calibrated)
+        measured = await asyncio.to_thread(
+            lambda: measure_or_read(key, lambda: self._measure(calibrated, rows), bounds)
+        )
+        cal = measured.calibration
+        if cal is not None:
             self.scheduler.set_token_budgets(cal.budgets)
             log.info(
-                "model %s: token budgets %s calibrated in %.2f s",
+                "model %s: token budgets %s %s in %.2f s",
                 self.model.name,
                 cal.budgets,
+                "read from the cache" if measured.cached else "calibrated",
                 cal.seconds,
                 extra={
                     "fields": {
                         "event": "token_budget",
-                        "message": "token budgets calibrated",
+                        "message": "token budgets read from the cache"
+                        if measured.cached
+                        else "token budgets calibrated",
                         "model": self.model.name,
                         "budgets": dict(zip(map(str, self.buckets.bounds), cal.budgets, strict=True)),
                         "surge_budget": self.scheduler.max_batch_tokens,
                         "calibration_s": round(cal.seconds, 3),
+                        "cached": measured.cached,
                         "lone_ms": round(cal.lone_s * 1e3, 3),
                         "us_per_token": {str(t): round(c * 1e6, 2) for t, c in cal.cost_per_token.items()},
                     }
                 },
             )
-        rows = self.drain_batch_rows(config)
-        times = cast(list[float], await self._on_workers(lambda w: self._full_batch_s(w, rows), workers))
-        batch_s = max(times)
+        batch_s = measured.batch_s
         longest = self.buckets.bounds[-1]
         tokens_per_s = rows * longest * self.model.workers / max(batch_s, 1e-9)
         cap = config.max_queue_tokens
