@@ -121,6 +121,13 @@ def register(subparsers, environ=os.environ) -> None:
         "requests (sequential traffic); 0 = whenever the server is idle",
     )
     p.add_argument(
+        "--preempt",
+        action=argparse.BooleanOptionalAction,
+        default=d.preempt,
+        help="a running batch yields between layers to a queued batch with less work, so short requests "
+        "never wait for a long batch to finish (NumPy backend; ONNX Runtime cannot yield)",
+    )
+    p.add_argument(
         "--max-queue", type=v.positive_int, default=d.max_queue, help="queued sequences before requests get 429"
     )
     p.add_argument(
@@ -403,6 +410,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         max_age_ms=args.max_age_ms,
         short_lane_tokens=args.short_lane_tokens,
         wide_quiet_ms=args.wide_quiet_ms,
+        preempt=args.preempt,
         max_queue=args.max_queue,
         max_queue_tokens=args.max_queue_tokens,
         max_inputs_per_request=args.max_inputs_per_request,
