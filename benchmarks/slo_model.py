@@ -146,6 +146,41 @@ def side_by_side_slowdown(runs: list[Callable[[list, int], object]], dummy, seco
     return max(1.0, alone[0] / (sum(both) / len(both)))
 
 
+def yield_overhead(model, dummy, repeats: int = 5) -> tuple[float, int]:
+    """(seconds one preemption costs on worker 0's engine, layer groups per pass): a 256-token
+    pass stepped with a 16-token batch run between every two steps, against the same work
+    uninterrupted (best of ``repeats`` each: what the switches add, e.g. caches gone cold).
+    (0, 1) when the backend cannot yield."""
+    start = model.starter(0)
+    if start is None:
+        return 0.0, 1
+    run = model.runner(0)
+    long, short = [dummy(256)], [dummy(16)]
+    steps = start(long, 256).steps
+
+    def plain() -> None:
+        run(long, 256)
+        for _ in range(steps - 1):
+            run(short, 16)
+
+    def interleaved() -> None:
+        p = start(long, 256)
+        while not p.step():
+            run(short, 16)
+        p.result()
+
+    def best(fn) -> float:
+        fn()
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return min(times)
+
+    return max(0.0, (best(interleaved) - best(plain)) / (steps - 1)), steps
+
+
 @dataclass(eq=False)
 class _Job:
     work: float  # seconds left at full speed on its own threads
@@ -190,6 +225,7 @@ class Setup:
 
     policy: object  # BatchPolicy
     budgets: list[int]
+    token_costs: list[float]  # seconds per padded token per bucket (the calibration's)
     bounds: tuple[int, ...]
     workers: int
     wide: bool
@@ -201,6 +237,11 @@ class Setup:
     loop_s: float
     client_s: float
     shared: bool = False
+    # Layer-granular preemption (scheduler.preemption): batches run as ``layers`` steps of
+    # cost/layers each, and each switch to another batch costs ``yield_s`` (measured on the engine).
+    preempt: bool = False
+    layers: int = 6
+    yield_s: float = 0.0
 
 
 @dataclass
@@ -209,6 +250,7 @@ class Outcome:
     tokens: np.ndarray
     throughput: float
     wide_share: float = 0.0
+    yields: int = 0
 
 
 def simulate(
@@ -224,11 +266,13 @@ def simulate(
     batcher = DynamicBatcher(
         [noop] * setup.workers,
         LengthBuckets(setup.bounds),
-        setup.policy,
+        replace(setup.policy, preempt=setup.preempt),
         wide_run=noop if setup.wide else None,
+        start=[noop] * setup.workers,  # never called either: the simulation steps runs itself
         clock=lambda: int(now[0] * 1e9),
     )
     batcher.set_token_budgets(setup.budgets)
+    batcher.set_token_costs(setup.token_costs)
     machine = Machine(setup.cores, setup.interference)
     loop: deque[_Job] = deque()  # the event loop: one thread, first come first served
     sent = np.full(requests, np.nan)
@@ -236,6 +280,7 @@ def simulate(
     busy = [False] * setup.workers
     timers: list[float] = []
     wide_batches = [0, 0]
+    yields = [0]
     next_req = [0]
 
     def on_loop(work: float, then: Callable[[], None]) -> None:
@@ -266,28 +311,52 @@ def simulate(
         if clients:
             send()
 
+    def finish(w: int, wide: bool, items: list) -> None:
+        busy[w] = False
+        batcher.batch_done(w, wide)
+        for it in items:
+            on_loop(setup.loop_s / 2, lambda i=it.payload: respond(i))
+
+    def step(w: int, run, switched: bool) -> None:
+        """One layer group of a preemptible run on worker ``w`` (a switch first pays ``yield_s``)."""
+        if run.done_steps == 0:
+            run.steps = setup.layers
+        cost = setup.cost_one(len(run.items), run.padded_len) / setup.layers + (setup.yield_s if switched else 0.0)
+
+        def stepped() -> None:
+            if run.done_steps + 1 == run.steps:
+                finish(w, False, run.items)
+                return
+            nxt = batcher.yield_point(w, run)
+            yields[0] += nxt is not run
+            step(w, nxt, nxt is not run)
+
+        machine.jobs.append(_Job(cost, 1, True, stepped))
+
     def dispatch() -> None:
         for w in range(setup.workers):
             if busy[w]:
                 continue
-            items, wait_s, wide = batcher.next_batch(w)
-            if not items:
+            run, wait_s, wide = batcher.next_run(w)
+            if run is None:
                 if wait_s is not None:
                     heapq.heappush(timers, now[0] + wait_s)
                 continue
             busy[w] = True
-            rows, padded = len(items), max(it.length for it in items)
-            cost = (setup.cost_wide if wide else setup.cost_one)(rows, padded)
             wide_batches[0] += wide
-            wide_batches[1] += 1
-
-            def done(w: int = w, wide: bool = wide, items: list = items) -> None:
-                busy[w] = False
-                batcher.batch_done(w, wide)
-                for it in items:
-                    on_loop(setup.loop_s / 2, lambda i=it.payload: respond(i))
-
-            machine.jobs.append(_Job(cost, setup.wide_threads if wide else 1, True, done))
+            wide_batches[1] += run.done_steps == 0
+            if setup.preempt and not wide:
+                step(w, run, run.done_steps > 0)  # a resumed run pays the switch back
+                continue
+            cost = (setup.cost_wide if wide else setup.cost_one)(len(run.items), run.padded_len)
+            machine.jobs.append(
+                _Job(
+                    cost,
+                    setup.wide_threads if wide else 1,
+                    True,
+                    lambda w=w, wide=wide, r=run: finish(w, wide, r.items),
+                )
+            )
 
     if clients:
         arrivals: list[float] = []
@@ -315,7 +384,7 @@ def simulate(
     ok = ~np.isnan(finished)
     latency = finished - sent + setup.client_s
     span = np.nanmax(finished) - np.nanmin(sent)
-    return Outcome(latency[ok], toks[ok], ok.sum() / span, wide_batches[0] / max(1, wide_batches[1]))
+    return Outcome(latency[ok], toks[ok], ok.sum() / span, wide_batches[0] / max(1, wide_batches[1]), yields[0])
 
 
 def bucket_ratios(out: Outcome, min_samples: int) -> dict[str, tuple[float, float, int]]:
@@ -376,6 +445,8 @@ def apply_variant(base: Setup, pairs: dict[str, str]) -> Setup:
             setup_changes["cores"] = float(value)
         elif key == "interference":
             setup_changes["interference"] = float(value)
+        elif key == "preempt":
+            setup_changes["preempt"] = value not in ("0", "false", "off")
         elif key == "shared":
             setup_changes["shared"] = value not in ("0", "false", "off")
         elif key == "budget":  # one token budget for every bucket (no calibration)
@@ -426,11 +497,13 @@ def main(argv: list[str] | None = None) -> int:
     policy = config.batch_policy()
     policy = replace(policy, max_batch_tokens=max(policy.max_batch_tokens, bounds[-1]))
     cal = calibrate(one.runner(0), dummy, bounds, max_tokens=policy.max_batch_tokens)
+    yield_s, layers = yield_overhead(one, dummy)
     cost_one, cost_wide = fit_costs(grid_one), fit_costs(grid_wide)
     lengths = corpus_lengths(args.corpus, args.max_chars, folder)
     base = Setup(
         policy=policy,
         budgets=cal.budgets,
+        token_costs=[cal.cost_per_token[t] for t in bounds],
         bounds=bounds,
         workers=workers,
         wide=config.wide,
@@ -441,6 +514,9 @@ def main(argv: list[str] | None = None) -> int:
         interference=slowdown,
         loop_s=args.loop_ms / 1e3,
         client_s=args.client_ms / 1e3,
+        preempt=policy.preempt and layers > 1,  # what the server does: only an engine that yields preempts
+        layers=layers,
+        yield_s=yield_s,
     )
     print(
         f"{args.backend}, {cores} cores, {workers} workers x {config.engine_threads(cores)} thread + wide {wide_threads}; "
@@ -456,6 +532,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"two 1-thread engines side by side: {slowdown:.2f}x slower each; budgets {dict(zip(bounds, cal.budgets, strict=True))}"
     )
+    if layers > 1:
+        print(f"preemption: {layers} layer groups per pass, {yield_s * 1e3:.3f} ms per yield (measured on the engine)")
     print(
         f"corpus: {len(lengths)} texts, tokens P50 {np.median(lengths):.0f} P90 {np.percentile(lengths, 90):.0f}; "
         f"loop {args.loop_ms} ms CPU/request, client {args.client_ms} ms, load generator {args.client_cores} cores"
@@ -474,6 +552,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"\n### {name}: modelled closed-loop max ({CLOSED_CLIENTS} clients) {closed.throughput:.1f} req/s; "
             f"1 client P50 {np.median(lone.latency_s) * 1e3:.1f} ms ({lone.wide_share:.0%} wide)"
+            + (f"; preemptive, {closed.yields} yields in the closed-loop run" if setup.preempt else "")
         )
         print(
             "| rate req/s | × max | worst bucket P99/P50 per seed | P50 / P99 ms per bucket (seed 0) | wide | SLO "
