@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import heapq
+import json
 import sys
 import threading
 import time
@@ -432,7 +433,9 @@ def apply_variant(base: Setup, pairs: dict[str, str]) -> Setup:
     policy_fields = {f.name for f in fields(base.policy)}
     policy_changes, setup_changes = {}, {}
     for key, value in pairs.items():
-        if key in policy_fields:
+        if key == "preempt":  # the simulation's own switch (BatchPolicy.preempt follows it)
+            setup_changes["preempt"] = value not in ("0", "false", "off")
+        elif key in policy_fields:
             current = getattr(base.policy, key)
             policy_changes[key] = type(current)(value)
         elif key == "wide":
@@ -445,8 +448,6 @@ def apply_variant(base: Setup, pairs: dict[str, str]) -> Setup:
             setup_changes["cores"] = float(value)
         elif key == "interference":
             setup_changes["interference"] = float(value)
-        elif key == "preempt":
-            setup_changes["preempt"] = value not in ("0", "false", "off")
         elif key == "shared":
             setup_changes["shared"] = value not in ("0", "false", "off")
         elif key == "budget":  # one token budget for every bucket (no calibration)
@@ -471,12 +472,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fractions", default="0.2,0.3,0.4,0.5,0.6,0.7,0.8", help="open-loop rates, × the modelled max")
     ap.add_argument("--requests", type=int, default=8000, help="per rate and seed (>= 500 in the 129-256 bucket)")
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--timing-repeats", type=int, default=5, help="best of this many per timed batch")
     # Defaults from benchmarks/tail_stages.py --rate 5 (server time neither queue nor inference;
     # client minus server) and benchmarks/serving.py (the load generator's CPU), docs/benchmarks.md.
     ap.add_argument("--loop-ms", type=float, default=3.0, help="event-loop CPU per request")
     ap.add_argument("--client-ms", type=float, default=3.5, help="latency outside the server per request")
     ap.add_argument("--client-cores", type=float, default=0.15, help="cores the load generator holds")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE,...")
+    ap.add_argument(
+        "--json",
+        help="write each variant's worst-bucket P99/P50 per rate and seed here (benchmarks/serving.py --model-json)",
+    )
     ap.add_argument("--plot", help="write an SVG of the worst bucket's P99/P50 (median of the seeds) against the rate")
     args = ap.parse_args(argv)
 
@@ -491,13 +497,13 @@ def main(argv: list[str] | None = None) -> int:
     dummy = one.preprocessor.dummy
     bounds = LengthBuckets.for_model(config.buckets, one.max_length).bounds
     t0 = time.perf_counter()
-    grid_one = time_batches(one.runner(0), dummy)
-    grid_wide = time_batches(wide.runner(0), dummy)
+    grid_one = time_batches(one.runner(0), dummy, args.timing_repeats)
+    grid_wide = time_batches(wide.runner(0), dummy, args.timing_repeats)
     slowdown = side_by_side_slowdown([one.runner(0), one.runner(1)], dummy) if workers > 1 else 1.0
     policy = config.batch_policy()
     policy = replace(policy, max_batch_tokens=max(policy.max_batch_tokens, bounds[-1]))
     cal = calibrate(one.runner(0), dummy, bounds, max_tokens=policy.max_batch_tokens)
-    yield_s, layers = yield_overhead(one, dummy)
+    yield_s, layers = yield_overhead(one, dummy, args.timing_repeats)
     cost_one, cost_wide = fit_costs(grid_one), fit_costs(grid_wide)
     lengths = corpus_lengths(args.corpus, args.max_chars, folder)
     base = Setup(
@@ -544,6 +550,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     fractions = [float(f) for f in args.fractions.split(",")]
     curves = []  # (variant, × openhood's modelled max, median worst ratio) for --plot
+    predictions: dict[str, dict[str, list[float]]] = {}  # variant → "0.50" → worst ratio per seed (--json)
     served_max = None
     for name, setup in variants:
         closed = simulate(setup, lengths, rate=None, clients=CLOSED_CLIENTS, requests=args.requests, seed=0)
@@ -582,9 +589,13 @@ def main(argv: list[str] | None = None) -> int:
                 f"| {verdict(short, slo.bucket_ratio)} ({' / '.join(f'{r:.2f}' for r in short)}) |",
                 flush=True,
             )
+            predictions.setdefault(name, {})[f"{f:.2f}"] = [round(r, 3) for r, _ in worst]
             xs.append(rate / served_max)
             ys.append(float(np.median([r for r, _ in worst])))
         curves.append((name, xs, ys))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(predictions, fh, indent=1)
     if args.plot:
         from openhood.loadtest.svgplot import lines
 
