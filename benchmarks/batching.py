@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     from openhood.corpus import read_texts
     from openhood.engine.kernels.cores import available_cores
     from openhood.models import EngineOptions, ModelSpec, load_model, resolve_model_dir
-    from openhood.tokenizer import Tokenizer
+    from openhood.tokenizer import WordPieceTokenizer
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", required=True)
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     folder = resolve_model_dir(None)
-    tok = Tokenizer.from_pretrained(folder)
+    tok = WordPieceTokenizer.from_pretrained(folder)
     texts = read_texts(args.corpus)
     pick = np.random.default_rng(args.seed).choice(len(texts), size=min(args.texts, len(texts)), replace=False)
     texts = [texts[int(i)][: args.max_chars] for i in pick]

@@ -53,7 +53,7 @@ def bench_tokenizer(path, corpus: Path, limit: int) -> None:
     from openhood.tokenizer.bpe_anchor import hf_bpe_tokenizer
 
     texts = read_texts(corpus)[:limit]
-    ours = BPETokenizer.from_file(path)
+    ours = BPETokenizer.from_pretrained(path)
     hf = hf_bpe_tokenizer(ours.spec)
     t0 = time.perf_counter()
     rb = ours.encode_batch(texts)

@@ -108,14 +108,14 @@ def main() -> int:
     from openhood.engine.kernels.blas import blas
     from openhood.engine.models.bert import read_config
     from openhood.models import EngineOptions, ModelSpec, default_model_dir, load_model
-    from openhood.tokenizer import Tokenizer
+    from openhood.tokenizer import WordPieceTokenizer
 
     t0 = time.perf_counter()
     compile_seconds = numba_rows.compile_all()  # first use in this process (a server pays it at its first forward pass)
     compile_total = time.perf_counter() - t0
     texts = read_texts(args.corpus, limit=args.limit)
     folder = default_model_dir()
-    tok = Tokenizer.from_pretrained(folder)
+    tok = WordPieceTokenizer.from_pretrained(folder)
     backends = {
         name: load_model(
             ModelSpec(path=str(folder)), EngineOptions(backend=backend, threads=args.threads, fusion=fusion)

@@ -140,14 +140,14 @@ def main(argv=None) -> int:
     from openhood.engine.quant.storage import FP16_FILE, INT8_FILE, apply_fp16, load_plan, read_int8
     from openhood.export.onnx_export import graph_to_onnx
     from openhood.models import EngineOptions, ModelSpec, load_model
-    from openhood.tokenizer import Tokenizer
+    from openhood.tokenizer import WordPieceTokenizer
 
     qdirs = [Path(p) for p in args.quantized]
     qdir = qdirs[0]
     t_start = time.perf_counter()
     all_texts = read_texts(args.corpus, limit=args.offset + args.limit)
     texts = all_texts[args.offset :]
-    tok = Tokenizer.from_pretrained(qdir)
+    tok = WordPieceTokenizer.from_pretrained(qdir)
     pad_id = int(tok.pad_id)
     rb = tok.encode_batch(texts, max_length=256)
     seqs = [rb[i] for i in range(len(rb))]

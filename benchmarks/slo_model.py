@@ -415,10 +415,10 @@ def corpus_lengths(path: str, max_chars: int, folder, limit: int = 20000) -> np.
     """Token counts (special tokens included, truncated at the model's max) of the corpus texts
     cut at ``max_chars``, as the load test sends them."""
     from openhood.corpus import read_texts
-    from openhood.tokenizer import Tokenizer
+    from openhood.tokenizer import WordPieceTokenizer
 
     texts = [t[:max_chars] for t in read_texts(path, limit=limit) if t]
-    tok = Tokenizer.from_pretrained(folder)
+    tok = WordPieceTokenizer.from_pretrained(folder)
     return np.asarray(tok.encode_batch(texts, max_length=256).lengths, dtype=np.int64)
 
 

@@ -53,7 +53,7 @@ def latency_us(fn, calls: int, rounds: int = 5) -> float:
 
 
 def hf_tokenizer(model_dir: Path):
-    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import WordPieceTokenizer as HFTokenizer
 
     ref = HFTokenizer.from_file(str(model_dir / "tokenizer.json"))
     ref.no_truncation()
@@ -102,9 +102,9 @@ def main() -> int:
     print(f"corpus: {len(texts)} texts, {n_chars} chars; model: {args.model_dir.parent.name}", file=sys.stderr)
 
     t0, c0 = time.perf_counter(), time.process_time()
-    from openhood.tokenizer import Tokenizer
+    from openhood.tokenizer import WordPieceTokenizer
 
-    tok = Tokenizer.from_pretrained(args.model_dir)
+    tok = WordPieceTokenizer.from_pretrained(args.model_dir)
     load_s, load_cpu_s = time.perf_counter() - t0, time.process_time() - c0
     ours_s, rb = best_time(lambda: tok.encode_batch(texts), args.repeat)
     ours_lat = latency_us(lambda: tok.encode(SHORT_TEXT), args.calls)

@@ -16,7 +16,7 @@ NUMBA_CACHE_DIR = os.environ.setdefault(
 if "numba" in sys.modules:  # imported before openhood: tell its config directly
     sys.modules["numba"].config.CACHE_DIR = NUMBA_CACHE_DIR
 
-__all__ = ["Embedder", "Generator", "Tokenizer", "__version__"]
+__all__ = ["Embedder", "Generator", "WordPieceTokenizer", "__version__"]
 
 
 def __getattr__(name: str):
@@ -34,8 +34,8 @@ def __getattr__(name: str):
         from openhood.generate import Generator
 
         return Generator
-    if name == "Tokenizer":
-        from openhood.tokenizer import Tokenizer
+    if name == "WordPieceTokenizer":
+        from openhood.tokenizer import WordPieceTokenizer
 
-        return Tokenizer
+        return WordPieceTokenizer
     raise AttributeError(f"module 'openhood' has no attribute {name!r}")

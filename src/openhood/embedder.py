@@ -31,12 +31,14 @@ from typing import TextIO
 import numpy as np
 
 from openhood.models import EngineOptions, ModelSpec, ServedModel, load_model
+from openhood.models.tasks import Task
 from openhood.models.text import TextPreprocessor
+from openhood.progress import StatusLine, bar
 
 
 class Embedder:
     def __init__(self, model: ServedModel):
-        if model.task != "embed":
+        if model.task != Task.EMBED:
             raise ValueError(f"model {model.name!r} does the {model.task!r} task, not embed")
         self.model = model
         self.model_name = model.name
@@ -60,7 +62,10 @@ class Embedder:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         options = EngineOptions(backend=backend, precision=precision, threads=threads, fusion=fusion, workers=workers)
-        return cls(load_model(ModelSpec(path=None if path is None else str(path)), options))
+        model = load_model(ModelSpec(path=None if path is None else str(path)), options)
+        if not isinstance(model, ServedModel):
+            raise ValueError(f"{model.name} does the {model.task} task: an Embedder needs a text embedding model")
+        return cls(model)
 
     @property
     def tokenizer(self):
@@ -162,19 +167,13 @@ class ProgressBar:
     WIDTH = 30
 
     def __init__(self, stream: TextIO, show: bool | None):
-        self.stream, self.show, self.drawn = stream, show, False
+        self.line, self.show = StatusLine(stream, tty_interval=0.0, log_interval=0.0), show
 
     def update(self, done: int, total: int) -> None:
         if self.show is None:
-            self.show = total > 1 and self.stream.isatty()
-        if not self.show:
-            return
-        filled = self.WIDTH * done // total
-        self.stream.write(f"\rBatches: {done}/{total} [{'=' * filled}{' ' * (self.WIDTH - filled)}]")
-        self.stream.flush()
-        self.drawn = True
+            self.show = total > 1 and self.line.tty
+        if self.show:
+            self.line.update(f"Batches: {done}/{total} {bar(done / total, self.WIDTH, '=')}", force=True)
 
     def close(self) -> None:
-        if self.drawn:
-            self.stream.write("\n")
-            self.stream.flush()
+        self.line.close()

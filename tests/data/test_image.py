@@ -16,10 +16,12 @@ from openhood.data.image import (
     ImageTooLarge,
     NotAnImage,
     decode,
+    decode_cost,
     decode_reference,
     normalize,
     normalize_reference,
     preprocess,
+    resize_crop,
 )
 
 from .images import encode, jpeg, photo, with_orientation
@@ -197,3 +199,92 @@ def test_normalize_and_spec_refuse_bad_input():
         ImageSpec(resize_short=8, crop=8, resample="box", **IMAGENET)
     with pytest.raises(ValueError):
         ImageSpec(resize_short=8, crop=8, resample="bilinear", layout="CHW", **IMAGENET)
+
+
+def _every_mode() -> dict[str, bytes]:
+    """One image per decode path: simplejpeg (RGB, grey, rotated), Pillow (CMYK JPEG, RGB, P,
+    RGBA, L and 16-bit PNGs)."""
+    arr = photo(300, 200, seed=3)
+    rgb = Image.fromarray(arr)
+    rgba = np.dstack([arr, np.linspace(0, 255, 300 * 200).reshape(200, 300).astype(np.uint8)])
+    return {
+        "jpeg": encode(arr, "JPEG", quality=90),
+        "jpeg_grey": encode(rgb.convert("L"), "JPEG"),
+        "jpeg_rotated": with_orientation(arr, 6),
+        "jpeg_cmyk": encode(rgb.convert("CMYK"), "JPEG", quality=95),
+        "png": encode(arr, "PNG"),
+        "png_palette": encode(rgb.convert("P"), "PNG"),
+        "png_rgba": encode(rgba, "PNG"),
+        "png_grey": encode(rgb.convert("L"), "PNG"),
+        "png_16bit": encode(Image.fromarray(arr[..., 0].astype(np.uint16) * 257), "PNG"),
+    }
+
+
+@pytest.mark.parametrize("kind", list(_every_mode()))
+def test_preprocess_equals_decode_then_resize_crop(kind):
+    """However preprocess reaches the resize (simplejpeg's array, or Pillow's image directly),
+    the crop is the one of the decoded RGB array: outputs do not depend on the memory path."""
+    data = _every_mode()[kind]
+    spec = ImageSpec(resize_short=160, crop=128, resample="bicubic", **IMAGENET)
+    want = np.asarray(resize_crop(Image.fromarray(decode_reference(data)), spec))
+    assert np.array_equal(preprocess(data, spec), want)
+
+
+PEAK_SCRIPT = """
+import sys
+from openhood.data.image import ImageSpec, preprocess
+SPEC = ImageSpec(resize_short=256, crop=224, mean=(0.5,) * 3, std=(0.5,) * 3, resample="bilinear")
+def hwm():  # this process's peak resident bytes (VmHWM; fresh at exec, unlike ru_maxrss)
+    return int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0]) * 1024
+data = open(sys.argv[1], "rb").read()
+preprocess(open(sys.argv[2], "rb").read(), SPEC)  # first-call costs (codecs, resize tables)
+open("/proc/self/clear_refs", "w").write("5")  # peak := now
+before = hwm()
+preprocess(data, SPEC)
+print(hwm() - before)
+"""
+
+
+@pytest.mark.parametrize(
+    "kind,make",
+    [
+        ("png", lambda: encode(np.full((3000, 4000, 3), 90, np.uint8), "PNG")),
+        ("png_rgba", lambda: encode(np.full((3000, 4000, 4), 90, np.uint8), "PNG")),
+        ("jpeg", lambda: jpeg(4000, 3000)),
+    ],
+)
+def test_decode_cost_covers_the_measured_peak(tmp_path, kind, make):
+    """decode_cost, read from the header, is at least what preprocess really holds at its peak
+    (the growth of the peak RSS of a fresh process, with the script's SPEC), and within 2x of
+    it: a budget built on it neither lets memory run over nor refuses images for nothing."""
+    import subprocess
+    import sys
+
+    data = make()
+    (tmp_path / "img").write_bytes(data)
+    mode, fmt = ("RGB", "JPEG") if kind == "jpeg" else ("RGBA" if kind == "png_rgba" else "RGB", "PNG")
+    (tmp_path / "small").write_bytes(encode(Image.fromarray(photo(64, 48)).convert(mode), fmt))
+    out = subprocess.run(
+        [sys.executable, "-c", PEAK_SCRIPT, str(tmp_path / "img"), str(tmp_path / "small")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    peak = int(out.stdout)
+    cost = decode_cost(
+        data, ImageSpec(resize_short=256, crop=224, resample="bilinear", mean=(0.5,) * 3, std=(0.5,) * 3)
+    )
+    print(f"{kind}: decode_cost {cost / 2**20:.1f} MiB, measured peak {peak / 2**20:.1f} MiB")
+    assert peak <= cost <= 2 * peak + 8 * 2**20
+
+
+def test_decode_cost_reads_the_header_only():
+    """Costing an image decodes none of it: a PNG whose pixel data is cut off after the header
+    is costed (its decode fails later, in a worker)."""
+    spec = ImageSpec(resize_short=256, crop=224, resample="bilinear", **IMAGENET)
+    png = encode(photo(300, 200), "PNG")
+    cut = png[: png.index(b"IDAT") + 40]
+    assert decode_cost(cut, spec) == decode_cost(png, spec) == 300 * 200 * 4 + 8 * 256 * 300
+    with pytest.raises(CorruptImage):
+        preprocess(cut, spec)

@@ -271,3 +271,27 @@ def test_refuses_when_dev_shm_is_too_small():
         DecodePool(None, workers=1, slots=2, full_max_pixels=pixels, max_pixels=pixels)
     msg = str(e.value)
     assert f"{need:,} bytes" in msg and "--shm-size" in msg and "medium: Memory" in msg
+
+
+def test_a_large_payload_never_blocks_the_pool_behind_a_busy_worker():
+    """While the only worker decodes a slow image, a 1 MB image is submitted: it must wait in the
+    pool, not in a blocking send that holds the pool's lock (then every submit, release and
+    stats call — a server's event loop — would stall until the worker is done)."""
+    slow = encode(np.full((3000, 4000, 3), 90, np.uint8), "PNG")
+    large = encode(np.random.default_rng(0).integers(0, 256, (600, 600, 3), dtype=np.uint8), "PNG")
+    assert len(large) > 1_000_000
+    with DecodePool(SPEC, workers=1) as p:
+        t0 = time.monotonic()
+        first = p.submit(slow)
+        while not p.stats()["busy"]:
+            time.sleep(0.001)
+        second = p.submit(large)
+        time.sleep(0.05)  # the dispatcher has run
+        t1 = time.monotonic()
+        p.stats()  # takes the pool's lock
+        stalled = time.monotonic() - t1
+        first.result(60).release()
+        decode_s = time.monotonic() - t0
+        with second.result(60) as d:
+            assert np.array_equal(d.array, preprocess(large, SPEC))
+    assert stalled < 0.2 * decode_s, (stalled, decode_s)

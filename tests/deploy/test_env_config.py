@@ -13,7 +13,16 @@ import pytest
 
 from openhood.cli import build_parser, main
 from openhood.cli import validate as v
-from openhood.cli.serve import ENV_PREFIX, NOT_ENV, apply_file_settings, config_from_args, env_table, model_specs
+from openhood.cli.serve import (
+    ENV_PREFIX,
+    NOT_ENV,
+    apply_file_settings,
+    config_from_args,
+    env_names,
+    env_table,
+    model_specs,
+)
+from openhood.cli.serve_options import SERVE_OPTIONS
 
 from .kustomize_lite import render
 
@@ -25,7 +34,7 @@ def serve_parser() -> argparse.ArgumentParser:
 
 
 def serve_env_names() -> set[str]:
-    return {ENV_PREFIX + a.dest.upper() for a in serve_parser()._actions if a.dest not in NOT_ENV}
+    return {n for a in serve_parser()._actions if a.dest not in NOT_ENV for n in env_names(a)}
 
 
 def env_and_flag_values(action: argparse.Action) -> tuple[str, list[str], object]:
@@ -58,6 +67,23 @@ def test_every_flag_wins_over_its_variable(monkeypatch):
         got = config_from_args(args).api_key if action.dest == "api_key" else getattr(args, action.dest)
         assert got == want, (action.dest, got, want)
         monkeypatch.delenv(ENV_PREFIX + action.dest.upper())
+
+
+def test_every_alias_has_its_variable_and_two_disagreeing_ones_are_refused(monkeypatch, capsys):
+    aliased = [a for a in serve_parser()._actions if len(env_names(a)) > 1]
+    assert {a.dest for a in aliased} >= {"max_inputs_per_request", "max_body_bytes"}
+    monkeypatch.setenv("OPENHOOD_MAX_CLIENT_BATCH_SIZE", "7")  # TEI's name: silently ignored before
+    assert config_from_args(build_parser().parse_args(["serve"])).max_inputs_per_request == 7
+    monkeypatch.setenv("OPENHOOD_MAX_INPUTS_PER_REQUEST", "8")
+    assert main(["serve"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "OPENHOOD_MAX_CLIENT_BATCH_SIZE" in err[0] and "different values" in err[0]
+
+
+def test_the_option_table_is_the_parser():
+    # One row per option: the parser is built from SERVE_OPTIONS, defaults from ServerConfig.
+    parser_dests = [a.dest for a in serve_parser()._actions if a.dest not in ("help",)]
+    assert parser_dests == [o.dest if o.kind != "help_env" else "help_env" for o in SERVE_OPTIONS]
 
 
 def test_store_true_options_read_false_from_the_environment(monkeypatch):

@@ -15,6 +15,6 @@ def bert():
 
 @pytest.fixture(scope="session")
 def tokenizer(bert):
-    from openhood.tokenizer import Tokenizer
+    from openhood.tokenizer import WordPieceTokenizer
 
-    return Tokenizer.from_pretrained(bert.folder)
+    return WordPieceTokenizer.from_pretrained(bert.folder)

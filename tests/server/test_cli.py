@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import pytest
@@ -84,9 +85,9 @@ def test_buckets_command_derives_r2_buckets(tmp_path, capsys):
     out = capsys.readouterr().out
     from openhood.models import default_model_dir
     from openhood.scheduler import LengthBuckets
-    from openhood.tokenizer import Tokenizer
+    from openhood.tokenizer import WordPieceTokenizer
 
-    lengths = Tokenizer.from_pretrained(default_model_dir()).encode_batch(texts).lengths
+    lengths = WordPieceTokenizer.from_pretrained(default_model_dir()).encode_batch(texts).lengths
     expected = LengthBuckets.from_lengths(lengths, 256)
     assert f"--buckets {expected}\n" in out and expected.bounds[-1] == 256
     share = float(out.split("first two buckets hold ")[1].split("%")[0])
@@ -139,3 +140,14 @@ def test_model_file_server_settings_fill_in_defaults_only(tmp_path, monkeypatch)
     assert (cfg.port, cfg.max_wait_ms, cfg.buckets, specs[0].name) == (9002, 5.0, (32, 96), "m")  # the flag wins
     with pytest.raises(ValueError, match="unknown"):
         apply_file_settings(args, {"colour": "blue"})
+
+
+def test_image_memory_budget_from_flag_or_env():
+    from openhood.cli.serve import register
+
+    assert config_from_args(build_parser().parse_args(["serve", "--image-memory-mb", "600"])).image_memory_mb == 600
+    sub = argparse.ArgumentParser().add_subparsers()
+    register(sub, environ={"OPENHOOD_IMAGE_MEMORY_MB": "700"})
+    assert config_from_args(sub.choices["serve"].parse_args([])).image_memory_mb == 700
+    with pytest.raises(ValueError, match="image_memory_mb"):
+        ServerConfig(image_memory_mb=0)

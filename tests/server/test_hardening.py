@@ -98,11 +98,11 @@ def limited(tmp_path_factory):
 def test_special_token_texts_never_compile_after_load():
     """Finding 1: [MASK]/[CLS]/NUL texts reach numba specializations (writable arrays) the plain
     warm-up did not; the tokenizer must compile (or load) them all before it is returned."""
-    from openhood import Tokenizer
+    from openhood import WordPieceTokenizer
     from openhood.models import resolve_model_dir
     from openhood.tokenizer import kernel
 
-    tok = Tokenizer.from_pretrained(resolve_model_dir(None))
+    tok = WordPieceTokenizer.from_pretrained(resolve_model_dir(None))
     before = {k: len(k.signatures) for k in (kernel.encode_batch_kernel, kernel.encode_one_kernel)}
     for text in ("[MASK] is [CLS]", "nul \x00 byte", "[SEP]\x00[PAD]", ""):
         tok.encode(text)

@@ -120,6 +120,19 @@ def test_too_many_bytes_is_413_and_bad_top_k_400(vision_server):
         assert c.post("/v1/images/classify", json={"images": []}).status_code == 400
 
 
+def test_errors_follow_the_convention_every_route_shares(vision_server):
+    # docs/server.md § Errors: same condition, same status and code as embeddings and classify.
+    with vision_server.client() as c:
+        for body, status, code in (
+            (b'{"images": [', 400, "invalid_json"),
+            (b"[1]", 422, "invalid_schema"),
+            (b'{"images": "x"}', 422, "invalid_schema"),
+            (b'{"images": []}', 400, "empty_input"),
+        ):
+            r = c.post("/v1/images/classify", content=body, headers={"content-type": "application/json"})
+            assert (r.status_code, r.json()["error"]["code"]) == (status, code), r.text
+
+
 def test_a_bad_request_never_fails_concurrent_good_ones(vision_server):
     """Good and bad requests at once: every good one gets its labels (they share batches)."""
     good = {"images": [b64("motorcycle.jpg")], "top_k": 1}
@@ -141,3 +154,20 @@ def test_a_bad_request_never_fails_concurrent_good_ones(vision_server):
     assert sorted(s[1] for s in statuses if s[0] == "good") == [200] * 4
     assert all(s[2] == "moped" for s in statuses if s[0] == "good")
     assert sorted(s[1] for s in statuses if s[0] == "bad") == [422] * 4
+
+
+def test_a_raw_image_body_is_classified_like_the_json_one(vision_server):
+    """POST the file itself (Content-Type: image/…), model and top_k in the query string: the
+    same response as the same image in JSON; bytes that are no image under an image type → 415."""
+    jpeg = (PHOTOS / "coffee.jpg").read_bytes()
+    with vision_server.client() as c:
+        as_json = c.post("/v1/images/classify", json={"images": [b64("coffee.jpg")], "top_k": 2})
+        raw = c.post("/v1/images/classify?model=effnet&top_k=2", content=jpeg, headers={"Content-Type": "image/jpeg"})
+        assert raw.status_code == 200, raw.text
+        assert raw.json() == as_json.json() and raw.json()["data"][0]["labels"][0]["label"] == "espresso"
+        emb = c.post("/v1/images/embeddings", content=jpeg, headers={"Content-Type": "image/jpeg"})
+        assert emb.status_code == 200 and len(emb.json()["data"][0]["embedding"]) == 1280
+        bad = c.post("/v1/images/classify", content=b"not a picture", headers={"Content-Type": "image/png"})
+        assert bad.status_code == 415 and bad.json()["error"]["code"] == "unsupported_image"
+        top_k = c.post("/v1/images/classify?top_k=x", content=jpeg, headers={"Content-Type": "image/jpeg"})
+        assert top_k.status_code == 400 and top_k.json()["error"]["param"] == "top_k"

@@ -40,7 +40,7 @@ def cosines(a, b) -> np.ndarray:
 
 def test_both_models_served_side_by_side_and_routed_by_name(two_models, para_onnx, embedder):
     from openhood.backends.onnxruntime_backend import OnnxRuntimeBackend
-    from openhood.tokenizer import Tokenizer
+    from openhood.tokenizer import WordPieceTokenizer
 
     with two_models.client() as c:
         listed = c.get("/v1/models").json()["data"]
@@ -61,7 +61,7 @@ def test_both_models_served_side_by_side_and_routed_by_name(two_models, para_onn
     # The served para vectors are ONNX Runtime's on the original file, not the default model's.
     got_para = np.array([d["embedding"] for d in para.json()["data"]])
     got_mini = np.array([d["embedding"] for d in mini.json()["data"]])
-    tok = Tokenizer.from_pretrained(default_model_dir())
+    tok = WordPieceTokenizer.from_pretrained(default_model_dir())
     ref = OnnxRuntimeBackend.from_file(para_onnx, threads=1)
     rows = []
     for t in TEXTS:

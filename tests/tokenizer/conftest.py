@@ -15,9 +15,9 @@ def model_dir():
 
 @pytest.fixture(scope="session")
 def tok(model_dir):
-    from openhood.tokenizer import Tokenizer
+    from openhood.tokenizer import WordPieceTokenizer
 
-    return Tokenizer.from_pretrained(model_dir)
+    return WordPieceTokenizer.from_pretrained(model_dir)
 
 
 @pytest.fixture(scope="session")

@@ -23,7 +23,7 @@ DEV = DEV if DEV.is_file() else Path("/work/shared/data/dev_corpus.jsonl")
 
 @pytest.fixture(scope="module")
 def bpe():
-    return BPETokenizer.from_file(default_gguf_path())
+    return BPETokenizer.from_pretrained(default_gguf_path())
 
 
 @pytest.fixture(scope="module")
@@ -63,15 +63,16 @@ def test_digits_split_alone_unlike_gpt2(bpe):
 def test_special_tokens_parsed_or_not(bpe):
     assert bpe.encode("<|im_start|>hi").tolist()[0] == 1
     plain = bpe.encode("<|im_start|>hi", parse_special=False).tolist()
-    assert 1 not in plain and bpe.decode(plain) == "<|im_start|>hi"
+    assert 1 not in plain and bpe.decode(plain, skip_special_tokens=False) == "<|im_start|>hi"
 
 
 @pytest.mark.parametrize("text", BPE_NASTY[:40], ids=range(40))
 def test_decode_round_trips(bpe, hf_bpe, text):
     ids = bpe.encode(text).tolist()
-    assert bpe.decode(ids) == hf_bpe.decode(ids, skip_special_tokens=False)
+    assert bpe.decode(ids, skip_special_tokens=False) == hf_bpe.decode(ids, skip_special_tokens=False)
+    assert bpe.decode(ids) == hf_bpe.decode(ids)  # both skip special tokens by default
     if all(ord(c) > 0x1F or c in "\t\n\r" for c in text):  # bytes absent from the vocab are dropped
-        assert bpe.decode(ids) == text
+        assert bpe.decode(ids, skip_special_tokens=False) == text
 
 
 def test_stream_decoder_holds_partial_utf8(bpe):

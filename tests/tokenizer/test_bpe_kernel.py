@@ -21,7 +21,7 @@ from openhood.tokenizer.byte_level import code_point_classes, pattern_classes, p
 
 @pytest.fixture(scope="module")
 def bpe():
-    return BPETokenizer.from_file(default_gguf_path())
+    return BPETokenizer.from_pretrained(default_gguf_path())
 
 
 def kernel_pieces(text: str, split_digits: bool) -> list[str]:

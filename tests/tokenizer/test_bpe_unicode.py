@@ -36,7 +36,7 @@ def fixture():
 
 @pytest.fixture(scope="module")
 def bpe():
-    return BPETokenizer.from_file(default_gguf_path())
+    return BPETokenizer.from_pretrained(default_gguf_path())
 
 
 def block_code_points(block: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

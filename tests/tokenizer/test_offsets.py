@@ -7,13 +7,13 @@ import itertools
 import pytest
 
 from openhood.models.registry import resolve_model_dir
-from openhood.tokenizer import Tokenizer
+from openhood.tokenizer import WordPieceTokenizer
 from openhood.tokenizer.offsets import token_offsets
 
 
 @pytest.fixture(scope="module")
 def tok():
-    return Tokenizer.from_pretrained(resolve_model_dir())
+    return WordPieceTokenizer.from_pretrained(resolve_model_dir())
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import pytest
 from id_helpers import hf_ids, hf_tokenizers, our_ids
 from nasty_cases import NASTY
 
-from openhood.tokenizer import Tokenizer, UnsupportedTokenizerError
+from openhood.tokenizer import UnsupportedTokenizerError, WordPieceTokenizer
 from openhood.tokenizer.config import TokenizerConfigError
 
 EXTRA = ["Ünïcödé ÀÉÎÕÜ straße", "ᾼ ǰ ΐ", "ab\u0300\u0316cd", "x" * 12]
@@ -47,7 +47,7 @@ VARIANTS = {
 @pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_variant_matches_hf(model_dir, tmp_path, name):
     path = _variant(model_dir, tmp_path, VARIANTS[name])
-    ours = Tokenizer.from_pretrained(path)
+    ours = WordPieceTokenizer.from_pretrained(path)
     ref = hf_tokenizers.Tokenizer.from_file(str(path))
     ref.no_truncation()
     ref.no_padding()
@@ -58,7 +58,7 @@ def test_variant_matches_hf(model_dir, tmp_path, name):
 def test_vocab_txt_fallback_matches_tokenizer_json(model_dir, tmp_path, tok):
     for name in ("vocab.txt", "tokenizer_config.json"):
         shutil.copy(model_dir / name, tmp_path / name)
-    fallback = Tokenizer.from_pretrained(tmp_path)
+    fallback = WordPieceTokenizer.from_pretrained(tmp_path)
     assert fallback.spec.source.endswith("vocab.txt")
     assert our_ids(fallback, NASTY) == our_ids(tok, NASTY)
     assert fallback.declared_max_length == 512  # model_max_length from tokenizer_config.json
@@ -113,7 +113,7 @@ def test_pad_to_longest_matches_hf(tok, hf):
 
 def test_left_padding_declared_in_file(model_dir, tmp_path):
     path = _variant(model_dir, tmp_path, lambda d: d["padding"].update(direction="Left"))
-    ours = Tokenizer.from_pretrained(path)
+    ours = WordPieceTokenizer.from_pretrained(path)
     ref = hf_tokenizers.Tokenizer.from_file(str(path))
     ref.no_truncation()
     ref.enable_padding(direction="left", pad_id=0)
@@ -150,15 +150,15 @@ REFUSED = {
 def test_unsupported_settings_are_refused_by_name(model_dir, tmp_path, where):
     path = _variant(model_dir, tmp_path, REFUSED[where])
     with pytest.raises(UnsupportedTokenizerError) as err:
-        Tokenizer.from_pretrained(path)
+        WordPieceTokenizer.from_pretrained(path)
     assert where in str(err.value)
 
 
 def test_missing_files_are_clear_errors(tmp_path):
     with pytest.raises(TokenizerConfigError, match=r"neither tokenizer\.json nor vocab\.txt"):
-        Tokenizer.from_pretrained(tmp_path)
+        WordPieceTokenizer.from_pretrained(tmp_path)
     with pytest.raises(TokenizerConfigError, match="does not exist"):
-        Tokenizer.from_pretrained(tmp_path / "nope")
+        WordPieceTokenizer.from_pretrained(tmp_path / "nope")
     (tmp_path / "tokenizer.json").write_text("{not json", encoding="utf-8")
     with pytest.raises(TokenizerConfigError, match="cannot read"):
-        Tokenizer.from_pretrained(tmp_path)
+        WordPieceTokenizer.from_pretrained(tmp_path)

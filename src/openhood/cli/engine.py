@@ -16,6 +16,7 @@ import json
 import sys
 
 from openhood.cli import validate as v
+from openhood.progress import StatusLine
 
 
 def register(subparsers) -> None:
@@ -84,12 +85,13 @@ def cmd_embed(args: argparse.Namespace) -> int:
     out = np.empty((len(texts), emb.dim), dtype=np.float32)
     step = max(args.batch_size * 16, 512)  # progress line every chunk; sorting happens per chunk
     t0 = time.perf_counter()
+    status = StatusLine()
     for start in range(0, len(texts), step):
         out[start : start + step] = emb.embed(texts[start : start + step], batch_size=args.batch_size)
         done = min(start + step, len(texts))
         rate = done / max(time.perf_counter() - t0, 1e-9)
-        print(f"\rembedded {done}/{len(texts)} texts ({rate:.0f}/s)", end="", file=sys.stderr, flush=True)
-    print(file=sys.stderr)
+        status.update(f"embedded {done}/{len(texts)} texts ({rate:.0f}/s)", force=done == len(texts))
+    status.close()
     np.save(output, out, allow_pickle=False)
     print(f"wrote {out.shape} float32 to {output}", file=sys.stderr)
     return 0

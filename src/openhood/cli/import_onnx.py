@@ -167,12 +167,12 @@ def check_parity(folder, onnx_path, output: str, texts: list[str], batch_size: i
     import numpy as np
 
     from openhood.backends.onnxruntime_backend import OnnxRuntimeBackend
-    from openhood.models import EngineOptions, ModelSpec, load_model
+    from openhood.models import EngineOptions, ModelSpec, ServedModel, load_model
     from openhood.models.text import TextPreprocessor
 
     t0 = time.perf_counter()
     model = load_model(ModelSpec(path=str(folder)), EngineOptions(backend="numpy"))
-    if not isinstance(model.preprocessor, TextPreprocessor):
+    if not isinstance(model, ServedModel) or not isinstance(model.preprocessor, TextPreprocessor):
         raise ValueError(f"{folder} is not a text model")
     reference = OnnxRuntimeBackend.from_file(onnx_path)
     rb = model.preprocessor.encode(texts)

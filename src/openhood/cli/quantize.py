@@ -109,7 +109,7 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     from openhood.engine.quant.progress import Progress
     from openhood.engine.quant.quantizer import format_decisions, quantize
     from openhood.models import model_name_for, resolve_model_dir
-    from openhood.tokenizer import Tokenizer
+    from openhood.tokenizer import WordPieceTokenizer
 
     t0 = time.perf_counter()
     if not 0.0 <= args.smooth_alpha <= 1.0:
@@ -121,7 +121,7 @@ def cmd_quantize(args: argparse.Namespace) -> int:
         texts = read_texts(args.calibration, limit=args.limit)
     except CorpusError as exc:
         raise SystemExit(f"openhood quantize: {exc}") from None
-    tok = Tokenizer.from_pretrained(model.folder)
+    tok = WordPieceTokenizer.from_pretrained(model.folder)
     rb = tok.encode_batch(texts, max_length=model.config.max_length)
     lengths = np.asarray(rb.lengths)
     drawn = min(args.samples, len(texts))

@@ -13,12 +13,12 @@ import argparse
 import os
 
 from openhood.cli import validate as v
-from openhood.scheduler.policy import PRIORITIES, GenerationPolicy
-from openhood.server.config import DEFAULT_BUCKETS, ServerConfig
+from openhood.cli.serve_options import add_serve_options, config_fields
+from openhood.scheduler.policy import GenerationPolicy
+from openhood.server.config import ServerConfig
 
 
 def register(subparsers, environ=os.environ) -> None:
-    d = ServerConfig()
     p = subparsers.add_parser(
         "serve",
         help="serve one or more models over HTTP (OpenAI-compatible embeddings and completions) with batching",
@@ -27,255 +27,7 @@ def register(subparsers, environ=os.environ) -> None:
         "for one or more models, routed by the request's 'model'. See docs/server.md.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument(
-        "--model",
-        action=AppendOverDefault,
-        default=None,
-        metavar="[NAME=]PATH",
-        help="a model folder (or a decoder's .gguf file) to serve, optionally named (repeatable; the first is "
-        "the default of its task; default: the bundled all-MiniLM-L6-v2)",
-    )
-    p.add_argument(
-        "--config",
-        default=None,
-        metavar="FILE.toml",
-        help="serve the [[models]] of this TOML file (name, path, task, backend, precision, buckets); "
-        "its [server] table sets any flag left at its default (docs/server.md)",
-    )
-    p.add_argument("--backend", default=d.backend, choices=("numpy", "onnxruntime"))
-    p.add_argument(
-        "--precision", default=d.precision, help="passed to the engine (fp32; others when the backend offers them)"
-    )
-    p.add_argument(
-        "--workers",
-        type=v.positive_int,
-        default=d.workers,
-        help="inference worker threads, each with its own engine (default: 2 where there are 2+ cores); "
-        "with more than one, a short request can start while a long batch runs (docs/benchmarks.md)",
-    )
-    p.add_argument(
-        "--threads",
-        type=v.positive_int,
-        default=d.threads,
-        help="intra-op threads per engine (default: the cores divided by --workers)",
-    )
-    p.add_argument(
-        "--wide",
-        action=argparse.BooleanOptionalAction,
-        default=d.wide,
-        help="run a lone request on an idle server on an extra engine with every core's threads "
-        "(when the workers' engines have fewer); --no-wide: always the workers' engines",
-    )
-    p.add_argument("--host", default=d.host)
-    p.add_argument("--port", type=v.port, default=d.port)
-    p.add_argument("--max-batch-size", type=v.positive_int, default=d.max_batch_size, help="rows per engine call")
-    p.add_argument(
-        "--max-batch-tokens",
-        type=v.positive_int,
-        default=d.max_batch_tokens,
-        help="padded tokens (B x T) per engine call (default: calibrated at start-up so one batch costs "
-        "at most 2x a lone short request on this machine; docs/server.md)",
-    )
-    p.add_argument(
-        "--max-wait-ms",
-        type=v.non_negative_float,
-        default=d.max_wait_ms,
-        help="how long the oldest request may wait for batch-mates",
-    )
-    p.add_argument(
-        "--buckets",
-        type=v.int_list,
-        default=DEFAULT_BUCKETS,
-        help="comma list of padded lengths (the model max is always added); derive yours with `openhood buckets --corpus`",
-    )
-    p.add_argument(
-        "--pad-to",
-        default=d.pad_to,
-        choices=("longest", "bucket"),
-        help="pad a batch to its longest sequence or to its bucket's bound",
-    )
-    p.add_argument(
-        "--priority",
-        default=d.priority,
-        choices=PRIORITIES,
-        help="which ready bucket runs first: the shortest (unless another waited --max-age-ms) or the oldest",
-    )
-    p.add_argument(
-        "--max-age-ms",
-        type=v.non_negative_float,
-        default=d.max_age_ms,
-        help="with --priority shortest: a request this old goes first",
-    )
-    p.add_argument(
-        "--short-lane-tokens",
-        type=v.non_negative_int,
-        default=d.short_lane_tokens,
-        help="with 2+ workers, worker 0 only runs buckets up to this many tokens, so a short request "
-        "never waits behind long batches on every worker (0 = off)",
-    )
-    p.add_argument(
-        "--wide-quiet-ms",
-        type=v.non_negative_float,
-        default=d.wide_quiet_ms,
-        help="with --wide: a lone request runs on every core only after this long without overlapping "
-        "requests (sequential traffic); 0 = whenever the server is idle",
-    )
-    p.add_argument(
-        "--preempt",
-        action=argparse.BooleanOptionalAction,
-        default=d.preempt,
-        help="a running batch yields between layers to a queued batch with less work, so short requests "
-        "never wait for a long batch to finish (NumPy backend; ONNX Runtime cannot yield)",
-    )
-    p.add_argument(
-        "--max-queue", type=v.positive_int, default=d.max_queue, help="queued sequences before requests get 429"
-    )
-    p.add_argument(
-        "--max-queue-tokens",
-        type=v.positive_int,
-        default=d.max_queue_tokens,
-        help="queued tokens per model before requests get 429 (a request holding more: 413); default: what "
-        "the engine drains in 80%% of --grace-period, measured at start-up",
-    )
-    p.add_argument(
-        "--max-inputs-per-request",
-        "--max-client-batch-size",
-        type=v.positive_int,
-        default=d.max_inputs_per_request,
-        help="inputs one request may carry (split over as many batches as needed); more: 413",
-    )
-    p.add_argument(
-        "--max-body-bytes",
-        "--payload-limit",
-        type=v.positive_int,
-        default=d.max_body_bytes,
-        help="request body bytes; more: 413 before parsing",
-    )
-    p.add_argument(
-        "--truncate",
-        action=argparse.BooleanOptionalAction,
-        default=d.truncate,
-        help="truncate over-long inputs to the model's max length and report it (--no-truncate: 413 instead)",
-    )
-    # No default here: argparse's help would print it, and the key comes from the environment.
-    p.add_argument(
-        "--api-key",
-        default=None,
-        help="require 'Authorization: Bearer KEY' on /v1/*; prefer the env variable OPENHOOD_API_KEY "
-        "(a flag shows in `ps`; every option has its OPENHOOD_<OPTION>); an empty key is an error (default: no auth)",
-    )
-    p.add_argument(
-        "--grace-period",
-        type=v.non_negative_float,
-        default=d.grace_period_s,
-        help="seconds to drain on SIGTERM before exiting",
-    )
-    p.add_argument(
-        "--health-timeout",
-        type=v.positive_float,
-        default=d.health_timeout_s,
-        help="seconds the readiness probe may take",
-    )
-    p.add_argument(
-        "--stall-timeout",
-        type=v.positive_float,
-        default=d.stall_timeout_s,
-        help="seconds inside one batch before the worker counts as wedged",
-    )
-    limits = p.add_argument_group("connection limits", "docs/server.md § Connection limits")
-    limits.add_argument(
-        "--max-connections",
-        type=v.positive_int,
-        default=d.max_connections,
-        help="open connections; one more gets 503 and is closed at once",
-    )
-    limits.add_argument(
-        "--max-header-bytes", type=v.positive_int, default=d.max_header_bytes, help="request line + headers; more → 431"
-    )
-    limits.add_argument("--max-headers", type=v.positive_int, default=d.max_headers, help="header count; more → 431")
-    limits.add_argument(
-        "--max-request-line", type=v.positive_int, default=d.max_request_line, help="request-line bytes; more → 414"
-    )
-    limits.add_argument(
-        "--header-timeout",
-        type=v.positive_float,
-        default=d.header_timeout_s,
-        help="seconds for a request head to arrive (408; an idle new connection is closed)",
-    )
-    limits.add_argument(
-        "--body-timeout",
-        type=v.positive_float,
-        default=d.body_timeout_s,
-        help="seconds for a request body to arrive after its head (408)",
-    )
-    limits.add_argument(
-        "--keep-alive-timeout",
-        type=v.positive_int,
-        default=d.keep_alive_timeout_s,
-        help="seconds an idle keep-alive connection stays open",
-    )
-    g, gd = (
-        p.add_argument_group("generation", "the generate task's scheduler (docs/server.md § Generation)"),
-        d.generation,
-    )
-    g.add_argument(
-        "--gen-max-running",
-        type=v.positive_int,
-        default=gd.max_running,
-        help="sequences decoded together (KV-cache slots)",
-    )
-    g.add_argument(
-        "--gen-kv-cache-mb",
-        type=v.positive_int,
-        default=gd.kv_cache_bytes // 2**20,
-        help="KV-cache MiB reserved by running sequences (prompt + max_tokens each); beyond it requests wait",
-    )
-    g.add_argument(
-        "--gen-max-waiting",
-        type=v.positive_int,
-        default=gd.max_waiting,
-        help="sequences waiting for a slot before requests get 429",
-    )
-    g.add_argument(
-        "--gen-prefill-chunk",
-        type=v.positive_int,
-        default=gd.prefill_chunk,
-        help="prompt tokens prefilled per step at most, so a long prompt does not stall running streams",
-    )
-    g.add_argument(
-        "--gen-step-stretch",
-        type=v.factor_or_zero,
-        default=gd.step_stretch,
-        help="while streams decode, a step that also reads prompt tokens may last at most this many "
-        "decode steps of the running batch (bounds inter-token P99/P50); 0 = always the whole --gen-prefill-chunk",
-    )
-    g.add_argument(
-        "--gen-max-context",
-        type=v.positive_int,
-        default=gd.max_context,
-        help="prompt + max_tokens of one request (clipped to the model's context); more: 400",
-    )
-    g.add_argument(
-        "--gen-max-tokens", type=v.positive_int, default=gd.max_tokens, help="the largest max_tokens a request may ask"
-    )
-    g.add_argument(
-        "--gen-timeout",
-        type=v.positive_float,
-        default=gd.timeout_s,
-        help="seconds a request may generate; then it ends with finish_reason 'length'",
-    )
-    p.add_argument(
-        "--debug-endpoints",
-        action="store_true",
-        help="serve GET /debug/memory (tracemalloc site diff, gc counts by type; starts tracemalloc, "
-        "which slows the server: docs/soak.md)",
-    )
-    p.add_argument("--log-level", default=d.log_level, choices=("debug", "info", "warning", "error"))
-    p.add_argument(
-        "--help-env",
-        action=EnvTableAction,
-        help="print every OPENHOOD_<OPTION> variable as a Markdown table (docs/server.md) and exit",
-    )
+    add_serve_options(p, {"append": AppendOverDefault, "help_env": EnvTableAction})
     p.set_defaults(func=run_serve)
     env_defaults(p, environ)
 
@@ -308,8 +60,10 @@ VALUE_KINDS = {
 NOT_ENV = ("help", "help_env")  # options that are actions, not settings
 
 
-def env_name(action: argparse.Action) -> str:
-    return ENV_PREFIX + action.dest.upper()
+def env_names(action: argparse.Action) -> list[str]:
+    """``OPENHOOD_<FLAG>`` for each long flag of an option, aliases included, the main one first."""
+    names = [ENV_PREFIX + f[2:].upper().replace("-", "_") for f in action.option_strings if f.startswith("--")]
+    return [n for n in dict.fromkeys(names) if not n.startswith(ENV_PREFIX + "NO_")]
 
 
 def env_table() -> str:
@@ -338,7 +92,8 @@ def env_table() -> str:
         if isinstance(default, tuple):
             default = ",".join(map(str, default))
         shown = "—" if default is None else f"`{default}`"
-        rows.append(f"| `{env_name(action)}` | {flags} | {shown} | {kind} |")
+        variables = " / ".join(f"`{n}`" for n in env_names(action))
+        rows.append(f"| {variables} | {flags} | {shown} | {kind} |")
     return "\n".join(rows) + "\n"
 
 
@@ -370,11 +125,15 @@ def env_defaults(parser: argparse.ArgumentParser, environ=os.environ) -> None:
     ``run_serve`` (as a usage error of ``serve`` alone, not of every command)."""
     problems = []
     for action in parser._actions:
-        name = env_name(action)
-        value = environ.get(name)
-        # The API key is read by config_from_args, never made a default: --help prints defaults.
-        if value is None or action.dest in (*NOT_ENV, "api_key"):
+        if action.dest in (*NOT_ENV, "api_key"):  # the key is read by config_from_args: --help prints defaults
             continue
+        given = {n: environ[n] for n in env_names(action) if n in environ}
+        if len(set(given.values())) > 1:
+            problems.append(f"{' and '.join(given)} name the same option with different values")
+            continue
+        if not given:
+            continue
+        name, value = next(iter(given.items()))
         if isinstance(action, argparse.BooleanOptionalAction | argparse._StoreTrueAction):
             if value.lower() not in (*TRUE, *FALSE):
                 problems.append(f"{name} must be true or false, got {value!r}")
@@ -393,53 +152,9 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     if isinstance(buckets, str):  # from a model file's [server] table
         buckets = v.int_list(buckets)
     api_key = args.api_key if args.api_key is not None else os.environ.get("OPENHOOD_API_KEY")
-    return ServerConfig(
-        backend=args.backend,
-        precision=args.precision,
-        workers=args.workers,
-        threads=args.threads,
-        wide=args.wide,
-        host=args.host,
-        port=args.port,
-        max_batch_size=args.max_batch_size,
-        max_batch_tokens=args.max_batch_tokens,
-        max_wait_ms=args.max_wait_ms,
-        buckets=tuple(buckets),
-        pad_to=args.pad_to,
-        priority=args.priority,
-        max_age_ms=args.max_age_ms,
-        short_lane_tokens=args.short_lane_tokens,
-        wide_quiet_ms=args.wide_quiet_ms,
-        preempt=args.preempt,
-        max_queue=args.max_queue,
-        max_queue_tokens=args.max_queue_tokens,
-        max_inputs_per_request=args.max_inputs_per_request,
-        max_body_bytes=args.max_body_bytes,
-        truncate=args.truncate,
-        api_key=api_key,
-        max_connections=args.max_connections,
-        max_header_bytes=args.max_header_bytes,
-        max_headers=args.max_headers,
-        max_request_line=args.max_request_line,
-        header_timeout_s=args.header_timeout,
-        body_timeout_s=args.body_timeout,
-        keep_alive_timeout_s=args.keep_alive_timeout,
-        grace_period_s=args.grace_period,
-        health_timeout_s=args.health_timeout,
-        stall_timeout_s=args.stall_timeout,
-        log_level=args.log_level,
-        debug_endpoints=args.debug_endpoints,
-        generation=GenerationPolicy(
-            max_running=args.gen_max_running,
-            kv_cache_bytes=args.gen_kv_cache_mb * 2**20,
-            max_waiting=args.gen_max_waiting,
-            prefill_chunk=args.gen_prefill_chunk,
-            step_stretch=args.gen_step_stretch,
-            max_context=args.gen_max_context,
-            max_tokens=args.gen_max_tokens,
-            timeout_s=args.gen_timeout,
-        ),
-    )
+    fields, generation = config_fields(args)
+    fields["buckets"] = tuple(buckets)
+    return ServerConfig(**fields, api_key=api_key, generation=GenerationPolicy(**generation))
 
 
 def model_specs(args: argparse.Namespace) -> tuple[dict, list]:
@@ -520,7 +235,8 @@ def load_served_models(config: ServerConfig, specs: list) -> list:
             m.memory_bytes / 2**20,
         )
     if planted_leak.enabled():
-        log.warning("TEST-ONLY planted memory leak active (%s=1): every embeddings request leaks", planted_leak.ENV_VAR)
+        log.warning("TEST-ONLY planted memory leak active (%s=1): every embedding batch leaks", planted_leak.ENV_VAR)
+        planted_leak.install(models)
     faults = parse_faults(os.environ.get(ENV_VAR))
     if faults:
         log.warning("TEST-ONLY fault injection active: %s", sorted(faults))
@@ -564,6 +280,7 @@ def serve(config: ServerConfig, models: list) -> int:
 
     import uvicorn
 
+    from openhood.models.tasks import Task
     from openhood.server.app import create_app
     from openhood.server.lifecycle import DrainingServer, Lifecycle
     from openhood.server.limits import limited_protocol
@@ -606,7 +323,7 @@ def serve(config: ServerConfig, models: list) -> int:
         timeout_graceful_shutdown=max(1, int(config.grace_period_s)),
     )
     # Generation streams are cut (finish_reason "length") rather than refused: leave room for a step.
-    lead = min(GENERATION_CUT_LEAD_S, config.grace_period_s / 4) if "generate" in state.tasks else None
+    lead = min(GENERATION_CUT_LEAD_S, config.grace_period_s / 4) if Task.GENERATE in state.tasks else None
     server = DrainingServer(uv_config, lifecycle, config.grace_period_s, state.stop, cut_lead_s=lead)
     server.run()
     state.close()  # release the engines' thread pools and weights only after the workers stopped
@@ -625,10 +342,10 @@ def run_buckets(args: argparse.Namespace) -> int:
     from openhood.engine.models.bert import read_config
     from openhood.models import resolve_model_dir
     from openhood.scheduler import LengthBuckets
-    from openhood.tokenizer import Tokenizer
+    from openhood.tokenizer import WordPieceTokenizer
 
     folder = resolve_model_dir(args.model)
-    tokenizer = Tokenizer.from_pretrained(folder)
+    tokenizer = WordPieceTokenizer.from_pretrained(folder)
     texts = read_texts(args.corpus, limit=args.limit or None)
     lengths = np.asarray(tokenizer.encode_batch(texts, max_length=None).lengths)
     max_length = read_config(folder).max_length  # the same clamp the served model uses

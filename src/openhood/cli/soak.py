@@ -12,6 +12,7 @@ import shlex
 import sys
 
 from openhood.cli.validate import usage_error
+from openhood.progress import StatusLine
 
 
 def register(subparsers) -> None:
@@ -98,13 +99,14 @@ def cmd_soak(args) -> int:
         seed=args.seed,
         wait_ready_s=args.ready_timeout or (300.0 if server else 30.0),
     )
+    status = StatusLine(tty_interval=0.0, log_interval=30.0)
     with server or nullcontext():
         try:
-            run = run_soak(cfg, progress=_progress)
+            run = run_soak(cfg, progress=lambda run: status.update(_progress_text(run)))
         except (SoakError, ValueError) as exc:
             where = f" (server log: {out / 'server.log'})" if server else ""
             return _fail(f"{exc}{where}")
-    print(file=sys.stderr)
+    status.close()
     analysis = analyze(run.samples, warmup=args.warmup, max_growth_pct=args.max_growth)
     page = write_report(out, analysis, run, {k: v for k, v in vars(args).items() if k != "func"})
     print(json.dumps(analysis, indent=2) if args.json else format_summary(analysis))
@@ -116,11 +118,6 @@ def cmd_soak(args) -> int:
     return 0 if analysis["verdict"] == "pass" else 1
 
 
-def _progress(run) -> None:
+def _progress_text(run) -> str:
     mem = run.samples[-1]["memory"]["process"]
-    print(
-        f"\r{run.samples[-1]['t']:7.1f} s  {run.sent:7d} requests  RSS {mem['rss_bytes'] / 2**20:8.1f} MB",
-        end="",
-        file=sys.stderr,
-        flush=True,
-    )
+    return f"{run.samples[-1]['t']:7.1f} s  {run.sent:7d} requests  RSS {mem['rss_bytes'] / 2**20:8.1f} MB"

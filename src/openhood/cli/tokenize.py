@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from openhood.cli import validate as v
+from openhood.progress import StatusLine, bar
 
 
 def register(subparsers) -> None:
@@ -47,14 +48,14 @@ def register(subparsers) -> None:
 
 def _load(model: str | None):
     from openhood.models import resolve_model_dir
-    from openhood.tokenizer import Tokenizer
+    from openhood.tokenizer import WordPieceTokenizer
 
     if model and model.endswith(".gguf"):
         from openhood.tokenizer.bpe import BPETokenizer
 
-        return BPETokenizer.from_file(model)
+        return BPETokenizer.from_pretrained(model)
     path = Path(model) if model and Path(model).is_file() else resolve_model_dir(model)
-    return Tokenizer.from_pretrained(path)
+    return WordPieceTokenizer.from_pretrained(path)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -85,18 +86,13 @@ class _Progress:
 
     def __init__(self, total_bytes: int):
         self.total = max(total_bytes, 1)
-        self.start = self.last = time.perf_counter()
+        self.start = time.perf_counter()
+        self.status = StatusLine()
 
     def update(self, done_bytes: int, texts: int, force: bool = False) -> None:
-        now = time.perf_counter()
-        if not force and now - self.last < 0.2:
-            return
-        self.last = now
         frac = min(done_bytes / self.total, 1.0)
-        bar = "#" * int(frac * 30)
-        rate = texts / max(now - self.start, 1e-9)
-        sys.stderr.write(f"\r[{bar:<30}] {frac:6.1%} {texts} texts {rate:,.0f} texts/s")
-        sys.stderr.flush()
+        rate = texts / max(time.perf_counter() - self.start, 1e-9)
+        self.status.update(f"{bar(frac)} {frac:6.1%} {texts} texts {rate:,.0f} texts/s", force=force)
 
 
 def _encode_file(tok, src: Path, dst: Path, max_length: int | None, batch_size: int) -> int:
@@ -139,8 +135,8 @@ def _encode_file(tok, src: Path, dst: Path, max_length: int | None, batch_size: 
         if batch:
             flush()
     progress.update(done_bytes, n_texts, force=True)
+    progress.status.close()
     wall = time.perf_counter() - t0
-    sys.stderr.write("\n")
     print(
         f"{n_texts} texts, {n_tokens} tokens, {n_chars} chars in {wall:.2f} s "
         f"({n_texts / wall:,.0f} texts/s, {n_tokens / wall:,.0f} tokens/s end to end; "

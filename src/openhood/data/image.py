@@ -5,6 +5,7 @@ The contract every image model and the decode pool share:
     decode(bytes)            -> uint8 (H, W, 3) RGB, EXIF orientation applied
     preprocess(bytes, spec)  -> uint8 (crop, crop, 3)
     normalize(batch, spec)   -> float32 (N, 3, crop, crop)  (or NHWC, per spec.layout)
+    decode_cost(bytes, spec) -> bytes preprocess holds at its peak, read from the header alone
 
 Trade-offs made here:
 - Pixels stay uint8 until the batch is formed: a 224² crop is 150 KB as uint8 and 600 KB as
@@ -24,6 +25,10 @@ Trade-offs made here:
   libjpeg-turbo and produce identical pixels (tested against ``decode_reference``, the Pillow
   path); simplejpeg is ~1.4× faster on a 1080p JPEG because it skips Pillow's chunked decoder
   and its copy out of Pillow's image memory.
+- Images that are not simplejpeg's go from Pillow's decoded image straight to the resize, never
+  through a full-size NumPy array (identical pixels, a third of the peak memory); ``decode_cost``
+  states each path's peak per pixel, so a server can budget memory before decoding. Reduced-size
+  decoding (``draft``, Pillow's ``reduce``) would save more but changes pixels, so it stays opt-in.
 - Decompression bombs are refused from the header (Pillow's ``open`` reads only the header),
   before a single scan line is decoded.
 """
@@ -135,8 +140,18 @@ def decode(
     with no copy; when it is too small a new array is returned.
     """
     img = open_checked(data, max_pixels=max_pixels)
-    if img.format != "JPEG" or img.mode not in ("RGB", "L"):
+    if not _simplejpeg_path(img):
         return _into(np.asarray(_pillow_decode(img, draft_short)), out)
+    return _decode_jpeg(data, img, draft_short, out)
+
+
+def _simplejpeg_path(img: Image.Image) -> bool:
+    """Whether ``decode`` reads this image with simplejpeg (baseline/progressive RGB or grey JPEG)."""
+    return img.format == "JPEG" and img.mode in ("RGB", "L")
+
+
+def _decode_jpeg(data: bytes, img: Image.Image, draft_short: int | None, out: np.ndarray | None) -> np.ndarray:
+    """``decode`` of an image on the simplejpeg path: uint8 (H, W, 3), a view of out when it fits."""
     w, h = img.size
     k = _draft_scale(w, h, draft_short)
     orientation = img.getexif().get(_ORIENTATION, 1)
@@ -164,11 +179,54 @@ def preprocess(
 ) -> np.ndarray:
     """Bytes → uint8 (crop, crop, 3): decode, resize the short side, centre-crop.
 
-    scratch: a flat uint8 buffer reused for the full-size decode (a worker keeps one), which
+    scratch: a flat uint8 buffer reused for the full-size JPEG decode (a worker keeps one), which
     saves allocating and page-faulting a fresh 6–25 MB array per photo (15–30% of the
     preprocess time measured on 1080p–4K JPEGs)."""
-    arr = decode(data, max_pixels=max_pixels, draft_short=spec.resize_short if spec.draft else None, out=scratch)
-    return np.asarray(resize_crop(Image.fromarray(arr), spec))
+    img = open_checked(data, max_pixels=max_pixels)
+    draft_short = spec.resize_short if spec.draft else None
+    if _simplejpeg_path(img):
+        rgb = Image.fromarray(_decode_jpeg(data, img, draft_short, scratch))
+    else:
+        # Resized straight from Pillow's image: the same pixels as a trip through a NumPy array,
+        # without its two full-size copies (a 62-Mpx PNG peaked at 598 MB that way, 248 MB this way).
+        rgb = _pillow_decode(img, draft_short)
+    return np.asarray(resize_crop(rgb, spec))
+
+
+def decode_cost(data: bytes, spec: ImageSpec, *, max_pixels: int = MAX_PIXELS) -> int:
+    """Bytes that ``preprocess(data, spec)`` holds at its peak, from the header alone (nothing is
+    decoded; raises the header's ``ImageError``). What an admission budget reserves per image."""
+    img = open_checked(data, max_pixels=max_pixels)
+    w, h = img.size
+    per_pixel = _peak_bytes_per_pixel(img)
+    if _header_orientation(img) != 1:
+        per_pixel += 4  # the rotated copy of Pillow's 4-byte pixels beside the original
+    # Pillow resizes in two passes: the first leaves (resize_short, long side) 4-byte pixels; the
+    # resized image and its crop are smaller still. 2x covers the decoder's row buffers.
+    return w * h * per_pixel + 2 * 4 * spec.resize_short * max(w, h)
+
+
+def _header_orientation(img: Image.Image) -> int:
+    """The EXIF orientation the header declares, without decoding. Pillow's PNG ``getexif`` loads
+    the whole image to look for an eXIf chunk after the pixels: such a late chunk is not seen
+    here (that rare rotated PNG then peaks at up to 2x its cost)."""
+    if img.format == "PNG" and "exif" not in img.info:
+        return 1
+    return int(img.getexif().get(_ORIENTATION, 1))
+
+
+def _peak_bytes_per_pixel(img: Image.Image) -> int:
+    """Full-size bytes per pixel alive at once in ``preprocess``, by decode path. Pillow keeps
+    RGB, RGBA and CMYK as 4 bytes a pixel, L and P as 1."""
+    if _simplejpeg_path(img):
+        return 3 + 4  # simplejpeg's (H, W, 3) array + the Pillow image resized from it
+    if img.mode == "RGB":
+        return 4  # decoded and resized in place: the one full-size image
+    if img.mode in ("L", "1") or (img.mode == "P" and "transparency" not in img.info):
+        return 1 + 4  # the decoded image + its RGB conversion
+    if img.mode.startswith(("I", "F")):
+        return 32  # 16-bit greyscale rescaled through float64 arrays (_to_rgb)
+    return 20  # alpha composited on white (source, RGBA copy, white, result, RGB), CMYK and others
 
 
 def resize_crop(img: Image.Image, spec: ImageSpec) -> Image.Image:

@@ -63,6 +63,11 @@ FULL_MAX_PIXELS = 3840 * 2160  # full-resolution slots hold up to 4K by default
 MAX_ATTEMPTS = 2  # a crashed worker's item is retried once
 DEPTH = 2  # tasks queued per worker, so it never waits for the pool between two images
 START_TIMEOUT_S = 60.0
+# A task sent to a busy worker waits in the socket's buffer (~200 KB on Linux) until the worker
+# reads it. A larger payload would block the send — and the dispatcher, holding the pool's lock,
+# so every submit and release (a server's event loop) — until the worker finished its image.
+# Larger payloads go to an idle worker only.
+QUEUED_PAYLOAD_BYTES = 64 * 1024
 
 
 class PoolError(RuntimeError):
@@ -429,7 +434,7 @@ class DecodePool:
         ready = [w for w in self._workers if w.ready]
         while self._pending and ready and (self._pending[0].slot is not None or self._free):
             w = min(ready, key=lambda x: len(x.tasks))
-            if len(w.tasks) >= DEPTH:
+            if len(w.tasks) >= DEPTH or (w.tasks and len(self._pending[0].payload) > QUEUED_PAYLOAD_BYTES):
                 return
             task = self._pending.popleft()
             if not task.queued:

@@ -64,7 +64,7 @@ class SequenceState:
     def __init__(self, slot: int, prompt_ids: list[int], config: GenerationConfig, decoder: Any):
         self.slot, self.prompt_ids, self.config = slot, prompt_ids, config
         self.rng = config.sampling.rng()
-        self.decoder = decoder  # the tokenizer's StreamDecoder(skip_special=True)
+        self.decoder = decoder  # the tokenizer's StreamDecoder(skip_special_tokens=True)
         self.ids: list[int] = []
         self.pending = ""  # decoded, not yet emitted: might be the start of a stop string
         self.finish_reason: str | None = None
@@ -197,7 +197,7 @@ class Generator:
                     f"prompt ({len(ids)} tokens) + max_tokens ({config.max_tokens}) exceeds the context of {limit}"
                 )
         return [
-            SequenceState(i, ids, config, self.tokenizer.stream_decoder(skip_special=True))
+            SequenceState(i, ids, config, self.tokenizer.stream_decoder(skip_special_tokens=True))
             for i, ids in enumerate(encoded)
         ]
 

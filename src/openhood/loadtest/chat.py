@@ -32,7 +32,7 @@ import numpy as np
 
 from openhood.loadtest.chat_workload import ChatItem, ChatWorkload
 from openhood.loadtest.client import ClientPlan, make_client
-from openhood.loadtest.runner import _drain, _error_kind, _new_loop, wait_ready
+from openhood.loadtest.runner import drain_tasks, error_kind, new_event_loop, wait_ready
 from openhood.loadtest.sse import SseParser
 
 CHAT_PATH = "/v1/chat/completions"
@@ -224,7 +224,7 @@ async def stream_one(
     except TimeoutError:
         status = UNFINISHED if cut else "timeout"
     except Exception as exc:  # every failure becomes a counted error kind, never a crash
-        status = _error_kind(exc)
+        status = error_kind(exc)
     if status == 200 and finish is None:
         status = "incomplete_stream"  # the server closed the stream without a finish_reason
     return ChatSample(
@@ -258,7 +258,7 @@ async def run_level(client, cfg: ChatConfig, plan: ClientPlan, concurrency: int,
             samples.append(await stream_one(client, cfg.url, body, item, t0, hard, deadline))
 
     tasks = {asyncio.create_task(one_client()) for _ in range(concurrency)}
-    cancelled = await _drain(tasks, deadline + 5.0)  # stream_one ends itself at the deadline
+    cancelled = await drain_tasks(tasks, deadline + 5.0)  # stream_one ends itself at the deadline
     return LevelResult(
         concurrency=concurrency,
         samples=samples,
@@ -305,7 +305,7 @@ def run_chat(
     log: Callable[[str], None] = lambda s: None,
 ) -> ChatRunResult:
     """Run every level to completion (blocking); see ``run_chat_async``."""
-    loop = _new_loop()
+    loop = new_event_loop()
     try:
         if wait_ready_s > 0 and ready_url:
             loop.run_until_complete(wait_ready(ready_url, wait_ready_s))

@@ -2,8 +2,8 @@
 
 Shows elapsed time, requests sent / done / failed, in flight, and P50/P99 over the last
 window, so a collapsing server (in-flight growing, P99 climbing) is visible before the report.
-On a terminal it redraws one line (``\\r``); into a file or pipe it prints a line every few
-seconds instead, so logs stay readable. The trade-off: window percentiles are computed from the
+Drawn on the shared ``StatusLine``: on a terminal one line redrawn in place, into a file or pipe
+a line every few seconds, so logs stay readable. The trade-off: window percentiles are computed from the
 latencies of the last tick only (cheap, noisy at low rates).
 """
 
@@ -14,12 +14,13 @@ from collections.abc import Callable
 
 import numpy as np
 
+from openhood.progress import StatusLine
+
 
 class ProgressLine:
     def __init__(self, stream, interval_s: float = 0.5):
-        self.stream = stream
-        self.tty = bool(getattr(stream, "isatty", lambda: False)())
-        self.interval = interval_s if self.tty else 5.0
+        self.status = StatusLine(stream, tty_interval=interval_s)
+        self.interval = self.status.interval or interval_s
         self._window: list[float] = []
         self.done = 0
         self.errors = 0
@@ -52,11 +53,7 @@ class ProgressLine:
         )
 
     def emit(self) -> None:
-        if self.tty:
-            self.stream.write("\r\x1b[2K" + self.line())
-        else:
-            self.stream.write(self.line() + "\n")
-        self.stream.flush()
+        self.status.update(self.line(), force=True)
 
     async def run(self) -> None:
         while True:
@@ -64,7 +61,4 @@ class ProgressLine:
             self.emit()
 
     def finish(self) -> None:
-        self.emit()
-        if self.tty:
-            self.stream.write("\n")
-        self.stream.flush()
+        self.status.close(self.line())

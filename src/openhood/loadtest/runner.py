@@ -138,7 +138,8 @@ def _encode_body(texts: list[str], model: str | None) -> bytes:
     return orjson.dumps(body)
 
 
-def _error_kind(exc: BaseException) -> str:
+def error_kind(exc: BaseException) -> str:
+    """A failed request's outcome label (timeout, connection, …): the runner's and the chat load's."""
     import httpx
 
     for cls, name in (
@@ -194,7 +195,7 @@ async def _one_request(
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # every failure becomes a counted error kind, never a crash
-        status = _error_kind(exc)
+        status = error_kind(exc)
     rec.add(scheduled, sent[0] - t0, clock() - t0, status, len(texts), chars, tokens)
 
 
@@ -246,7 +247,7 @@ async def _open_loop(
         tasks.add(task)
         task.add_done_callback(tasks.discard)
         rec.sent += 1
-    return await _drain(tasks, hard)
+    return await drain_tasks(tasks, hard)
 
 
 async def _closed_loop(
@@ -265,10 +266,10 @@ async def _closed_loop(
 
     assert cfg.concurrency is not None  # RunConfig.mode is "closed" exactly when no rate is set
     tasks = {asyncio.create_task(one_client(clients[i % len(clients)])) for i in range(cfg.concurrency)}
-    return await _drain(tasks, end + hard)
+    return await drain_tasks(tasks, end + hard)
 
 
-async def _drain(tasks: set, timeout: float) -> int:
+async def drain_tasks(tasks: set, timeout: float) -> int:
     """Wait for in-flight work up to ``timeout``; cancel the rest and return how many."""
     if not tasks:
         return 0
@@ -367,7 +368,7 @@ async def run_async(
     )
 
 
-def _new_loop() -> asyncio.AbstractEventLoop:
+def new_event_loop() -> asyncio.AbstractEventLoop:
     # uvloop (installed with uvicorn[standard]) lowers the client's own CPU cost per request,
     # which matters when client and server share two cores.
     try:
@@ -387,7 +388,7 @@ def run(
     ready_url: str | None = None,
 ) -> RunResult:
     """Run one load test to completion (blocking); see ``run_async``."""
-    loop = _new_loop()
+    loop = new_event_loop()
     try:
         if wait_ready_s > 0 and ready_url:
             loop.run_until_complete(wait_ready(ready_url, wait_ready_s))

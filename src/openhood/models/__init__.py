@@ -1,8 +1,11 @@
 """Models: the registry (``NAME=PATH``), tasks, pre/postprocessors and the served-model unit.
 
-A served model is ``preprocessor → backend → postprocessor`` with a task (``ServedModel``);
-``load_models(specs, options)`` builds them by task (``TASK_LOADERS``). The server and the
-scheduler use only this package's plain types — never an architecture.
+Everything a server serves implements one protocol, ``Served`` (name, ``Task``, readiness probe,
+``/v1/models`` entry); a single-pass task's model is ``preprocessor → backend → postprocessor``
+(``ServedModel``), a ``generate`` model a decoder with its tokenizer and sampler
+(``models.generation.ServedGenerator``). ``load_models(specs, options)`` builds them by task
+(``TASK_LOADERS``). The server and the scheduler use only this package's plain types — never an
+architecture.
 """
 
 from openhood.models.loading import TASK_LOADERS, load_model, load_models
@@ -19,7 +22,8 @@ from openhood.models.registry import (
     read_model_file,
     resolve_model_dir,
 )
-from openhood.models.served import OutputSpec, Prepared, ServedModel
+from openhood.models.served import OutputSpec, Prepared, Served, ServedModel
+from openhood.models.tasks import Task
 
 __all__ = [
     "DEFAULT_MODEL_NAME",
@@ -31,7 +35,9 @@ __all__ = [
     "ModelSpecError",
     "OutputSpec",
     "Prepared",
+    "Served",
     "ServedModel",
+    "Task",
     "default_model_dir",
     "load_model",
     "load_models",

@@ -26,8 +26,9 @@ import numpy as np
 
 from openhood.models.options import EngineOptions
 from openhood.models.served import OutputSpec, Prepared, ServedModel
+from openhood.models.tasks import Task
 
-TASK = "classify"
+TASK = Task.CLASSIFY
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 

@@ -15,13 +15,14 @@ from pathlib import Path
 from openhood.models.options import EngineOptions, worker_backends
 from openhood.models.pooling import MeanPooling
 from openhood.models.served import OutputSpec, ServedModel
+from openhood.models.tasks import Task
 from openhood.models.text import TextPreprocessor
 
 
 def load_text_embedder(name: str, folder: Path, options: EngineOptions) -> ServedModel:
     from openhood.backends import load_backend, prepare_graph
     from openhood.engine.models.bert import TOKEN_OUTPUT, load_bert, read_config
-    from openhood.tokenizer import Tokenizer
+    from openhood.tokenizer import WordPieceTokenizer
 
     config = read_config(folder)
 
@@ -33,9 +34,9 @@ def load_text_embedder(name: str, folder: Path, options: EngineOptions) -> Serve
     backends, wide = worker_backends(first, options)
     return ServedModel(
         name=name,
-        task="embed",
+        task=Task.EMBED,
         folder=folder,
-        preprocessor=TextPreprocessor(Tokenizer.from_pretrained(folder), config.max_length),
+        preprocessor=TextPreprocessor(WordPieceTokenizer.from_pretrained(folder), config.max_length),
         backends=backends,
         wide=wide,
         postprocessor=MeanPooling(config.normalize, states=TOKEN_OUTPUT),

@@ -21,8 +21,9 @@ from openhood.generate.generator import Generator, Sampler, sample_next
 from openhood.generate.sampling import SamplingParams, sample
 from openhood.models.options import EngineOptions
 from openhood.models.served import model_entry
+from openhood.models.tasks import Task
 
-TASK = "generate"
+TASK = Task.GENERATE
 PROBE_PROMPT = "Hi"  # readiness: one real token from this raw prompt
 
 
@@ -34,7 +35,7 @@ class ServedGenerator:
     info: dict = field(default_factory=dict)
     memory_bytes: int = 0
     buckets: tuple[int, ...] | None = None  # unused (no length buckets); set by load_model like every model
-    task: str = TASK
+    task: Task = TASK
     threads: int = 0  # BLAS threads of the thread that runs the decoder (0 = BLAS's default)
     sampler: Sampler = sample_next  # the postprocessor the step scheduler calls per sequence
 

@@ -3,12 +3,14 @@
 For folders written by ``openhood convert`` (EfficientNet-Lite0). Pieces, per the served-model
 contract (``models.served``):
 
-- ``ImagePreprocessor``: ``prepare`` decodes each image (``data.image.preprocess``: EXIF
-  orientation, modes, bomb refusal from the header) to a uint8 (224, 224, 3) crop, length 1
+- ``ImagePreprocessor``: ``prepare`` decodes each image in this process (``data.image.preprocess``:
+  EXIF orientation, modes, bomb refusal from the header) to a uint8 (224, 224, 3) crop, length 1
   each (fixed shape: the batcher batches by count); ``collate`` stacks and normalizes once per
   batch (float32 only at the last moment, 4× fewer bytes in the queue). A bad image raises
   ``BadImage`` naming its index and keeping the ``data.image`` error (the route maps it to
-  415/422/413); it never reaches a batch, so it cannot fail its batch-mates.
+  415/422/413); it never reaches a batch, so it cannot fail its batch-mates. The server decodes
+  in ``DecodePool`` worker processes instead: it reserves ``cost`` bytes (read from the header)
+  per image, and hands the crops the workers return to ``prepared``.
 - backend: the engine graph with the ``probs`` head (Linear+Softmax fused) and ``features``
   (the pooled 1280-d vector) as outputs, NumPy or ONNX Runtime.
 - ``ClassifyAndEmbed``: one row per image, ``[probabilities (classes) | features (1280)]``
@@ -31,8 +33,9 @@ from openhood.data import image
 from openhood.data.image import ImageError, ImageSpec
 from openhood.models.options import EngineOptions, worker_backends
 from openhood.models.served import OutputSpec, Prepared, ServedModel
+from openhood.models.tasks import Task
 
-TASK = "image-classify"
+TASK = Task.IMAGE_CLASSIFY
 
 
 class BadImage(ValueError):
@@ -68,8 +71,19 @@ class ImagePreprocessor:
         except ImageError as exc:
             raise BadImage(index, exc) from exc
 
+    def cost(self, index: int, data: bytes) -> int:
+        """Peak bytes decoding input ``index`` will hold, from its header; ``BadImage`` when the
+        header alone already refuses it (not an image, a bomb)."""
+        try:
+            return image.decode_cost(data, self.spec, max_pixels=self.max_pixels)
+        except ImageError as exc:
+            raise BadImage(index, exc) from exc
+
     def prepare(self, inputs: Sequence[bytes]) -> Prepared:
-        payloads = [self.decode(i, data) for i, data in enumerate(inputs)]
+        return self.prepared([self.decode(i, data) for i, data in enumerate(inputs)])
+
+    def prepared(self, payloads: list[np.ndarray]) -> Prepared:
+        """uint8 (crop, crop, 3) crops, however they were decoded → the batcher's items."""
         return Prepared(payloads, [1] * len(payloads), np.zeros(len(payloads), dtype=bool))
 
     def collate(self, payloads: list[np.ndarray], padded_len: int) -> dict[str, np.ndarray]:

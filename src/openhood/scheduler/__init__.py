@@ -15,6 +15,7 @@ from openhood.scheduler.batcher import (
 )
 from openhood.scheduler.buckets import LENGTH_LABEL_EDGES, LENGTH_LABELS, LengthBuckets, length_label
 from openhood.scheduler.policy import PAD_TO, PRIORITIES, BatchPolicy
+from openhood.scheduler.protocol import Scheduler
 
 __all__ = [
     "LENGTH_LABELS",
@@ -29,6 +30,7 @@ __all__ = [
     "LengthBuckets",
     "QueueFullError",
     "RequestTooLargeError",
+    "Scheduler",
     "SchedulerStoppedError",
     "length_label",
 ]

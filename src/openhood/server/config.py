@@ -59,6 +59,12 @@ class ServerConfig:
     max_inputs_per_request: int = _P.max_queue
     max_body_bytes: int = 2 * 1024 * 1024
     truncate: bool = True  # False: too-long inputs get 413 instead of being truncated
+    # Decoded-pixel memory across every in-flight image (server/pixel_budget.py): each image reserves
+    # its decode's peak bytes from its header; one that does not fit waits image_wait_s, then 503.
+    # 1.5 GiB admits one image of any 8-bit kind up to data.image.MAX_PIXELS (64 Mpx × 20 bytes at the
+    # peak for a transparent PNG; an RGB JPEG needs 7, an RGB PNG 4): only 16-bit ones that large get 413.
+    image_memory_mb: int = 1536
+    image_wait_s: float = 30.0
 
     api_key: str | None = field(default=None, repr=False)  # never in a repr, log or error
 
@@ -87,6 +93,7 @@ class ServerConfig:
         for name in (
             "max_inputs_per_request",
             "max_body_bytes",
+            "image_memory_mb",
             "max_connections",
             "max_header_bytes",
             "max_headers",

@@ -29,7 +29,7 @@ import numpy as np
 
 from openhood.backends.base import Backend, Resumable, resumable_start
 from openhood.generate.generator import GenerationConfig, Sampler
-from openhood.models import ServedModel
+from openhood.models import Served, ServedModel
 from openhood.models.generation import ServedGenerator
 from openhood.models.served import Prepared, Preprocessor
 
@@ -174,13 +174,14 @@ def _failing_probe(worker: int = 0) -> dict[str, Any]:
     raise InjectedFault("injected health failure")
 
 
-def inject_faults(models: Sequence[ServedModel | ServedGenerator], faults: dict[str, float | bool]) -> None:
+def inject_faults(models: Sequence[Served], faults: dict[str, float | bool]) -> None:
     """Wrap the parts of every model the faults name (and, for ``health``, replace its readiness
     probe) in place."""
     for model in models:
         if isinstance(model, ServedGenerator):
             inject_generator_faults(model, faults)
             continue
+        assert isinstance(model, ServedModel)  # every other task is single-pass
         if "prepare_chars" in faults:
             model.preprocessor = FaultInjectingPreprocessor(model.preprocessor, int(faults["prepare_chars"]))
         model.backends = [FaultInjectingBackend(b, faults) for b in model.backends]

@@ -17,23 +17,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, Protocol
 
+from openhood.scheduler import Scheduler
+
 POLL_S = 0.05  # how often a waiting readiness check re-checks for a stalled worker
 PROBE_REUSE_S = 1.0  # a passing probe younger than this answers readiness without a new inference
-
-
-class ProbedScheduler(Protocol):
-    """What readiness needs of a scheduler (``DynamicBatcher``, ``GenerationScheduler``)."""
-
-    @property
-    def worker_alive(self) -> bool: ...
-
-    def busy_for_s(self) -> float: ...
-
-    def run_exclusive(self, fn: Callable[[], object], worker: int = 0) -> Future[object]: ...
 
 
 class ProbedModel(Protocol):
@@ -46,8 +36,8 @@ class ProbedModel(Protocol):
 
 
 class ReadinessProbe:
-    def __init__(self, batcher: ProbedScheduler, model: ProbedModel, *, timeout_s: float, stall_timeout_s: float):
-        self.batcher = batcher
+    def __init__(self, scheduler: Scheduler, model: ProbedModel, *, timeout_s: float, stall_timeout_s: float):
+        self.scheduler = scheduler
         self.model = model
         self._next_worker = 0
         self.timeout_s = timeout_s
@@ -57,9 +47,9 @@ class ReadinessProbe:
 
     async def check(self) -> tuple[bool, dict[str, Any]]:
         """(ready, details). Never waits longer than ``timeout_s``."""
-        if not self.batcher.worker_alive:
+        if not self.scheduler.worker_alive:
             return False, {"reason": "the inference worker thread is not running"}
-        busy = self.batcher.busy_for_s()
+        busy = self.scheduler.busy_for_s()
         if busy > self.stall_timeout_s:
             return False, {"reason": f"the inference worker has been inside one batch for {busy:.1f} s"}
         if self._last_ok is not None and time.monotonic() - self._last_ok[0] < PROBE_REUSE_S:
@@ -67,7 +57,7 @@ class ReadinessProbe:
         if self._pending is None or self._pending.done():
             # Workers take turns, so every engine gets probed as readiness is polled.
             worker, self._next_worker = self._next_worker, (self._next_worker + 1) % self.model.workers
-            self._pending = self.batcher.run_exclusive(functools.partial(self.model.probe, worker), worker=worker)
+            self._pending = self.scheduler.run_exclusive(functools.partial(self.model.probe, worker), worker=worker)
         probe = asyncio.wrap_future(self._pending)
         deadline = time.monotonic() + self.timeout_s
         while True:
@@ -80,7 +70,7 @@ class ReadinessProbe:
                 return True, details
             except TimeoutError:
                 # The probe queues behind the running batch; a stuck batch must not hide behind it.
-                busy = self.batcher.busy_for_s()
+                busy = self.scheduler.busy_for_s()
                 if busy > self.stall_timeout_s:
                     return False, {"reason": f"the inference worker has been inside one batch for {busy:.1f} s"}
                 if time.monotonic() >= deadline:

@@ -1,5 +1,11 @@
-"""What a running server holds: per served model a ``ModelRuntime`` (its own queue, buckets,
-workers, readiness probe and metrics), plus the process-wide config, metrics and lifecycle.
+"""What a running server holds: per served model a runtime (its own scheduler, readiness probe
+and metrics), plus the process-wide config, metrics and lifecycle.
+
+Every runtime implements ``Runtime``: a ``Served`` model, a ``scheduler.Scheduler``, readiness,
+metrics, ``warm_up``. There is one class per scheduler kind, because submitting work is typed by
+it: ``ModelRuntime`` (single-pass tasks: the dynamic batcher, length buckets) and
+``GenerationRuntime`` (``generate``: the step scheduler). The state keeps them in two typed maps,
+so a route of either family gets its own kind without a cast.
 
 Requests are routed by their ``model`` field (``ServerState.route``): a missing field means the
 first served model of the route's task, an unknown name is a 404 in OpenAI's shape, a model of
@@ -16,37 +22,64 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import cast
+from typing import Protocol, cast
 
 from opentelemetry import trace
 
-from openhood.models import ServedModel
+from openhood.models import Served, ServedModel
 from openhood.models.generation import ServedGenerator
-from openhood.scheduler import DynamicBatcher, LengthBuckets
+from openhood.models.tasks import Task
+from openhood.scheduler import DynamicBatcher, LengthBuckets, Scheduler
 from openhood.scheduler.calibrate import Calibration, calibrate
 from openhood.server.config import ServerConfig
 from openhood.server.errors import APIError
 from openhood.server.health import ReadinessProbe
 from openhood.server.lifecycle import Lifecycle, check_grace, queue_token_cap, worst_case_drain_s
-from openhood.server.metrics import ServerMetrics
+from openhood.server.metrics import ModelMetrics, ServerMetrics
 
 log = logging.getLogger("openhood.server")
 
 
-class ModelRuntime:
-    """One served model in the server: batcher, buckets, readiness and metrics of its own."""
+class Runtime(Protocol):
+    """What start-up, readiness, ``/stats``, ``/v1/models`` and the drain need of any runtime."""
 
-    batcher: DynamicBatcher  # set in __init__, after the metrics that read its queue depth
+    @property
+    def model(self) -> Served: ...
+
+    @property
+    def scheduler(self) -> Scheduler: ...
+
+    @property
+    def readiness(self) -> ReadinessProbe: ...
+
+    @property
+    def metrics(self) -> ModelMetrics: ...
+
+    @property
+    def buckets(self) -> LengthBuckets | None:
+        """The length buckets items are batched by (None: not batched by length)."""
+        ...
+
+    async def warm_up(self, config: ServerConfig, sharing: int = 1) -> float:
+        """Warm the engines; the worst-case seconds a full queue takes to drain."""
+        ...
+
+
+class ModelRuntime:
+    """One served single-pass model: its dynamic batcher, buckets, readiness and metrics."""
+
+    scheduler: DynamicBatcher  # set in __init__, after the metrics that read its queue depth
+    buckets: LengthBuckets
 
     def __init__(self, model: ServedModel, config: ServerConfig, metrics: ServerMetrics):
         self.model = model
         # The model's own buckets (model file) or the server's, clipped to its max length.
         self.buckets = LengthBuckets.for_model(model.buckets or config.buckets, model.max_length)
-        self.metrics = metrics.for_model(model.name, lambda: self.batcher.queue_depth, model.memory_bytes)
+        self.metrics = metrics.for_model(model.name, lambda: self.scheduler.queue_depth, model.memory_bytes)
         policy = config.batch_policy()
         if config.max_batch_tokens is None:  # the surge budget; below it, calibrated ones. Must hold one longest item
             policy = replace(policy, max_batch_tokens=max(policy.max_batch_tokens, self.buckets.bounds[-1]))
-        self.batcher = DynamicBatcher(
+        self.scheduler = DynamicBatcher(
             [model.runner(w) for w in range(model.workers)],
             self.buckets,
             policy,
@@ -57,12 +90,12 @@ class ModelRuntime:
             start=[model.starter(w) for w in range(model.workers)],
         )
         self.readiness = ReadinessProbe(
-            self.batcher, model, timeout_s=config.health_timeout_s, stall_timeout_s=config.stall_timeout_s
+            self.scheduler, model, timeout_s=config.health_timeout_s, stall_timeout_s=config.stall_timeout_s
         )
 
     def drain_batch_rows(self, config: ServerConfig) -> int:
         """Rows of a full batch of the longest bucket (what a full queue drains in)."""
-        return max(1, min(config.max_batch_size, self.batcher.max_batch_tokens // self.buckets.bounds[-1]))
+        return max(1, min(config.max_batch_size, self.scheduler.max_batch_tokens // self.buckets.bounds[-1]))
 
     def _warm_worker(self, worker: int) -> None:
         """Every bucket length once on this worker's engine."""
@@ -81,7 +114,7 @@ class ModelRuntime:
         return time.perf_counter() - t0
 
     async def _on_workers(self, job: Callable[[int], object], workers: Iterable[int]) -> list[object]:
-        futures = [self.batcher.run_exclusive(functools.partial(job, w), worker=w) for w in workers]
+        futures = [self.scheduler.run_exclusive(functools.partial(job, w), worker=w) for w in workers]
         return list(await asyncio.gather(*(asyncio.wrap_future(f) for f in futures)))
 
     async def warm_up(self, config: ServerConfig, sharing: int = 1) -> float:
@@ -104,14 +137,14 @@ class ModelRuntime:
                             self.model.runner(w),
                             self.model.preprocessor.dummy,
                             self.buckets.bounds,
-                            max_tokens=self.batcher.max_batch_tokens,
+                            max_tokens=self.scheduler.max_batch_tokens,
                         ),
                         [0],
                     )
                 )[0],
             )
-            self.batcher.set_token_budgets(cal.budgets)
-            self.batcher.set_token_costs([cal.cost_per_token[t] for t in self.buckets.bounds])
+            self.scheduler.set_token_budgets(cal.budgets)
+            self.scheduler.set_token_costs([cal.cost_per_token[t] for t in self.buckets.bounds])
             log.info(
                 "model %s: token budgets %s calibrated in %.2f s",
                 self.model.name,
@@ -123,7 +156,7 @@ class ModelRuntime:
                         "message": "token budgets calibrated",
                         "model": self.model.name,
                         "budgets": dict(zip(map(str, self.buckets.bounds), cal.budgets, strict=True)),
-                        "surge_budget": self.batcher.max_batch_tokens,
+                        "surge_budget": self.scheduler.max_batch_tokens,
                         "calibration_s": round(cal.seconds, 3),
                         "lone_ms": round(cal.lone_s * 1e3, 3),
                         "us_per_token": {str(t): round(c * 1e6, 2) for t, c in cal.cost_per_token.items()},
@@ -138,7 +171,7 @@ class ModelRuntime:
         cap = config.max_queue_tokens
         if cap is None:
             cap = queue_token_cap(config.grace_period_s, tokens_per_s, sharing)
-        self.batcher.max_queue_tokens = cap
+        self.scheduler.max_queue_tokens = cap
         drain_s = worst_case_drain_s(config.max_queue, rows, batch_s, self.model.workers)
         if cap is not None:
             drain_s = min(drain_s, cap / tokens_per_s)
@@ -163,10 +196,8 @@ class ModelRuntime:
 
 
 class GenerationRuntime:
-    """One served ``generate`` model: its step scheduler (``batcher``, so health and stats read it
-    like a batcher), readiness (one generated token on the scheduler's thread) and metrics."""
-
-    buckets = None  # generation has no length buckets
+    """One served ``generate`` model: its step scheduler, readiness (one generated token on the
+    scheduler's thread) and metrics."""
 
     def __init__(self, model: ServedGenerator, config: ServerConfig, metrics: ServerMetrics):
         from openhood.scheduler.generation import GenerationScheduler
@@ -177,34 +208,31 @@ class GenerationRuntime:
             model.decoder,
             config.generation,
             eos_ids=gen.eos_ids,
-            new_decoder=lambda: gen.tokenizer.stream_decoder(skip_special=True),
+            new_decoder=lambda: gen.tokenizer.stream_decoder(skip_special_tokens=True),
             context_length=model.context_length,
             name=model.name.rsplit("/", 1)[-1],
             on_step=lambda info: self.metrics.observe_step(info),
             on_thread_start=model.bind_thread,
             sampler=model.sampler,
         )
-        self.batcher = self.scheduler
+        self.buckets: LengthBuckets | None = None  # sequences are admitted by KV budget, not length buckets
         self.metrics = metrics.for_generator(model.name, self.scheduler, model.memory_bytes)
         self.readiness = ReadinessProbe(
             self.scheduler, model, timeout_s=config.health_timeout_s, stall_timeout_s=config.stall_timeout_s
         )
 
-    async def warm_up(self, config: ServerConfig) -> float:
+    async def warm_up(self, config: ServerConfig, sharing: int = 1) -> float:
         """One probe (prefill + a token) on the scheduler's thread; a drain needs no estimate here:
         cutting at the grace deadline ends every stream with finish_reason "length"."""
         await asyncio.wrap_future(self.scheduler.run_exclusive(self.model.probe))
         return 0.0
 
 
-Runtime = ModelRuntime | GenerationRuntime
-
-
 class ServerState:
     def __init__(
         self,
         config: ServerConfig,
-        models: Sequence[ServedModel | ServedGenerator],
+        models: Sequence[Served],
         tracer: trace.Tracer | None = None,
         lifecycle: Lifecycle | None = None,
     ):
@@ -214,30 +242,38 @@ class ServerState:
         self.tracer = tracer or trace.NoOpTracer()
         self.lifecycle = lifecycle or Lifecycle()
         self.metrics = ServerMetrics(config.stats_window, in_flight_fn=lambda: self.lifecycle.in_flight)
+        self.single_pass: dict[str, ModelRuntime] = {}
+        self.generators: dict[str, GenerationRuntime] = {}
+        for m in models:
+            if isinstance(m, ServedGenerator):
+                self.generators[m.name] = GenerationRuntime(m, config, self.metrics)
+            elif isinstance(m, ServedModel):
+                self.single_pass[m.name] = ModelRuntime(m, config, self.metrics)
+            else:
+                raise TypeError(f"model {m.name!r} ({m.task}) is neither a single-pass model nor a generator")
+        # In the order served (the first of a task is its default), whatever the kind.
         self.runtimes: dict[str, Runtime] = {
-            m.name: GenerationRuntime(m, config, self.metrics)
-            if isinstance(m, ServedGenerator)
-            else ModelRuntime(m, config, self.metrics)
-            for m in models
+            m.name: self.single_pass.get(m.name) or self.generators[m.name] for m in models
         }
         self._aliases = {alias: rt for rt in reversed(self.runtimes.values()) for alias in rt.model.aliases}
         self.route_labels: set[str] = set()  # paths the app serves: the metrics' bounded route label
         # API paths outside /v1/ (the TEI routes): auth, drain gate, in-flight count and access log apply.
         self.api_paths: set[str] = set()
+        self.closers: list[Callable[[], None]] = []  # what routes started beside the models (decode pools)
 
     @property
-    def tasks(self) -> list[str]:
+    def tasks(self) -> list[Task]:
         return list(dict.fromkeys(rt.model.task for rt in self.runtimes.values()))
 
-    def route(self, requested: str | None, task: str) -> ModelRuntime:
-        """The runtime a request goes to: by ``model`` name, else the first model of ``task``."""
-        return cast(ModelRuntime, self._lookup(requested, task))
+    def route(self, requested: str | None, task: Task) -> ModelRuntime:
+        """The runtime a single-pass request goes to: by ``model`` name, else the first model of ``task``."""
+        return self.single_pass[self._lookup(requested, task).model.name]
 
     def route_generate(self, requested: str | None) -> GenerationRuntime:
-        """``route`` for the ``generate`` task's routes (its runtime is a ``GenerationRuntime``)."""
-        return cast(GenerationRuntime, self._lookup(requested, "generate"))
+        """``route`` for the ``generate`` task's routes."""
+        return self.generators[self._lookup(requested, Task.GENERATE).model.name]
 
-    def _lookup(self, requested: str | None, task: str) -> Runtime:
+    def _lookup(self, requested: str | None, task: Task) -> Runtime:
         if requested is None:
             return next(rt for rt in self.runtimes.values() if rt.model.task == task)
         rt = self._aliases.get(requested)
@@ -260,17 +296,14 @@ class ServerState:
 
     def start(self) -> None:
         for rt in self.runtimes.values():
-            rt.batcher.start()
+            rt.scheduler.start()
 
     async def warm_up(self) -> None:
         """Warm every model before the port opens, so first requests pay no first-call costs."""
         drain_s = 0.0  # the models share the cores: their drains add up
-        sharing = sum(1 for rt in self.runtimes.values() if isinstance(rt, ModelRuntime))
         for rt in self.runtimes.values():
             t0 = time.perf_counter()
-            drain_s += await (
-                rt.warm_up(self.config, sharing) if isinstance(rt, ModelRuntime) else rt.warm_up(self.config)
-            )
+            drain_s += await rt.warm_up(self.config, len(self.single_pass))
             log.info("model %s warmed up for buckets %s in %.2f s", rt.model.name, rt.buckets, time.perf_counter() - t0)
         check_grace(self.config.grace_period_s, drain_s)
 
@@ -280,10 +313,12 @@ class ServerState:
         stopped = True
         for rt in self.runtimes.values():
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            stopped = rt.batcher.stop(left) and stopped
+            stopped = rt.scheduler.stop(left) and stopped
         return stopped
 
     def close(self) -> None:
-        """Release every model's engines; only after the workers stopped."""
+        """Release every model's engines (only after the workers stopped) and what routes started."""
         for rt in self.runtimes.values():
             rt.model.close()
+        for close in self.closers:
+            close()

@@ -166,7 +166,8 @@ class BPETokenizer:
         self._cache.clear()
 
     @classmethod
-    def from_file(cls, path: str | Path) -> BPETokenizer:
+    def from_pretrained(cls, path: str | Path) -> BPETokenizer:
+        """From a GGUF file's metadata, a ``tokenizer.json``, or a folder holding one."""
         path = Path(path)
         if path.suffix == ".gguf":
             return cls(spec_from_gguf(path))
@@ -177,6 +178,10 @@ class BPETokenizer:
     @property
     def vocab_size(self) -> int:
         return len(self.tokens)
+
+    @property
+    def special_ids(self) -> frozenset[int]:
+        return self._special_ids
 
     # ---- encoding -------------------------------------------------------------------------
     def _bpe(self, piece: str) -> tuple[int, ...]:
@@ -292,9 +297,10 @@ class BPETokenizer:
             out.extend([p] if isinstance(p, int) else self._bpe(p))
         return out
 
-    def encode(self, text: str, parse_special: bool = True) -> np.ndarray:
-        """Ids of ``text`` (int32); with ``parse_special`` the literal text of a special token is that token."""
-        return np.asarray(self.encode_list(text, parse_special), dtype=np.int32)
+    def encode(self, text: str, max_length: int | None = None, parse_special: bool = True) -> np.ndarray:
+        """Ids of ``text`` (int32), at most ``max_length``; with ``parse_special`` the literal text
+        of a special token is that token."""
+        return np.asarray(self.encode_list(text, parse_special)[:max_length], dtype=np.int32)
 
     def encode_batch(self, texts: list[str], max_length: int | None = None, parse_special: bool = True) -> RaggedBatch:
         ids, lengths = self._encode_flat(list(texts), parse_special)
@@ -314,13 +320,13 @@ class BPETokenizer:
     def token_bytes(self, token_id: int) -> bytes:
         return self._bytes[token_id]
 
-    def decode(self, ids, skip_special: bool = False) -> str:
+    def decode(self, ids, skip_special_tokens: bool = True) -> str:
         """Text of ``ids``; invalid UTF-8 (a cut-off character) becomes U+FFFD, as in HF."""
-        data = b"".join(self._bytes[int(i)] for i in ids if not (skip_special and int(i) in self._special_ids))
+        data = b"".join(self._bytes[int(i)] for i in ids if not (skip_special_tokens and int(i) in self._special_ids))
         return data.decode("utf-8", errors="replace")
 
-    def stream_decoder(self, skip_special: bool = True) -> StreamDecoder:
-        return StreamDecoder(self, skip_special)
+    def stream_decoder(self, skip_special_tokens: bool = True) -> StreamDecoder:
+        return StreamDecoder(self, skip_special_tokens)
 
 
 class StreamDecoder:
@@ -329,9 +335,9 @@ class StreamDecoder:
     >>> # "é" is two bytes; a byte-level model may emit them as two tokens.
     """
 
-    def __init__(self, tokenizer: BPETokenizer, skip_special: bool = True):
+    def __init__(self, tokenizer: BPETokenizer, skip_special_tokens: bool = True):
         self._tok = tokenizer
-        self._skip = skip_special
+        self._skip = skip_special_tokens
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     def push(self, token_id: int) -> str:

@@ -19,7 +19,7 @@ import numpy as np
 
 from openhood.tokenizer import unicode_tables as ut
 from openhood.tokenizer.normalizer import CJK_RANGES
-from openhood.tokenizer.tokenizer import Tokenizer
+from openhood.tokenizer.tokenizer import WordPieceTokenizer
 
 Span = tuple[int, int] | None
 
@@ -57,7 +57,7 @@ def word_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def token_offsets(tokenizer: Tokenizer, text: str, ids: np.ndarray) -> list[Span]:
+def token_offsets(tokenizer: WordPieceTokenizer, text: str, ids: np.ndarray) -> list[Span]:
     """One span per id of ``ids`` (``tokenizer.encode(text)``, specials included; a special
     token's span is None), or all None when the words do not re-encode to the same ids."""
     n_prefix, n_suffix = len(tokenizer.spec.prefix_ids), len(tokenizer.spec.suffix_ids)

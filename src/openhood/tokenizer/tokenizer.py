@@ -1,4 +1,4 @@
-"""``Tokenizer``: HF-exact BERT WordPiece encoding, batched through one compiled kernel call.
+"""``WordPieceTokenizer``: HF-exact BERT WordPiece encoding, batched through one compiled kernel call.
 
 Batch path (no Python loop per character or token): join the texts with U+0000 (which NFD and
 lowercasing leave alone, and which we check no text contains), run the C-speed string part of
@@ -49,7 +49,7 @@ def _utf32(text: str) -> np.ndarray:
         raise ValueError("text is not valid Unicode: it contains a lone surrogate (U+D800..U+DFFF)") from None
 
 
-class Tokenizer:
+class WordPieceTokenizer:
     """A BERT WordPiece tokenizer loaded from a Hugging Face folder; ids match HF ``tokenizers``."""
 
     def __init__(self, spec: TokenizerSpec):
@@ -130,7 +130,7 @@ class Tokenizer:
         self.warmup_seconds = time.perf_counter() - t0
 
     @classmethod
-    def from_pretrained(cls, path: str | Path) -> Tokenizer:
+    def from_pretrained(cls, path: str | Path) -> WordPieceTokenizer:
         """Load from a model folder, a ``tokenizer.json`` or a ``vocab.txt`` (+ ``tokenizer_config.json``)."""
         return cls(load_spec(path))
 
@@ -240,6 +240,10 @@ class Tokenizer:
             out.append(table[i])
         return out
 
+    @property
+    def special_ids(self) -> frozenset[int]:
+        return self._special_ids
+
     def convert_tokens_to_ids(self, tokens: list[str]) -> list[int]:
         return [self._vocab.get(t, self.unk_id) for t in tokens]
 
@@ -260,4 +264,4 @@ class Tokenizer:
         return "".join(pieces)
 
     def __repr__(self) -> str:
-        return f"Tokenizer(vocab_size={self.vocab_size}, source={self.spec.source!r})"
+        return f"WordPieceTokenizer(vocab_size={self.vocab_size}, source={self.spec.source!r})"

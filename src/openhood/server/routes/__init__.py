@@ -14,14 +14,15 @@ from collections.abc import Callable
 
 from fastapi import FastAPI
 
+from openhood.models.tasks import Task
 from openhood.server.routes import classify, completions, debug, embeddings, images, openai_models, ops, tei
 from openhood.server.state import ServerState
 
 TASK_ROUTES: dict[str, tuple[Callable[[FastAPI, ServerState], None], ...]] = {
-    "embed": (embeddings.register, tei.register),
-    "image-classify": (images.register,),
-    "generate": (completions.register,),
-    "classify": (classify.register,),
+    Task.EMBED: (embeddings.register, tei.register),
+    Task.IMAGE_CLASSIFY: (images.register,),
+    Task.GENERATE: (completions.register,),
+    Task.CLASSIFY: (classify.register,),
 }
 
 

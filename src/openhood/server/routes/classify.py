@@ -26,19 +26,21 @@ from fastapi import FastAPI, Request
 from starlette.responses import Response
 
 from openhood.models.classify import BadFeatures, Probabilities
+from openhood.models.tasks import Task
 from openhood.scheduler import length_label
 from openhood.server.body import read_body
-from openhood.server.dispatch import observe_stages, submit_and_wait
 from openhood.server.errors import APIError, json_response
+from openhood.server.infer import observe_stages, submit_and_wait
 from openhood.server.middleware import RequestRecord
+from openhood.server.openapi_classify import CLASSIFY_REQUEST, CLASSIFY_RESPONSES
 from openhood.server.schemas import count_checked, load_json_object, schema_error
 from openhood.server.state import ServerState
 
-TASK = "classify"
+TASK = Task.CLASSIFY
 
 
 def register(app: FastAPI, state: ServerState) -> None:
-    @app.post("/v1/classify")
+    @app.post("/v1/classify", openapi_extra=CLASSIFY_REQUEST, responses=CLASSIFY_RESPONSES)
     async def classify(request: Request) -> Response:
         return await classify_request(request, state)
 

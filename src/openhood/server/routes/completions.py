@@ -37,6 +37,7 @@ from openhood.server.body import read_body, wait_disconnect
 from openhood.server.completion_schemas import CompletionRequest, parse_chat_request, parse_completion_request
 from openhood.server.errors import APIError, ClientGone, admission, json_response
 from openhood.server.middleware import RequestRecord
+from openhood.server.openapi_completions import CHAT_REQUEST, CHAT_RESPONSES, COMPLETION_REQUEST, COMPLETION_RESPONSES
 from openhood.server.state import GenerationRuntime, ServerState
 from openhood.server.tracing import child_span, to_epoch_ns
 
@@ -46,11 +47,11 @@ INLINE_RENDER_CHARS = 16384  # longer prompts are templated and tokenized in a t
 
 
 def register(app: FastAPI, state: ServerState) -> None:
-    @app.post("/v1/chat/completions")
+    @app.post("/v1/chat/completions", openapi_extra=CHAT_REQUEST, responses=CHAT_RESPONSES)
     async def chat_completions(request: Request) -> Response:
         return await complete(request, state, chat=True)
 
-    @app.post("/v1/completions")
+    @app.post("/v1/completions", openapi_extra=COMPLETION_REQUEST, responses=COMPLETION_RESPONSES)
     async def completions(request: Request) -> Response:
         return await complete(request, state, chat=False)
 

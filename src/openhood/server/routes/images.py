@@ -1,23 +1,27 @@
 """``POST /v1/images/classify`` and ``POST /v1/images/embeddings``, the ``image-classify`` task's routes.
 
-A request carries images either as JSON ``{"model", "images": [base64 | data URL, …], "top_k"}``
-or as ``multipart/form-data`` (file parts, plus optional ``model`` and ``top_k`` fields). Path:
-body read with the byte cap (413 before parsing) → images extracted (base64 decoded) → every
-image decoded, resized and cropped **in a thread** (a 12-Mpx JPEG takes ~100 ms to decode; the
-event loop keeps serving other connections meanwhile) → one uint8 crop per image submitted to
-the model's batcher (length 1 each: batches form by count) → probabilities + pooled features
-come back per image → top-k labels, or the feature vectors.
+A request carries images as JSON ``{"model", "images": [base64 | data URL, …], "top_k"}``, as
+``multipart/form-data`` (file parts, plus optional ``model`` and ``top_k`` fields), or as one raw
+image body (``Content-Type: image/…``; ``model`` and ``top_k`` in the query string). Path: body
+read with the byte cap (413 before parsing) → images extracted (base64 decoded) → every image
+decoded, resized and cropped by ``ImageDecoder`` (``server.image_decode``: its header's peak
+bytes reserved from the server-wide ``--image-memory-mb`` budget, then a ``DecodePool`` worker
+process, pixels handed back in shared memory) → one uint8 crop per image submitted to the
+model's batcher (length 1 each: batches form by count) → probabilities + pooled features come
+back per image → top-k labels, or the feature vectors.
 
 Bad input fails its own request only, before anything is queued: not an image → 415, corrupt or
 truncated data → 422 with the decoder's reason, too many bytes → 413, too many pixels → 413
-from the header alone (nothing decoded: decompression bombs), bad base64 / JSON → 400.
+from the header alone (nothing decoded: decompression bombs), one image needing more memory
+than the whole budget → 413, bad base64 / JSON → 400. The budget spent by other requests for
+``image_wait_s`` → 503 + ``Retry-After``; a decode worker killed twice on the same image → 503
+(once: the image is retried on a fresh worker).
 Multipart is parsed with the standard library's MIME parser (no python-multipart dependency);
 the body is already capped, so the parser only ever sees a bounded byte string.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import time
@@ -26,21 +30,27 @@ from email.parser import BytesParser
 from typing import cast
 
 import numpy as np
-import orjson
 from fastapi import FastAPI, Request
 from starlette.responses import Response
 
 from openhood.data.image import CorruptImage, ImageTooLarge, NotAnImage
-from openhood.models.image_classify import ClassifyAndEmbed
+from openhood.engine.kernels.cores import core_budget
+from openhood.models.image_classify import BadImage, ClassifyAndEmbed, ImagePreprocessor
+from openhood.models.tasks import Task
 from openhood.scheduler import length_label
 from openhood.server.body import read_body
-from openhood.server.dispatch import observe_stages, submit_and_wait
 from openhood.server.errors import APIError, json_response
+from openhood.server.image_decode import ImageDecoder
+from openhood.server.infer import observe_stages, submit_and_wait
 from openhood.server.middleware import RequestRecord
+from openhood.server.openapi_images import IMAGE_CLASSIFY_RESPONSES, IMAGE_EMBEDDINGS_RESPONSES, IMAGES_REQUEST
+from openhood.server.pixel_budget import PixelBudget
+from openhood.server.schemas import count_checked, load_json_object, schema_error
 from openhood.server.state import ServerState
 
-TASK = "image-classify"
+TASK = Task.IMAGE_CLASSIFY
 DEFAULT_TOP_K = 5
+DECODE_WORKERS = 2  # decode processes per image model (fewer on a 1-core machine): ~40 MB each when idle
 # data.image error type → (HTTP status, error code)
 IMAGE_ERRORS: dict[type, tuple[int, str]] = {
     NotAnImage: (415, "unsupported_image"),
@@ -50,13 +60,23 @@ IMAGE_ERRORS: dict[type, tuple[int, str]] = {
 
 
 def register(app: FastAPI, state: ServerState) -> None:
-    @app.post("/v1/images/classify")
-    async def classify(request: Request) -> Response:
-        return await images(request, state, "classify")
+    config = state.config
+    budget = PixelBudget(config.image_memory_mb * 2**20, config.image_wait_s)
+    workers = min(DECODE_WORKERS, core_budget().cores)
+    decoders: dict[str, ImageDecoder] = {}
+    for name, rt in state.single_pass.items():
+        if rt.model.task == TASK:
+            pre = cast(ImagePreprocessor, rt.model.preprocessor)
+            decoders[name] = ImageDecoder(pre, budget, workers=workers, queue_depth=config.max_queue)
+            state.closers.append(decoders[name].close)
 
-    @app.post("/v1/images/embeddings")
+    @app.post("/v1/images/classify", openapi_extra=IMAGES_REQUEST, responses=IMAGE_CLASSIFY_RESPONSES)
+    async def classify(request: Request) -> Response:
+        return await images(request, state, decoders, "classify")
+
+    @app.post("/v1/images/embeddings", openapi_extra=IMAGES_REQUEST, responses=IMAGE_EMBEDDINGS_RESPONSES)
     async def embeddings(request: Request) -> Response:
-        return await images(request, state, "embeddings")
+        return await images(request, state, decoders, "embeddings")
 
 
 def _bad(message: str, param: str | None = "images", status: int = 400, code: str = "invalid_request") -> APIError:
@@ -77,15 +97,10 @@ def _b64(index: int, value: object) -> bytes:
 
 
 def _parse_json(body: bytes) -> tuple[str | None, list[bytes], object]:
-    try:
-        req = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise _bad(f"body is not valid JSON: {exc}", param=None) from None
-    if not isinstance(req, dict):
-        raise _bad("body must be a JSON object with 'images'", param=None)
+    req = load_json_object(body)  # 400 invalid_json / 422 invalid_schema, as on every route
     raw = req.get("images")
     if not isinstance(raw, list):
-        raise _bad("'images' must be a list of base64 strings")
+        raise schema_error("'images' must be a list of base64 strings", "images")
     return req.get("model"), [_b64(i, v) for i, v in enumerate(raw)], req.get("top_k", DEFAULT_TOP_K)
 
 
@@ -112,19 +127,28 @@ def _parse_multipart(content_type: str, body: bytes) -> tuple[str | None, list[b
     return model, files, top_k
 
 
-async def images(request: Request, st: ServerState, kind: str) -> Response:
+def _parse_raw(request: Request, body: bytes) -> tuple[str | None, list[bytes], object]:
+    """One image as the whole body; ``model`` and ``top_k`` from the query string."""
+    query = request.query_params
+    text = query.get("top_k")
+    top_k: object = DEFAULT_TOP_K if text is None else (int(text) if text.isdigit() else text)
+    return query.get("model"), [body], top_k
+
+
+async def images(request: Request, st: ServerState, decoders: dict[str, ImageDecoder], kind: str) -> Response:
     record: RequestRecord = request.state.record
     config = st.config
     body = await read_body(request, config.max_body_bytes, config.body_timeout_s)
     content_type = request.headers.get("content-type", "")
     if content_type.startswith("multipart/form-data"):
         requested, blobs, top_k = _parse_multipart(content_type, body)
+    elif content_type.startswith("image/"):
+        requested, blobs, top_k = _parse_raw(request, body)
     else:
         requested, blobs, top_k = _parse_json(body)
     if requested is not None and not isinstance(requested, str):
-        raise _bad("'model' must be a string", param="model")
-    if not blobs or len(blobs) > config.max_inputs_per_request:
-        raise _bad(f"send between 1 and {config.max_inputs_per_request} images, got {len(blobs)}")
+        raise schema_error("'model' must be a string", "model")
+    count_checked(len(blobs), config.max_inputs_per_request, "images")
     rt = st.route(requested, TASK)
     model = rt.model
     post = cast(ClassifyAndEmbed, model.postprocessor)
@@ -133,11 +157,10 @@ async def images(request: Request, st: ServerState, kind: str) -> Response:
     record.fields.update(model=model.name, inputs=len(blobs), bytes=sum(len(b) for b in blobs), kind=kind)
 
     t0 = time.monotonic_ns()
-    try:  # decode off the event loop; the first bad image fails this request alone
-        prepared = await asyncio.to_thread(model.preprocessor.prepare, blobs)
-    except ValueError as exc:
-        error = getattr(exc, "error", None)
-        status, code = IMAGE_ERRORS.get(type(error), (400, "invalid_image"))
+    try:  # decoded in the pool's worker processes; the first bad image fails this request alone
+        prepared = await decoders[model.name].prepare(blobs)
+    except BadImage as exc:
+        status, code = IMAGE_ERRORS.get(type(exc.error), (400, "invalid_image"))
         raise APIError(status, str(exc), code=code, param="images") from None
     t1 = time.monotonic_ns()
 

@@ -25,11 +25,11 @@ def register(app: FastAPI, state: ServerState) -> None:
         runtimes = list(state.runtimes.values())
         first = runtimes[0]
         body = {
-            "queue_depth": sum(rt.batcher.queue_depth for rt in runtimes),
+            "queue_depth": sum(rt.scheduler.queue_depth for rt in runtimes),
             "in_flight": state.lifecycle.in_flight,
             "rss_bytes": state.metrics.rss_bytes(),
-            "worker_busy_s": round(max(rt.batcher.busy_for_s() for rt in runtimes), 3),
-            "workers": first.batcher.workers,
+            "worker_busy_s": round(max(rt.scheduler.busy_for_s() for rt in runtimes), 3),
+            "workers": first.scheduler.workers,
             "backend": first.model.info.get("backend"),
             "model": first.model.name,
         }
@@ -65,9 +65,9 @@ def register(app: FastAPI, state: ServerState) -> None:
         per_model = {
             name: {
                 **rt.metrics.window.table(),
-                "queue_depth": rt.batcher.queue_depth,
+                "queue_depth": rt.scheduler.queue_depth,
                 "preemption": {
-                    "enabled": isinstance(rt.batcher, DynamicBatcher) and rt.batcher.preemptive,
+                    "enabled": isinstance(rt.scheduler, DynamicBatcher) and rt.scheduler.preemptive,
                     **rt.metrics.preemption(),
                 },
                 "buckets": list(rt.buckets.bounds) if rt.buckets else None,

@@ -27,11 +27,11 @@ from starlette.responses import Response
 
 import openhood
 from openhood.models.served import Prepared
+from openhood.models.tasks import Task
 from openhood.server.body import read_body
 from openhood.server.errors import APIError, json_response
-from openhood.server.routes.embeddings import (
+from openhood.server.infer import (
     INLINE_TOKENIZE_CHARS,
-    TASK,
     check_dimensions,
     embed_texts,
     shorten,
@@ -41,6 +41,7 @@ from openhood.server.schemas import TEXT_UNION, load_json_object, texts_from, va
 from openhood.server.state import ModelRuntime, ServerState
 from openhood.server.tei_schemas import DecodeBody, EmbedAllBody, EmbedBody, SimilarityBody, TokenizeBody
 
+TASK = Task.EMBED
 Handler = Callable[[Request, ServerState], Awaitable[Response]]
 
 # TEI's ErrorType values (its OpenAPI document) by status; tokenizer failures are "Tokenizer".
@@ -165,7 +166,7 @@ async def token_states(rt: ModelRuntime, prepared: Prepared, chunk: int) -> list
         part = functools.partial(
             run, worker, prepared.payloads[start : start + chunk], prepared.lengths[start : start + chunk]
         )
-        jobs.append(asyncio.wrap_future(rt.batcher.run_exclusive(part, worker=worker)))
+        jobs.append(asyncio.wrap_future(rt.scheduler.run_exclusive(part, worker=worker)))
     results: list[list[np.ndarray]] = await asyncio.gather(*jobs)
     return [row for rows in results for row in rows]
 
@@ -280,7 +281,7 @@ async def info(request: Request, st: ServerState) -> Response:
         "model_type": {"embedding": {"pooling": "mean"}},
         "max_concurrent_requests": config.max_queue,
         "max_input_length": rt.model.max_length,
-        "max_batch_tokens": rt.batcher.max_batch_tokens,
+        "max_batch_tokens": rt.scheduler.max_batch_tokens,
         "max_batch_requests": config.max_batch_size,
         "max_client_batch_size": config.max_inputs_per_request,
         "auto_truncate": config.truncate,
