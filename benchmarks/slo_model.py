@@ -182,6 +182,16 @@ def yield_overhead(model, dummy, repeats: int = 5) -> tuple[float, int]:
     return max(0.0, (best(interleaved) - best(plain)) / (steps - 1)), steps
 
 
+def row_cost_table(spec: str) -> CostTable:
+    """``"32:16.0,64:26.1"`` (one row's ms per padded length) → a table where B rows cost B x one row."""
+    rows = np.array([1.0, 2.0])
+    timed = {}
+    for pair in spec.split(","):
+        t, ms = pair.split(":")
+        timed[int(t)] = (rows, rows * float(ms) / 1e3)
+    return CostTable(timed)
+
+
 @dataclass(eq=False)
 class _Job:
     work: float  # seconds left at full speed on its own threads
@@ -429,7 +439,8 @@ def parse_variant(text: str) -> tuple[str, dict[str, str]]:
 
 
 def apply_variant(base: Setup, pairs: dict[str, str]) -> Setup:
-    """Overrides: any BatchPolicy field, or wide / workers / loop_ms / client_cores / interference."""
+    """Overrides: any BatchPolicy field, or wide / workers / loop_ms / yield_ms / preempt / cores /
+    interference / shared / budget."""
     policy_fields = {f.name for f in fields(base.policy)}
     policy_changes, setup_changes = {}, {}
     for key, value in pairs.items():
@@ -442,6 +453,8 @@ def apply_variant(base: Setup, pairs: dict[str, str]) -> Setup:
             setup_changes["wide"] = value not in ("0", "false", "off")
         elif key == "workers":
             setup_changes["workers"] = int(value)
+        elif key == "yield_ms":
+            setup_changes["yield_s"] = float(value) / 1e3
         elif key == "loop_ms":
             setup_changes["loop_s"] = float(value) / 1e3
         elif key == "cores":
@@ -462,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     from openhood.loadtest.stats import Slo
     from openhood.models import EngineOptions, ModelSpec, load_model, resolve_model_dir
     from openhood.scheduler import LengthBuckets
-    from openhood.scheduler.calibrate import calibrate
+    from openhood.scheduler.calibrate import calibrate, token_budget
     from openhood.server.config import ServerConfig
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -483,6 +496,14 @@ def main(argv: list[str] | None = None) -> int:
         "--json",
         help="write each variant's worst-bucket P99/P50 per rate and seed here (benchmarks/serving.py --model-json)",
     )
+    ap.add_argument(
+        "--row-costs",
+        metavar="T:MS,...[/T:MS,...]",
+        help="skip the timing: one row's engine ms per padded length on the 1-thread engine [/ the wide one], "
+        "B rows costing B x one row (no batching gain), engines side by side not slowing each other, "
+        "budgets and token costs derived as the calibration would; for a quiet machine's costs on a busy one",
+    )
+    ap.add_argument("--yield-ms", type=float, default=0.0, help="with --row-costs: the cost of one preemption")
     ap.add_argument("--plot", help="write an SVG of the worst bucket's P99/P50 (median of the seeds) against the rate")
     args = ap.parse_args(argv)
 
@@ -497,19 +518,33 @@ def main(argv: list[str] | None = None) -> int:
     dummy = one.preprocessor.dummy
     bounds = LengthBuckets.for_model(config.buckets, one.max_length).bounds
     t0 = time.perf_counter()
-    grid_one = time_batches(one.runner(0), dummy, args.timing_repeats)
-    grid_wide = time_batches(wide.runner(0), dummy, args.timing_repeats)
-    slowdown = side_by_side_slowdown([one.runner(0), one.runner(1)], dummy) if workers > 1 else 1.0
     policy = config.batch_policy()
     policy = replace(policy, max_batch_tokens=max(policy.max_batch_tokens, bounds[-1]))
-    cal = calibrate(one.runner(0), dummy, bounds, max_tokens=policy.max_batch_tokens)
-    yield_s, layers = yield_overhead(one, dummy, args.timing_repeats)
-    cost_one, cost_wide = fit_costs(grid_one), fit_costs(grid_wide)
+    if args.row_costs:
+        one_ms, _, wide_ms = args.row_costs.partition("/")
+        cost_one = row_cost_table(one_ms)
+        cost_wide = row_cost_table(wide_ms or one_ms)
+        slowdown, yield_s = 1.0, args.yield_ms / 1e3
+        start = one.starter(0)
+        layers = start([dummy(bounds[0])], bounds[0]).steps if start is not None else 1
+        token_costs = [cost_one(1, t) / t for t in bounds]
+        lone_s = cost_one(1, bounds[0])
+        budgets = [
+            token_budget(lone_s, c, min_tokens=t, max_tokens=policy.max_batch_tokens)
+            for t, c in zip(bounds, token_costs, strict=True)
+        ]
+    else:
+        cost_one = fit_costs(time_batches(one.runner(0), dummy, args.timing_repeats))
+        cost_wide = fit_costs(time_batches(wide.runner(0), dummy, args.timing_repeats))
+        slowdown = side_by_side_slowdown([one.runner(0), one.runner(1)], dummy) if workers > 1 else 1.0
+        cal = calibrate(one.runner(0), dummy, bounds, max_tokens=policy.max_batch_tokens)
+        budgets, token_costs = cal.budgets, [cal.cost_per_token[t] for t in bounds]
+        yield_s, layers = yield_overhead(one, dummy, args.timing_repeats)
     lengths = corpus_lengths(args.corpus, args.max_chars, folder)
     base = Setup(
         policy=policy,
-        budgets=cal.budgets,
-        token_costs=[cal.cost_per_token[t] for t in bounds],
+        budgets=budgets,
+        token_costs=token_costs,
         bounds=bounds,
         workers=workers,
         wide=config.wide,
@@ -536,10 +571,11 @@ def main(argv: list[str] | None = None) -> int:
             f"512 tokens as 16 x 32 {fit(16, 32) * 1e3:.1f} ms"
         )
     print(
-        f"two 1-thread engines side by side: {slowdown:.2f}x slower each; budgets {dict(zip(bounds, cal.budgets, strict=True))}"
+        f"two 1-thread engines side by side: {slowdown:.2f}x slower each; budgets {dict(zip(bounds, budgets, strict=True))}"
     )
     if layers > 1:
-        print(f"preemption: {layers} layer groups per pass, {yield_s * 1e3:.3f} ms per yield (measured on the engine)")
+        source = "--yield-ms" if args.row_costs else "measured on the engine"
+        print(f"preemption: {layers} layer groups per pass, {yield_s * 1e3:.3f} ms per yield ({source})")
     print(
         f"corpus: {len(lengths)} texts, tokens P50 {np.median(lengths):.0f} P90 {np.percentile(lengths, 90):.0f}; "
         f"loop {args.loop_ms} ms CPU/request, client {args.client_ms} ms, load generator {args.client_cores} cores"
