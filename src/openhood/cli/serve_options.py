@@ -141,7 +141,7 @@ SERVE_OPTIONS: tuple[Option, ...] = (
         flags=("--short-lane-tokens",),
         field="short_lane_tokens",
         type=v.non_negative_int,
-        help="with 2+ workers, worker 0 only runs buckets up to this many tokens, so a short request never waits behind long batches on every worker (0 = off)",
+        help="with 2+ workers that cannot preempt (ONNX Runtime, --no-preempt), worker 0 only runs buckets up to this many tokens, so a short request never waits behind long batches on every worker (0 = off)",
     ),
     Option(
         flags=("--wide-quiet-ms",),
