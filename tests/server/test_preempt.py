@@ -1,8 +1,8 @@
 """Layer-granular preemption on the real server (NumPy backend, one worker, every layer slowed
 by ``step_sleep`` so the long batch is still running when the short ones arrive): the short
-requests preempt the long one (they finish first), its output is bit-identical to an
-uninterrupted run, /stats, /metrics and its log line give the yield and the preempted time, and
-SIGTERM drains the preempted work."""
+requests preempt the long one, its output is bit-identical to an uninterrupted run, /stats,
+/metrics and its log line give the yield and the preempted time, and SIGTERM while it is
+suspended drains it."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ LONG = "preemption " * 150  # ~150 tokens: the 160 bucket
 SHORTS = ["short one", "a short two", "the short three"]
 
 
-def race(srv: ServerProcess, on_preempted=None) -> dict[str, tuple[int, list[float] | None]]:
-    """The long request, then the short ones while it runs; ``on_preempted()`` once a short one
-    is done while the long one is not (it was preempted). Every request's (status, embedding)."""
+def race(srv: ServerProcess, while_suspended=None) -> dict[str, tuple[int, list[float] | None]]:
+    """The long request, then the short ones while it runs; ``while_suspended()`` once /stats
+    shows the long batch suspended. Every request's (status, embedding)."""
     results: dict[str, tuple[int, list[float] | None]] = {}
 
     def post(key: str, text: str) -> None:
@@ -30,16 +30,17 @@ def race(srv: ServerProcess, on_preempted=None) -> dict[str, tuple[int, list[flo
     threads = [threading.Thread(target=post, args=("long", LONG))]
     threads[0].start()
     with srv.client() as c:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while c.get("/stats").json()["in_flight"] < 1 and time.monotonic() < deadline:
             time.sleep(0.01)
+        time.sleep(0.5)  # one layer in: the long batch is running
         threads += [threading.Thread(target=post, args=(t, t)) for t in SHORTS]
         [t.start() for t in threads[1:]]
-        while not any(t in results for t in SHORTS) and time.monotonic() < deadline:
+        while c.get("/stats").json()["preemption"]["suspended"] < 1 and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert "long" not in results and c.get("/stats").json()["in_flight"] >= 1  # started first, still running
-    if on_preempted is not None:
-        on_preempted()
+        assert c.get("/stats").json()["preemption"]["suspended"] == 1  # the long batch, for the short ones
+    if while_suspended is not None:
+        while_suspended()
     [t.join(60) for t in threads]
     assert {k: v[0] for k, v in results.items()} == {"long": 200, **{t: 200 for t in SHORTS}}
     return results
@@ -53,16 +54,22 @@ def test_short_requests_preempt_a_long_batch_and_sigterm_drains_it(tmp_path):
         "--no-wide",
         "--grace-period",
         str(GRACE_S),
-        env={"OPENHOOD_FAULT_INJECT": "step_sleep=0.2"},  # 6 layers: a pass lasts >= 1.2 s
+        env={"OPENHOOD_FAULT_INJECT": "step_sleep=0.5"},  # 6 layers: a pass lasts >= 3 s
     )
     try:
         with srv.client() as c:
             alone = c.post("/v1/embeddings", json={"input": LONG}).json()["data"][0]["embedding"]
-            assert c.get("/stats").json()["preemption"] == {"enabled": True, "yields": 0, "preempted_batches": 0}
+            assert c.get("/stats").json()["preemption"] == {
+                "enabled": True,
+                "suspended": 0,
+                "yields": 0,
+                "preempted_batches": 0,
+            }
         assert race(srv)["long"][1] == alone  # preempted and resumed: the same bits as uninterrupted
         with srv.client() as c:
             stats = c.get("/stats").json()
             assert stats["preemption"]["yields"] >= 1 and stats["preemption"]["preempted_batches"] == 1
+            assert stats["preemption"]["suspended"] == 0
             assert stats["by_length"]["129-256"]["preempted"]["p50_ms"] > 0
             assert stats["by_length"]["0-32"]["preempted"]["p99_ms"] == 0  # the short ones never waited suspended
             metrics = c.get("/metrics").text
@@ -75,11 +82,11 @@ def test_short_requests_preempt_a_long_batch_and_sigterm_drains_it(tmp_path):
 
         t_signal = [0.0]
 
-        def sigterm() -> None:  # while the long batch is suspended or running its last layers
+        def sigterm() -> None:
             t_signal[0] = time.monotonic()
             srv.proc.send_signal(signal.SIGTERM)
 
-        assert race(srv, on_preempted=sigterm)["long"][1] == alone
+        assert race(srv, while_suspended=sigterm)["long"][1] == alone
         assert srv.proc.wait(GRACE_S + 10) == 0 and time.monotonic() - t_signal[0] < GRACE_S
     finally:
         srv.stop()

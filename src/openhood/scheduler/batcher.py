@@ -311,6 +311,12 @@ class DynamicBatcher:
         return any(s is not None for s in self._starts)
 
     @property
+    def suspended(self) -> int:
+        """Batches preempted now, waiting to resume on their worker."""
+        with self._cond:
+            return sum(len(s) for s in self._suspended)
+
+    @property
     def token_budgets(self) -> list[int]:
         return list(self._budgets)
 

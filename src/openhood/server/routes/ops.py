@@ -68,6 +68,7 @@ def register(app: FastAPI, state: ServerState) -> None:
                 "queue_depth": rt.scheduler.queue_depth,
                 "preemption": {
                     "enabled": isinstance(rt.scheduler, DynamicBatcher) and rt.scheduler.preemptive,
+                    "suspended": rt.scheduler.suspended if isinstance(rt.scheduler, DynamicBatcher) else 0,
                     **rt.metrics.preemption(),
                 },
                 "buckets": list(rt.buckets.bounds) if rt.buckets else None,
