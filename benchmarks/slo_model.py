@@ -152,6 +152,8 @@ def yield_overhead(model, dummy, repeats: int = 5) -> tuple[float, int]:
     pass stepped with a 16-token batch run between every two steps, against the same work
     uninterrupted (best of ``repeats`` each: what the switches add, e.g. caches gone cold).
     (0, 1) when the backend cannot yield."""
+    from openhood.scheduler.calibrate import best_time
+
     start = model.starter(0)
     if start is None:
         return 0.0, 1
@@ -170,16 +172,8 @@ def yield_overhead(model, dummy, repeats: int = 5) -> tuple[float, int]:
             run(short, 16)
         p.result()
 
-    def best(fn) -> float:
-        fn()
-        times = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-        return min(times)
-
-    return max(0.0, (best(interleaved) - best(plain)) / (steps - 1)), steps
+    plain(), interleaved()  # first calls of these shapes: allocations
+    return max(0.0, (best_time(interleaved, repeats) - best_time(plain, repeats)) / (steps - 1)), steps
 
 
 def row_cost_table(spec: str) -> CostTable:
