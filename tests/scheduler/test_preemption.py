@@ -225,3 +225,18 @@ def test_preempt_off_or_no_resumable_engine_runs_whole_batches():
     batcher = DynamicBatcher([whole], BUCKETS, BatchPolicy(preempt=False), start=[lambda p, t: FakePass(p)])
     assert not batcher.preemptive
     assert not DynamicBatcher([whole], BUCKETS, BatchPolicy(), start=[None]).preemptive
+
+
+@pytest.mark.parametrize("preempt", [True, False])
+def test_the_short_lane_is_off_when_every_worker_preempts(preempt):
+    now = [0]
+    batcher = DynamicBatcher(
+        [whole, whole],
+        BUCKETS,
+        BatchPolicy(max_wait_ms=0, short_lane_tokens=16, preempt=preempt),
+        start=[lambda p, t: FakePass(p)] * 2,
+        clock=lambda: now[0],
+    )
+    batcher.submit([np.arange(50)])  # the 64 bucket: outside the lane
+    run, _, _ = batcher.next_run(0)
+    assert (run is not None) == preempt  # worker 0 takes long work only when it can yield
