@@ -17,8 +17,9 @@ worker) and the batch the queue would give it now:
   as long as the SLO lets its bucket take. Past its deadline a batch is *overdue*: overdue
   batches go before any other (earliest deadline first) and a running overdue batch is never
   preempted. The bound: a request finishes at the latest at its deadline + the overdue work
-  with earlier deadlines on its worker (bounded by the queue's token cap) + one layer group of
-  the batch in progress + its own remaining work. Nothing is starved.
+  ahead of it on its worker (batches with earlier deadlines, and the rest of an overdue batch
+  already running; all bounded by the queue's token cap) + one layer group of a batch that was
+  not overdue + its own remaining work. Nothing is starved.
 
 Overhead is bounded too: a batch yields at most once per layer group (5 times for a 6-layer
 encoder), and a yield costs one decision under the batcher's lock (counted: ``Run.yields``).
