@@ -150,7 +150,8 @@ def side_by_side_slowdown(runs: list[Callable[[list, int], object]], dummy, seco
 def yield_overhead(model, dummy, repeats: int = 5) -> tuple[float, int]:
     """(seconds one preemption costs on worker 0's engine, layer groups per pass): a 256-token
     pass stepped with a 16-token batch run between every two steps, against the same work
-    uninterrupted (best of ``repeats`` each: what the switches add, e.g. caches gone cold).
+    uninterrupted (best of ``repeats`` each: what the switches add, e.g. caches gone cold; CPU
+    time of a 1-thread engine).
     (0, 1) when the backend cannot yield."""
     from openhood.scheduler.calibrate import best_time
 
@@ -173,7 +174,11 @@ def yield_overhead(model, dummy, repeats: int = 5) -> tuple[float, int]:
         p.result()
 
     plain(), interleaved()  # first calls of these shapes: allocations
-    return max(0.0, (best_time(interleaved, repeats) - best_time(plain, repeats)) / (steps - 1)), steps
+    # CPU seconds of this thread when the engine has one thread (all its work runs here): the
+    # engine's cost even on a busy machine; wall time otherwise.
+    clock = time.thread_time if model.backends[0].threads == 1 else time.perf_counter
+    cost = best_time(interleaved, repeats, clock) - best_time(plain, repeats, clock)
+    return max(0.0, cost / (steps - 1)), steps
 
 
 def row_cost_table(spec: str) -> CostTable:
