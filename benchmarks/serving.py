@@ -307,6 +307,8 @@ class BusyLoop:
 
 def slo_runs(servers: list[Server], args) -> list[dict]:
     """Every server at ``--slo-fractions`` of the first server's closed-loop maximum, open loop."""
+    from openhood.scheduler.policy import TAIL_RATIO
+
     anchor = servers[0]
     best = max((r["throughput_rps"] for r in anchor.out["closed"]), default=0.0)
     if not best:
@@ -318,7 +320,7 @@ def slo_runs(servers: list[Server], args) -> list[dict]:
             extra = ["--rate", str(rate), "--duration", str(args.slo_duration)]
             shown, s = loadtest(server.url, args, extra, args.seed)
             checked = [b for b in s["buckets"] if b["count"] >= args.slo_min_samples]
-            failing = [b["bucket"] for b in checked if b["ratio"] is not None and b["ratio"] > 3.0]
+            failing = [b["bucket"] for b in checked if b["ratio"] is not None and b["ratio"] > TAIL_RATIO]
             row = {
                 "server": server.name,
                 "fraction": fraction,
