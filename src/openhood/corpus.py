@@ -2,7 +2,8 @@
 
 Every command that takes ``--corpus`` / ``--input`` / ``--calibration`` reads through here, so
 they all accept the same format and fail the same way: a ``CorpusError`` naming the file and
-line. ``read_texts`` holds the whole list in memory (fine for the 40k-text dev corpus, ~6 MB);
+line. It also holds the one rule of what counts as text to embed (``blank_text``), which the
+server's routes (400 ``empty_string``) and ``openhood batch`` (a rejected row) both apply. ``read_texts`` holds the whole list in memory (fine for the 40k-text dev corpus, ~6 MB);
 ``iter_texts`` streams, with the bytes consumed for progress bars (``openhood tokenize --input``).
 """
 
@@ -10,6 +11,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+
+EMPTY_TEXT_CODE = "empty_string"  # the error code of a text that is blank (server and batch alike)
+
+
+def blank_text(text: str) -> str | None:
+    """Why ``text`` cannot be embedded ("an empty string", "whitespace only"), or None when it has
+    text. Whitespace alone tokenizes to ``[CLS] [SEP]``: a vector that means nothing.
+
+    >>> blank_text(""), blank_text(" \\n\\t "), blank_text(" a ")
+    ('an empty string', 'whitespace only', None)
+    """
+    if not text:
+        return "an empty string"
+    return "whitespace only" if text.isspace() else None
 
 
 class CorpusError(ValueError):

@@ -141,6 +141,10 @@ def test_resume_after_sigkill_gives_identical_output(tmp_path):
         (["--input", "{d}/empty.jsonl", "--output", "{d}/o.parquet"], "has no rows"),
         (["--input", "{d}/in.jsonl", "--output", "{d}/exists.parquet"], "--overwrite"),
         (["--input", "{d}/in.jsonl", "--output", "{d}/other.parquet"], "different job (shard_rows changed)"),
+        (["--input", "{d}/in.jsonl", "--output", "{d}/o.parquet", "--column", "nope"], "no field 'nope'"),
+        (["--input", "{d}/in.jsonl", "--output", "/proc/self/x.parquet"], "cannot write beside --output"),
+        (["--input", "{d}/in.jsonl", "--output", "{d}/no/such/o.parquet"], "the folder {d}/no/such does not exist"),
+        (["--input", "{d}/in.jsonl", "--output", "{d}/o.parquet", "--errors", "{d}/nope/e.jsonl"], "does not exist"),
     ],
 )
 def test_usage_mistakes_are_one_line_and_exit_2(tmp_path, capsys, argv, message):
@@ -159,4 +163,26 @@ def test_usage_mistakes_are_one_line_and_exit_2(tmp_path, capsys, argv, message)
         (tmp_path / "other.parquet.shards" / "job.json").write_text(json.dumps(store_job))
     assert main(["batch", *[a.format(d=tmp_path) for a in argv]]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("openhood batch: ") and message in err
+    assert err.count("\n") == 1 and err.startswith("openhood batch: ") and message.format(d=tmp_path) in err
+    assert not (tmp_path / "no").exists() and not (tmp_path / "nope").exists()  # a job never creates folders
+
+
+def test_blank_texts_are_rejected_rows_like_the_server_400(tmp_path, embedder):
+    """Issue 31 item 5: "" and whitespace-only texts are what the server answers with 400
+    empty_string; here they are rejected rows with the same code, and the job goes on."""
+    src = tmp_path / "in.jsonl"
+    src.write_text(
+        "".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(["a", "", "   ", "\n\t", "b"]))
+    )
+    out = tmp_path / "o.parquet"
+    assert main(["batch", "--input", str(src), "--output", str(out), *ARGS]) == 0
+    ids, emb = embeddings(out)
+    assert ids == ["0", "4"]
+    np.testing.assert_allclose(emb, embedder.embed(["a", "b"]), atol=2e-6)
+    rows = [json.loads(line) for line in (tmp_path / "o.errors.jsonl").read_text().splitlines()]
+    assert [(r["row"], r["code"]) for r in rows] == [(1, "empty_string"), (2, "empty_string"), (3, "empty_string")]
+    assert [r["reason"].split(";")[0] for r in rows] == [
+        "field 'text' is an empty string",
+        "field 'text' is whitespace only",
+        "field 'text' is whitespace only",
+    ]

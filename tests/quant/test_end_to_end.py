@@ -14,6 +14,7 @@ from openhood.engine.quant.quantizer import format_decisions, length_groups, pad
 from openhood.engine.quant.storage import INT8_FILE, apply_int8, read_int8, save_fp16, save_int8
 from openhood.export.onnx_export import graph_to_onnx
 from openhood.export.qdq import resolve_encoding, weight_codes
+from openhood.formats.errors import ModelFileError
 
 LAYERS = {f"layer.{i}.{n}" for i in range(2) for n in ("attention.qkv", "attention.out", "ffn.up", "ffn.down")}
 
@@ -190,7 +191,7 @@ def test_apply_precision_hook(graph, saved, tmp_path):
     g16 = apply_precision(graph, "fp16", tmp_path)
     assert np.all(cosine_rows(ref, run_graph(g16, fresh)) > 0.9999)
     assert apply_precision(graph, "fp32", tmp_path) is graph
-    with pytest.raises(FileNotFoundError, match="openhood quantize"):
+    with pytest.raises(ModelFileError, match="openhood quantize"):
         apply_precision(graph, "int8", tmp_path)
     g8 = apply_precision(graph, "int8", saved.parent)
     assert any(isinstance(lin, Int8Linear) for lin in g8.linears().values())

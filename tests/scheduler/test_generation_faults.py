@@ -84,7 +84,7 @@ def test_a_sampling_fault_fails_its_sequence_alone_and_the_batch_goes_on():
     s.submit([1, 2], GenerationConfig(max_tokens=4, sampling=GREEDY), after)
     assert after.finish.finish_reason == "length"
     assert s.stop(10)
-    assert s.n_running == 0 and s.kv_bytes_used == 0 and s._reserved_tokens == 0
+    assert s.n_running == 0 and s.kv_bytes_used == 0 and s.kv.reserved_tokens == 0
 
 
 def test_a_fault_while_admitting_one_sequence_fails_it_alone():
@@ -107,7 +107,7 @@ def test_a_fault_while_admitting_one_sequence_fails_it_alone():
     assert fins[1].admitted_ns and fins[1].completion_tokens == 0
     assert sinks[0].text == reference([1, 2], config)[0]
     assert s.stop(10)
-    assert s._free_slots == [0, 1, 2, 3] and s._reserved_tokens == 0
+    assert s.kv.free_slots == [0, 1, 2, 3] and s.kv.reserved_tokens == 0
 
 
 def test_a_forward_fault_fails_the_rows_it_carried_at_once_and_the_scheduler_serves_on():
@@ -135,7 +135,7 @@ def test_a_forward_fault_fails_the_rows_it_carried_at_once_and_the_scheduler_ser
     fin = after.finish  # wait for it before reading its text
     assert (after.text, fin.finish_reason, fin.completion_tokens) == (text, reason, n)
     assert s.stop(10)
-    assert s._free_slots == [0, 1, 2, 3] and s._reserved_tokens == 0
+    assert s.kv.free_slots == [0, 1, 2, 3] and s.kv.reserved_tokens == 0
 
 
 def test_a_forward_fault_spares_sequences_it_did_not_carry():
@@ -172,3 +172,19 @@ def test_a_negative_seed_cannot_reach_the_scheduler():
     else:
         raise AssertionError("a negative seed was accepted")
     assert np.random.default_rng(2**64 - 1) is not None  # the route's upper bound is a valid seed
+
+
+def test_the_kv_cache_manager_owns_slots_reservations_and_prefixes():
+    # schedule → execute → update: the manager alone hands out and takes back slots.
+    s = make(max_running=2)
+    kv = s.kv
+    assert kv.free_slots == [0, 1] and kv.reserved_tokens == 0
+    assert kv.fits(10) and not kv.fits(kv.budget_tokens + 1)
+    choice = kv.allocate([1, 2, 3], 10, running={})
+    assert choice.slot == 0 and kv.free_slots == [1] and kv.reserved_tokens == 10
+    kv.prepare(choice)
+    assert kv.length(0) == 0
+    kv.free(0, 10, held=[1, 2, 3])
+    assert kv.free_slots == [0, 1] and kv.reserved_tokens == 0
+    again = kv.allocate([1, 2, 3, 4], 5, running={})  # the freed slot still holds [1, 2, 3]
+    assert (again.slot, again.reused) == (0, 3)

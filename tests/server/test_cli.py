@@ -142,6 +142,26 @@ def test_model_file_server_settings_fill_in_defaults_only(tmp_path, monkeypatch)
         apply_file_settings(args, {"colour": "blue"})
 
 
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ('workers = "two"', "[server] workers in the model file: expected an integer"),
+        ("max-queue = 0", "[server] max-queue in the model file: must be >= 1, got 0"),
+        ('priority = "loud"', "expected one of shortest, oldest"),
+        ('truncate = "no"', "expected true or false"),
+        ("port = [1]", "expected a string or a number"),
+    ],
+)
+def test_model_file_server_values_are_checked_like_their_flags(tmp_path, capsys, setting, message):
+    """Issue 31 (serve usage mistakes): a [server] value passes its flag's type and choices;
+    before, `workers = "two"` was a TypeError traceback at start-up and `port = "abc"` a hang."""
+    toml = tmp_path / "m.toml"
+    toml.write_text(f'[server]\n{setting}\n\n[[models]]\nname = "m"\n')
+    assert main(["serve", "--config", str(toml)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("openhood serve: error: ") and message in err, err
+
+
 def test_image_memory_budget_from_flag_or_env():
     from openhood.cli.serve import register
 

@@ -181,6 +181,27 @@ def test_request_head_limits(limited, request_bytes, status):
     assert httpx.get(limited.url + "/health/ready", timeout=10).status_code == 200
 
 
+@pytest.mark.parametrize("piece", [None, 4096], ids=["one-write", "4k-pieces"])
+def test_oversized_head_is_431_however_it_arrives(limited, piece):
+    """Issue 31 item 6: a head over --max-header-bytes (8 KiB here) is 431 whether it arrives in
+    one write (the whole head parsed in one read, before any per-read check ran) or in pieces."""
+    head = b"GET /health/live HTTP/1.1\r\nHost: t\r\nX-Big: " + b"a" * 30_000 + b"\r\n\r\n"
+    s = raw(limited)
+    try:
+        if piece is None:
+            s.sendall(head)
+        else:
+            for i in range(0, len(head), piece):
+                s.sendall(head[i : i + piece])
+                time.sleep(0.01)
+    except (ConnectionResetError, BrokenPipeError):
+        pass  # refused mid-head: the answer is already in the socket
+    response = read_all(s)
+    assert status_of(response) == 431, response[:200]
+    assert b"header_fields_too_large" in response
+    assert httpx.get(limited.url + "/health/ready", timeout=10).status_code == 200
+
+
 def test_idle_connections_are_closed_and_capped(limited):
     """Finding 4: a silent connection is closed at the head timeout; beyond --max-connections a
     new one is refused with 503 at once (never a hang); the server stays ready throughout."""
@@ -279,6 +300,9 @@ def _cli(args: list[str], env: dict[str, str] | None = None) -> subprocess.Compl
         ["serve", "--model", "/tmp"],  # a folder, but not a model
         ["serve", "--body-timeout", "0"],
         ["serve", "--gen-step-stretch", "0.5"],
+        ["serve", "--precision", "int4"],  # issue 31: a traceback before
+        ["serve", "--precision", "int8"],  # the bundled model has no int8 plan: a traceback before
+        ["embed", "--precision", "int4", "hello"],
         ["quantize", "--calibration", "Makefile", "--out", "x", "--holdout-fraction", "0"],
         ["quantize", "--calibration", "Makefile", "--out", "x", "--holdout-fraction", "1"],
         ["quantize", "--calibration", "Makefile", "--out", "x", "--target-cosine", "2"],
@@ -295,6 +319,15 @@ def test_cli_usage_mistakes_are_one_line_and_exit_2(args):
     assert out.returncode == 2, (args, out.stderr)
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "error:" in lines[0] and "Traceback" not in out.stderr, out.stderr
+
+
+def test_batch_tokens_below_the_model_length_is_exit_2():
+    """Issue 31: --max-batch-tokens below the model's max length was a traceback in a critical log
+    line once the models had loaded; now the last line names the setting and the exit code is 2."""
+    out = _cli(["serve", "--port", "1", "--max-batch-tokens", "1"])
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "Traceback" not in out.stderr and '"critical"' not in out.stderr
+    assert out.stderr.strip().splitlines()[-1].startswith("openhood serve: error: max_batch_tokens (1)")
 
 
 def test_drain_deadline_stalled_body_and_connection_close(tmp_path):

@@ -33,13 +33,18 @@ def run_job(
         raise InputError(f"--engine must be one of {', '.join(ENGINES)}")
     t0 = time.perf_counter()
     source = job.source()
+    for flag, path in (("--output", Path(job.output)), ("--errors", job.errors_path())):
+        check_folder(flag, path)
     store = ShardStore(job.output)
     if Path(job.output).exists() and not store.dir.exists() and not overwrite:
         raise InputError(f"{job.output} already exists; pass --overwrite to replace it")
     specs = list(plan(source, job.shard_rows))  # ~40 bytes a shard: 10 GB of short lines ≈ a few MB
     if not specs:
         raise InputError(f"{Path(source.path).name} has no rows")
-    store.open(job.identity(source), restart=overwrite)
+    try:
+        store.open(job.identity(source), restart=overwrite)
+    except OSError as exc:  # e.g. an --output under /proc: a folder that exists but takes no files
+        raise InputError(f"cannot write beside --output {job.output} ({store.dir}: {exc.strerror or exc})") from None
     done = store.done()
     pending = [s for s in specs if s.index not in done]
     progress = ProgressBar(
@@ -62,3 +67,14 @@ def run_job(
     return JobSummary(
         rows, bad, len(specs), len(done), time.perf_counter() - t0, setup, Path(job.output), job.errors_path()
     )
+
+
+def check_folder(flag: str, path: Path) -> None:
+    """``InputError`` unless ``path`` can be a file in an existing folder: a job never creates
+    folders, so a typo in ``--output`` is refused before any work, not after it (or by leaving a
+    new directory tree behind)."""
+    folder = path.parent
+    if not folder.is_dir():
+        raise InputError(f"{flag} {path}: the folder {folder} does not exist")
+    if path.is_dir():
+        raise InputError(f"{flag} {path} is a folder, not a file")

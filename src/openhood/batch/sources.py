@@ -9,8 +9,10 @@ only reads its footer) in exchange for random access and a known total for the E
 
 Rows: ``id`` is the input's id field/column when it has one, else the 0-based line (JSONL) or
 record (CSV, Parquet) number, always as a string so every shard has the same schema. A row
-that cannot be used (not JSON, not UTF-8, no string value in the input column, a bad id)
-becomes a ``RowError`` with its reason; its text is never copied into the error.
+that cannot be used (not JSON, not UTF-8, no string value in the input column, blank text by
+the server's rule, a bad id) becomes a ``RowError`` with its reason; its text is never copied
+into the error. A column that no row has is a mistake about the job, not about rows: CSV and
+Parquet say so from their header / schema, JSONL from its first ``PROBE_ROWS`` objects.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import io
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from openhood.corpus import EMPTY_TEXT_CODE, blank_text
 
 FORMATS = ("jsonl", "csv", "parquet")
 SUFFIXES = {
@@ -31,6 +35,7 @@ SUFFIXES = {
     ".pq": "parquet",
 }
 READ_CHUNK = 1 << 20  # bytes per read while planning JSONL
+PROBE_ROWS = 100  # JSONL objects read before planning: if none has the column, the job is refused
 _ABSENT = object()  # a row without the field (as opposed to one whose value is null)
 
 
@@ -78,9 +83,13 @@ class RowError:
     row: int  # 0-based line / record number
     id: str | None
     reason: str
+    code: str | None = None  # the server's error code for the same input, where it has one
 
     def to_json(self) -> dict:
-        return {"row": self.row, "id": self.id, "reason": self.reason}
+        out: dict = {"row": self.row, "id": self.id, "reason": self.reason}
+        if self.code is not None:
+            out["code"] = self.code
+        return out
 
 
 @dataclass
@@ -146,7 +155,33 @@ def _line_ends(path: str):
 
 
 def _plan_jsonl(source: Source, shard_rows: int):
+    _check_jsonl_column(source)
     yield from _cut(_line_ends(source.path), shard_rows)
+
+
+def _check_jsonl_column(source: Source) -> None:
+    """``InputError`` when none of the first ``PROBE_ROWS`` JSON objects has the input field (a
+    misspelt ``--column``: every row would be rejected). Lines that are not objects say nothing."""
+    seen: dict[str, None] = {}  # field names in first-seen order
+    objects = 0
+    with open(source.path, "rb") as f:
+        for line in f:
+            if objects == PROBE_ROWS:
+                break
+            try:
+                obj = json.loads(line) if line.strip() else None
+            except ValueError:  # not JSON / not UTF-8: that row's own error later
+                continue
+            if isinstance(obj, dict):
+                if source.column in obj:
+                    return
+                objects += 1
+                seen.update(dict.fromkeys(obj))
+    if objects:
+        raise InputError(
+            f"{Path(source.path).name} has no field {source.column!r} in its first {objects} rows "
+            f"(fields: {', '.join(seen) or 'none'}); pass --column"
+        )
 
 
 def _read_jsonl(source: Source, spec: ShardSpec) -> ShardRows:
@@ -194,6 +229,10 @@ def _accept(out: ShardRows, row: int, raw_id, value, column: str) -> None:
         )
     elif any("\udc80" <= ch <= "\udcff" for ch in value):  # surrogateescape'd bytes (CSV)
         out.errors.append(RowError(row, rid, "not UTF-8"))
+    elif (kind := blank_text(value)) is not None:  # the server's 400 empty_string, as a rejected row
+        out.errors.append(
+            RowError(row, rid, f"field {column!r} is {kind}; every input must contain text", EMPTY_TEXT_CODE)
+        )
     else:
         out.ids.append(rid)
         out.rows.append(row)

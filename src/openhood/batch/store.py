@@ -43,7 +43,7 @@ class ShardStore:
                     "pass --restart to discard them"
                 )
             return
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.dir.mkdir(exist_ok=True)  # beside the output, whose folder the job checked exists
         _write_atomic(manifest, json.dumps(job, indent=1, sort_keys=True).encode())
 
     def part(self, index: int, suffix: str) -> Path:

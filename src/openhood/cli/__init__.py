@@ -70,13 +70,13 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help (0) or a usage error (2, its line already on stderr)
         return int(exc.code or 0)
-    from openhood.formats.weights import UnsafeModelFormatError
+    from openhood.formats.errors import ModelFileError
     from openhood.models import ModelNotFoundError, ModelSpecError
 
     try:
         return int(args.func(args) or 0)
-    except (ModelNotFoundError, ModelSpecError, UnsafeModelFormatError) as exc:
-        # A usage mistake found after parsing (a folder that is not a model, pickle weights):
-        # one line and exit 2, like argparse's own errors.
+    except (ModelNotFoundError, ModelSpecError, ModelFileError) as exc:
+        # A usage mistake found after parsing (a folder that is not a model, pickle weights, a
+        # damaged or truncated model file): one line and exit 2, like argparse's own errors.
         sys.stderr.write(f"openhood {args.command}: error: {exc}\n")
         return 2

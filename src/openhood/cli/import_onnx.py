@@ -219,11 +219,12 @@ def _row_alignment(folder, word) -> dict | None:
     pairing; None when the tokenizer folder has no comparable table."""
     import numpy as np
 
+    from openhood.formats.errors import ModelFileError
     from openhood.formats.weights import read_tensors
 
     try:
         other = read_tensors(folder, strip_prefix="bert.").get("embeddings.word_embeddings.weight")
-    except FileNotFoundError:
+    except ModelFileError:  # no weights (or unusable ones): nothing to compare with
         return None
     if other is None or other.shape != word.shape:
         return None

@@ -173,6 +173,9 @@ def apply_file_settings(args: argparse.Namespace, settings: dict) -> None:
     from openhood.cli import build_parser
 
     defaults = vars(build_parser().parse_args(["serve"]))
+    sub = argparse.ArgumentParser().add_subparsers()
+    register(sub, environ={})
+    actions = {a.dest: a for a in sub.choices["serve"]._actions}
     for key, value in settings.items():
         dest = key.replace("-", "_")
         if dest not in defaults or dest in ("model", "config", "func", "command"):
@@ -180,7 +183,23 @@ def apply_file_settings(args: argparse.Namespace, settings: dict) -> None:
         if dest == "buckets" and isinstance(value, list):
             value = ",".join(str(v) for v in value)
         if getattr(args, dest) == defaults[dest]:  # a flag given on the command line wins
-            setattr(args, dest, value)
+            setattr(args, dest, file_value(key, value, actions[dest]))
+
+
+def file_value(key: str, value, action: argparse.Action):
+    """A [server] value checked as its flag's would be (the option's type, its choices, true/false
+    for a switch), so ``workers = "two"`` is a usage error, not a traceback at start-up."""
+    switch = isinstance(action, argparse.BooleanOptionalAction | argparse._StoreTrueAction)
+    try:
+        if switch != isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise ValueError(f"expected {'true or false' if switch else 'a string or a number'}, got {value!r}")
+        if action.type is not None:
+            value = action.type(str(value))  # type: ignore[operator]
+        if action.choices is not None and value not in action.choices:
+            raise ValueError(f"expected one of {', '.join(map(str, action.choices))}, got {value!r}")
+    except (ValueError, argparse.ArgumentTypeError) as exc:
+        raise ValueError(f"[server] {key} in the model file: {exc}") from None
+    return value
 
 
 def load_served_models(config: ServerConfig, specs: list) -> list:
@@ -248,6 +267,7 @@ def run_serve(args: argparse.Namespace) -> int:
     import logging
     import sys
 
+    from openhood.formats.errors import ModelFileError
     from openhood.models import ModelNotFoundError, ModelSpecError
     from openhood.process.allocator import apply_malloc_policy
     from openhood.server.logs import configure_logging
@@ -267,7 +287,7 @@ def run_serve(args: argparse.Namespace) -> int:
     configure_logging(config.log_level)
     try:
         models = load_served_models(config, specs)
-    except (ModelNotFoundError, ModelSpecError) as exc:
+    except (ModelNotFoundError, ModelSpecError, ModelFileError) as exc:
         print(f"openhood serve: error: {exc}", file=sys.stderr)  # the one line a usage mistake gets
         return 2
     logging.getLogger("openhood.server").info("malloc policy: %s", malloc_policy)
@@ -277,10 +297,12 @@ def run_serve(args: argparse.Namespace) -> int:
 def serve(config: ServerConfig, models: list) -> int:
     """Run the server on ``models`` until a signal drains it; 0 after a clean drain."""
     import logging
+    import sys
 
     import uvicorn
 
     from openhood.models.tasks import Task
+    from openhood.scheduler.batcher import BatchSettingsError
     from openhood.server.app import create_app
     from openhood.server.lifecycle import DrainingServer, Lifecycle
     from openhood.server.limits import limited_protocol
@@ -289,7 +311,13 @@ def serve(config: ServerConfig, models: list) -> int:
     log = logging.getLogger("openhood.server")
     tracer, provider = make_tracer()
     lifecycle = Lifecycle()
-    app = create_app(config, models, tracer=tracer, lifecycle=lifecycle)
+    try:
+        app = create_app(config, models, tracer=tracer, lifecycle=lifecycle)
+    except BatchSettingsError as exc:  # a flag that cannot serve a loaded model (--max-batch-tokens)
+        for m in models:
+            m.close()
+        print(f"openhood serve: error: {exc}", file=sys.stderr)
+        return 2
     state = app.state.openhood
     log.info("auth: %s", "on" if config.api_key else "off")  # whether, never what
     for rt in state.runtimes.values():

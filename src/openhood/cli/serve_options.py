@@ -310,6 +310,13 @@ SERVE_OPTIONS: tuple[Option, ...] = (
         help="the largest max_tokens a request may ask",
     ),
     Option(
+        flags=("--gen-prefix-cache",),
+        field="generation.prefix_cache",
+        kind="bool",
+        group="generation",
+        help="start a prompt from the longest prefix already in a KV slot (a shared system prompt, a growing chat)",
+    ),
+    Option(
         flags=("--gen-timeout",),
         field="generation.timeout_s",
         type=v.positive_float,

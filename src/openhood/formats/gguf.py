@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from openhood.formats.errors import ModelFileError
+
 # Block layouts (ggml-common.h). Each block covers 32 consecutive weights of one row.
 QK = 32
 Q4_1_BLOCK_BYTES = 20  # f16 d, f16 m, 16 bytes of nibbles: w = d * q + m, q in 0..15
@@ -25,7 +27,7 @@ Q8_0_BLOCK_BYTES = 34  # f16 d, 32 int8: w = d * q
 BLOCK_BYTES = {"Q4_1": Q4_1_BLOCK_BYTES, "Q8_0": Q8_0_BLOCK_BYTES}
 
 
-class GGUFError(ValueError):
+class GGUFError(ModelFileError):
     """The file is not a GGUF model we can read (bad magic, missing key, unsupported type)."""
 
 

@@ -12,17 +12,19 @@ from pathlib import Path
 
 import numpy as np
 
+from openhood.formats.errors import ModelFileError
+
 # Suffixes of weight files that deserialize with pickle.
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
 WEIGHTS_NAME = "model.safetensors"
 
 
-class UnsafeModelFormatError(ValueError):
+class UnsafeModelFormatError(ModelFileError):
     """The folder only offers pickle-based weights."""
 
 
 def weights_file(folder: Path) -> Path:
-    """The folder's ``model.safetensors``; a clear refusal when only pickle weights exist."""
+    """The folder's ``model.safetensors``; a clear refusal when only pickle weights exist or none do."""
     candidate = folder / WEIGHTS_NAME
     if candidate.is_file():
         return candidate
@@ -32,16 +34,22 @@ def weights_file(folder: Path) -> Path:
             f"{folder} only has pickle-based weights ({', '.join(pickled)}); openhood never unpickles "
             "model files. Convert them to model.safetensors (e.g. with the `safetensors` package) first."
         )
-    raise FileNotFoundError(f"{folder} has no {WEIGHTS_NAME}")
+    raise ModelFileError(f"{folder} has no {WEIGHTS_NAME}")
+
+
+def load_safetensors(path: str | Path) -> dict[str, np.ndarray]:
+    """Every tensor of a safetensors file; ``ModelFileError`` naming the file when it is damaged
+    (truncated, a header that is not JSON, a tensor past the end) or not a safetensors file."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(path), framework="np") as f:
+            return {key: f.get_tensor(key) for key in f.keys()}  # noqa: SIM118 -- safe_open is not iterable
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise ModelFileError(f"{path}: not a readable safetensors file ({exc})") from None
 
 
 def read_tensors(folder: Path, strip_prefix: str = "") -> dict[str, np.ndarray]:
     """Every tensor of the folder's ``model.safetensors``, ``strip_prefix`` removed from names."""
-    from safetensors import safe_open
-
-    tensors: dict[str, np.ndarray] = {}
-    with safe_open(str(weights_file(folder)), framework="np") as f:
-        for key in f.keys():  # noqa: SIM118 -- safe_open has keys() but is not iterable
-            name = key[len(strip_prefix) :] if strip_prefix and key.startswith(strip_prefix) else key
-            tensors[name] = f.get_tensor(key)
-    return tensors
+    tensors = load_safetensors(weights_file(folder))
+    return {k[len(strip_prefix) :] if strip_prefix and k.startswith(strip_prefix) else k: v for k, v in tensors.items()}

@@ -20,7 +20,9 @@ from typing import Any
 
 import numpy as np
 
+from openhood.generate.logprobs import MAX_TOP_LOGPROBS
 from openhood.generate.sampling import SamplingParams, sample
+from openhood.generate.token_mask import GrammarCache, TokenGrammar, TokenVocabulary
 
 
 @dataclass(frozen=True)
@@ -28,12 +30,20 @@ class GenerationConfig:
     max_tokens: int = 256
     sampling: SamplingParams = field(default_factory=SamplingParams)
     stop: tuple[str, ...] = ()
+    logprobs: int | None = None  # None: off; k: each token's logprob and its k most likely alternatives
+    grammar: TokenGrammar | None = None  # structured output: only texts this automaton accepts
 
     def __post_init__(self):
         if self.max_tokens < 1:
             raise ValueError("max_tokens must be >= 1")
         if any(not s for s in self.stop):
             raise ValueError("stop strings must be non-empty")
+        if self.logprobs is not None and not 0 <= self.logprobs <= MAX_TOP_LOGPROBS:
+            raise ValueError(f"logprobs must be in [0, {MAX_TOP_LOGPROBS}]")
+        if self.grammar is not None and self.grammar.min_tokens > self.max_tokens:
+            raise ValueError(
+                f"max_tokens is {self.max_tokens}; the response format needs at least {self.grammar.min_tokens}"
+            )
 
 
 # The generate task's postprocessor as the schedulers call it: one row of logits (V,), the
@@ -68,6 +78,14 @@ class SequenceState:
         self.ids: list[int] = []
         self.pending = ""  # decoded, not yet emitted: might be the start of a stop string
         self.finish_reason: str | None = None
+        self.grammar_state = 0  # the response format's automaton state (when config.grammar is set)
+
+    def constrain(self, row: np.ndarray) -> np.ndarray:
+        """The logits (V,) the sampler may draw from: ``row`` itself, or with the grammar's disallowed tokens at -inf."""
+        grammar = self.config.grammar
+        if grammar is None:
+            return row
+        return grammar.constrain(row, self.grammar_state, self.config.max_tokens - len(self.ids))
 
     def accept(self, token: int, eos_ids: frozenset[int]) -> str:
         """Record one sampled token; return the text now safe to emit."""
@@ -75,6 +93,8 @@ class SequenceState:
             self.finish_reason = "stop"
             return self._release(final=True)
         self.ids.append(token)
+        if self.config.grammar is not None:
+            self.grammar_state = self.config.grammar.advance(self.grammar_state, token)
         self.pending += self.decoder.push(token)
         for s in self.config.stop:
             at = self.pending.find(s)
@@ -136,6 +156,11 @@ class Generator:
         if "<|endoftext|>" in tok.spec.specials:
             eos.add(tok.spec.specials["<|endoftext|>"])
         self.eos_ids = frozenset(eos)
+        self.grammars = GrammarCache(self._token_vocabulary, self.eos_ids)  # structured output, per schema
+
+    def _token_vocabulary(self) -> TokenVocabulary:
+        tok = self.tokenizer
+        return TokenVocabulary([tok.token_bytes(i) for i in range(tok.vocab_size)], tok.special_ids)
 
     # ---- prompts --------------------------------------------------------------------------------
     def render(self, prompt: str | list[dict], raw: bool = False) -> str:
@@ -211,7 +236,7 @@ class Generator:
             logits = model.forward(feed, [s.slot for s in active], cache)  # (B, V)
             still, feed = [], []
             for s, row in zip(active, logits, strict=False):
-                token = sample(row, config.sampling, s.rng)
+                token = sample(s.constrain(row), config.sampling, s.rng)
                 text = s.accept(token, self.eos_ids)
                 if text:
                     yield s.slot, text

@@ -136,16 +136,19 @@ class ChatRunResult:
     levels: list[LevelResult]
 
 
-def request_body(item: ChatItem, cfg: ChatConfig, seed: int) -> bytes:
+def request_body(item: ChatItem, cfg: ChatConfig, seed: int, stream: bool = True) -> bytes:
+    """One request of the workload: streamed (with usage in the last chunk) unless ``stream`` is
+    False (``openhood soak`` sends both kinds)."""
     import orjson
 
     body: dict[str, object] = {
         "max_tokens": item.max_tokens,
-        "stream": True,
+        "stream": stream,
         "temperature": cfg.temperature,
         "seed": seed,
-        "stream_options": {"include_usage": True},
     }
+    if stream:
+        body["stream_options"] = {"include_usage": True}
     if cfg.completions:
         body["prompt"] = item.prompt
     else:

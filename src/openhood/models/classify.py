@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from openhood.models.options import EngineOptions
+from openhood.models.registry import ModelSpecError
 from openhood.models.served import OutputSpec, Prepared, ServedModel
 from openhood.models.tasks import Task
 
@@ -104,7 +105,7 @@ def load_classifier(name: str, folder: Path, options: EngineOptions) -> ServedMo
     from openhood.engine.models.mlp import INPUT_NAME, load_mlp
 
     if options.precision != "fp32":
-        raise ValueError(f"model {name!r}: the MLP classifier runs in fp32 only (asked for {options.precision})")
+        raise ModelSpecError(f"model {name!r}: the MLP classifier runs in fp32 only (asked for {options.precision})")
     mlp = load_mlp(folder)
 
     def graph():
@@ -121,6 +122,7 @@ def load_classifier(name: str, folder: Path, options: EngineOptions) -> ServedMo
         preprocessor=FeaturePreprocessor(mlp.n_features, mlp.image_shape, INPUT_NAME),
         backends=backends,
         postprocessor=Probabilities(labels),
+        labels=tuple(labels),
         output=OutputSpec((len(labels),)),
         info={
             "backend": first.name,

@@ -32,6 +32,7 @@ import numpy as np
 from openhood.data import image
 from openhood.data.image import ImageError, ImageSpec
 from openhood.models.options import EngineOptions, worker_backends
+from openhood.models.registry import ModelSpecError
 from openhood.models.served import OutputSpec, Prepared, ServedModel
 from openhood.models.tasks import Task
 
@@ -112,7 +113,7 @@ def load_image_classifier(name: str, folder: Path, options: EngineOptions) -> Se
     from openhood.engine.models.efficientnet import HEAD_WIDTH, INPUT_NAME, build_graph, load_efficientnet
 
     if options.precision != "fp32":
-        raise ValueError(f"model {name!r}: the image classifier runs in fp32 only (asked for {options.precision})")
+        raise ModelSpecError(f"model {name!r}: the image classifier runs in fp32 only (asked for {options.precision})")
     model = load_efficientnet(folder)
 
     def graph():
@@ -131,6 +132,7 @@ def load_image_classifier(name: str, folder: Path, options: EngineOptions) -> Se
         backends=backends,
         wide=wide,
         postprocessor=post,
+        labels=tuple(post.labels),
         output=OutputSpec((classes + HEAD_WIDTH,)),
         info={
             "backend": first.name,

@@ -136,6 +136,9 @@ class ServedModel:
     wide: Backend | None = None
     memory_bytes: int = 0  # process memory the load added (RSS delta), reported at start-up
     buckets: tuple[int, ...] | None = None  # batching buckets of its own (model file); None = the server's
+    labels: tuple[
+        str, ...
+    ] = ()  # class index → name, for the classifying tasks (their rows start with the probabilities)
 
     @property
     def aliases(self) -> set[str]:

@@ -101,6 +101,10 @@ class SchedulerStoppedError(RuntimeError):
     """The scheduler is stopping (the server drains) and takes no new work."""
 
 
+class BatchSettingsError(ValueError):
+    """The batching settings cannot serve this model (a usage mistake: the message says which flag)."""
+
+
 class BatchFailedError(RuntimeError):
     """The model raised while running the batch this item was in."""
 
@@ -163,7 +167,7 @@ class DynamicBatcher:
     ):
         policy = policy or BatchPolicy()
         if policy.max_batch_tokens < buckets.bounds[-1]:
-            raise ValueError(
+            raise BatchSettingsError(
                 f"max_batch_tokens ({policy.max_batch_tokens}) must hold at least one item of the "
                 f"largest bucket ({buckets.bounds[-1]}); raise it or lower the model's max length"
             )

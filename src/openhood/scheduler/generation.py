@@ -17,6 +17,11 @@ One worker thread owns the decoder and its KV cache (one slot per running sequen
    factor, never by the whole prompt. A sequence whose prompt is complete samples its first
    token from that forward's logits.
 
+Each iteration is three calls, the way vLLM v1 splits its engine step: ``schedule`` (retire,
+admit through the ``KVCacheManager``, which alone owns slots, reservations and prefix reuse,
+then choose the step's rows: a ``StepPlan``), ``execute`` (the one forward) and ``update``
+(sample, advance, finish and free).
+
 Decode rows and prompt chunks share one forward because a forward's fixed cost (one pass over
 every weight) is most of a small decode step: two forwards per step would double the gap that
 every stream sees whenever a prompt is being read.
@@ -31,6 +36,11 @@ or stopping *one* sequence finishes that sequence alone with ``finish_reason="er
 batch goes on; only an exception in the shared forward fails the rows that forward carried
 (their cache slots are half-written), each of them with a complete ``"error"`` finish at once.
 Every submitted sequence gets exactly one ``FinishEvent``, whatever fails, so no client hangs.
+
+Per-sequence extras run on the worker thread inside that sequence's own fault boundary, only for
+sequences that asked: a response format's grammar masks the row before sampling
+(``SequenceState.constrain``), and ``logprobs`` adds the sampled token's float64 log-softmax and
+its top alternatives to the token's event (``generate.logprobs``), from the unmasked row.
 
 The trade-off: one thread and one cache (no second worker); every sequence's next token waits
 for the whole step, prompt chunk included, and a prompt that arrives while many streams decode
@@ -52,22 +62,13 @@ from typing import Any, Protocol
 import numpy as np
 
 from openhood.generate.generator import GenerationConfig, Sampler, SequenceState, sample_next
+from openhood.generate.logprobs import TokenLogprobs, token_logprobs
 from openhood.scheduler.batcher import QueueFullError, SchedulerStoppedError
+from openhood.scheduler.kv_manager import new_manager
 from openhood.scheduler.policy import GenerationPolicy
 from openhood.scheduler.step_budget import StepBudget
 
 log = logging.getLogger("openhood.scheduler")
-
-
-class SlotCache(Protocol):
-    """The decoder's KV cache as the scheduler sees it (``engine.models.kv_cache.KVCache``)."""
-
-    lengths: np.ndarray  # (slots,) positions filled per slot
-
-    @property
-    def bytes_per_token(self) -> int: ...
-
-    def reset(self, slot: int) -> None: ...
 
 
 class StepDecoder(Protocol):
@@ -80,11 +81,13 @@ class StepDecoder(Protocol):
 
 @dataclass(frozen=True)
 class TokenEvent:
-    """Text made final by the latest sampled token ('' while held back); ``tokens``: sampled so far."""
+    """Text made final by the latest sampled token ('' while held back); ``tokens``: sampled so far.
+    ``logprobs``: that token's, for a sequence that asked (``GenerationConfig.logprobs``), else ()."""
 
     text: str
     tokens: int
     t_ns: int  # monotonic
+    logprobs: tuple[TokenLogprobs, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,7 @@ class FinishEvent:
     first_token_ns: int  # 0 when no token was sampled
     end_ns: int
     cut: bool  # finished early by the time limit or the drain's grace deadline
+    logprobs: tuple[TokenLogprobs, ...] = ()  # the last sampled token's (EOS has none), when asked
 
 
 Sink = Callable[[TokenEvent | FinishEvent], None]
@@ -116,6 +120,21 @@ class StepInfo:
     seconds: float
 
 
+@dataclass
+class StepPlan:
+    """What one step runs (``schedule``'s answer): decode rows, then prompt chunks, in one forward."""
+
+    decode: list[_Seq]
+    prefill: list[tuple[_Seq, int]]  # (sequence, prompt tokens this step)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.decode or self.prefill)
+
+    def carried(self) -> list[_Seq]:
+        return [*self.decode, *(s for s, _ in self.prefill)]
+
+
 @dataclass(eq=False)
 class _Seq:
     id: int
@@ -128,6 +147,7 @@ class _Seq:
     deadline_ns: int
     reserved_tokens: int
     slot: int = -1
+    reuse_from: int = -1  # the slot whose first ``prefilled`` positions it starts from (set at admission)
     prefilled: int = 0  # prompt tokens already in the cache
     last_token: int = -1
     sampled: int = 0
@@ -173,8 +193,9 @@ class GenerationScheduler:
         self.eos_ids = eos_ids
         self._new_decoder = new_decoder  # a fresh StreamDecoder per sequence
         self.max_context = min(policy.max_context, context_length)
-        self.cache = decoder.new_cache(policy.max_running, self.max_context)
-        self.bytes_per_token = int(self.cache.bytes_per_token)
+        self.kv = new_manager(decoder, policy, self.max_context)  # slots, reservations, prefixes: worker thread only
+        self.prefill_computed = 0  # prompt tokens run through the forward (the rest came from the prefix cache)
+        self.bytes_per_token = self.kv.bytes_per_token
         self.budget = StepBudget(policy.prefill_chunk, policy.step_stretch)  # worker thread only
         self._on_step = on_step
         self._on_thread_start = on_thread_start  # e.g. set the worker thread's BLAS threads
@@ -185,8 +206,6 @@ class GenerationScheduler:
         self._waiting: deque[_Seq] = deque()
         self._jobs: deque[tuple[Callable[[], object], Future[object]]] = deque()
         self._running: list[_Seq] = []  # worker thread only
-        self._free_slots = list(range(policy.max_running))
-        self._reserved_tokens = 0
         self._stopping = False
         self._cut_all = False
         self._busy_since_ns: int | None = None
@@ -207,6 +226,11 @@ class GenerationScheduler:
     @property
     def worker_alive(self) -> bool:
         return self._thread.is_alive()
+
+    @property
+    def prefix(self) -> Any:
+        """The prefix cache's index and counters (hits, cached tokens, evictions)."""
+        return self.kv.prefix
 
     @property
     def kv_bytes_used(self) -> int:
@@ -321,47 +345,68 @@ class GenerationScheduler:
                 self._busy_since_ns = None
 
     def _step(self) -> None:
+        """One iteration: ``schedule`` what runs, ``execute`` its forward, ``update`` every sequence."""
         t0 = time.perf_counter()
+        plan = self.schedule()
+        logits = self.execute(plan)
+        self.update(plan, logits, t0)
+
+    def schedule(self) -> StepPlan:
+        """Retire what is over, admit what fits (the KV-cache manager decides), and choose this
+        step's decode rows and prompt chunk (``StepBudget`` sizes the chunk)."""
         self._retire_and_admit()
         decode = [s for s in self._running if s.prefilled == len(s.prompt_ids)]
         reading = [s for s in self._running if s.prefilled < len(s.prompt_ids)]
-        prefill = self._prefill_chunk(reading, self.budget.prefill_tokens(len(decode), len(self._running)))
+        return StepPlan(
+            decode, self._prefill_chunk(reading, self.budget.prefill_tokens(len(decode), len(self._running)))
+        )
+
+    def execute(self, plan: StepPlan) -> np.ndarray | None:
+        """The one packed forward over the plan's rows → (B, V) logits (decode rows, then chunks);
+        None when it raised: every row it carried is marked failed (its slot is half-written)."""
+        if plan.empty:
+            return np.empty((0, 0), dtype=np.float32)
+        feed = [np.array([s.last_token], dtype=np.int64) for s in plan.decode] + [
+            np.asarray(s.prompt_ids[s.prefilled : s.prefilled + n], dtype=np.int64) for s, n in plan.prefill
+        ]
+        slots = [s.slot for s in plan.carried()]
+        try:
+            return np.asarray(self.decoder.forward(feed, slots, self.kv.cache))
+        except Exception:
+            self.forward_faults += 1
+            carried = plan.carried()
+            log.exception("generation forward failed: finishing the %d sequence(s) it carried", len(carried))
+            for s in carried:
+                s.cut_reason = "error"
+            return None
+
+    def update(self, plan: StepPlan, logits: np.ndarray | None, t0: float) -> None:
+        """Sample each row's token (per-sequence fault boundary), advance prompts, finish what is
+        over and free its slot, then account for the step."""
         sampled = 0
-        if decode or prefill:
-            feed = [np.array([s.last_token], dtype=np.int64) for s in decode] + [
-                np.asarray(s.prompt_ids[s.prefilled : s.prefilled + n], dtype=np.int64) for s, n in prefill
-            ]
-            slots = [s.slot for s in decode] + [s.slot for s, _ in prefill]
-            try:
-                logits = self.decoder.forward(feed, slots, self.cache)  # (B, V): decode rows, then chunks
-            except Exception:
-                self.forward_faults += 1
-                carried = [*decode, *(s for s, _ in prefill)]
-                log.exception("generation forward failed: finishing the %d sequence(s) it carried", len(carried))
-                for s in carried:
-                    s.cut_reason = "error"
-                decode, prefill = [], []
-                logits = np.empty((0, 0), dtype=np.float32)
-            for s, row in zip(decode, logits[: len(decode)], strict=True):
+        if logits is not None:
+            for s, row in zip(plan.decode, logits[: len(plan.decode)], strict=True):
                 self._accept(s, row)
-            sampled += len(decode)
-            for (s, n), row in zip(prefill, logits[len(decode) :], strict=True):
+            sampled += len(plan.decode)
+            for (s, n), row in zip(plan.prefill, logits[len(plan.decode) :], strict=True):
                 s.prefilled += n
                 if s.prefilled == len(s.prompt_ids):  # prompt complete: this row's logits give token 1
                     self._accept(s, row)
                     sampled += 1
         self._running = [s for s in self._running if not self._finish_if_done(s)]
         self.n_running = len(self._running)
-        self.kv_tokens_used = int(sum(int(self.cache.lengths[s.slot]) for s in self._running))
-        if decode or prefill:
-            seconds = time.perf_counter() - t0
-            prefill_tokens = sum(n for _, n in prefill)
-            self.budget.observe(len(decode) + prefill_tokens, seconds)
-            if self._on_step is not None:
-                try:
-                    self._on_step(StepInfo(len(decode), len(prefill), prefill_tokens, sampled, seconds))
-                except Exception:  # metrics must never fail the batch
-                    log.exception("generation on_step hook failed")
+        self.kv_tokens_used = self.kv.tokens_used([s.slot for s in self._running])
+        if logits is None or plan.empty:
+            return
+        seconds = time.perf_counter() - t0
+        prefill_tokens = sum(n for _, n in plan.prefill)
+        self.prefill_computed += prefill_tokens
+        self.budget.observe(len(plan.decode) + prefill_tokens, seconds)
+        if self._on_step is not None:
+            try:
+                self._on_step(StepInfo(len(plan.decode), len(plan.prefill), prefill_tokens, sampled, seconds))
+            except Exception:  # metrics must never fail the batch
+                log.exception("generation on_step hook failed")
 
     def _prefill_chunk(self, candidates: list[_Seq], budget: int) -> list[tuple[_Seq, int]]:
         """(sequence, tokens) of this step's prompt chunk: oldest first, ``budget`` tokens in all."""
@@ -378,7 +423,9 @@ class GenerationScheduler:
         """Sample and record one token for ``s``; a fault here finishes ``s`` alone ("error")."""
         assert s.state is not None
         try:
-            token = self.sampler(row, s.config, s.state.rng)
+            token = self.sampler(s.state.constrain(row), s.config, s.state.rng)  # a grammar masks the row
+            k = s.config.logprobs
+            lp = (token_logprobs(row, token, k),) if k is not None and token not in self.eos_ids else ()
             s.sampled += 1
             now = time.monotonic_ns()
             if s.first_token_ns == 0:
@@ -389,9 +436,9 @@ class GenerationScheduler:
             self._sequence_fault(s, "sampling")
             return
         if s.state.finish_reason is None:
-            self._emit(s, TokenEvent(text, s.sampled, now))
+            self._emit(s, TokenEvent(text, s.sampled, now, lp))
         else:
-            self._release(s, s.state.finish_reason, text)
+            self._release(s, s.state.finish_reason, text, logprobs=lp)
 
     def _sequence_fault(self, s: _Seq, stage: str) -> None:
         """``s`` failed on its own: it leaves the batch at the end of this step with "error"."""
@@ -416,14 +463,13 @@ class GenerationScheduler:
             for s in gone:
                 self._waiting.remove(s)
             admitted = []
-            while self._waiting and self._free_slots:
-                head = self._waiting[0]
-                if self._reserved_tokens + head.reserved_tokens > self.policy.kv_cache_bytes // self.bytes_per_token:
-                    break  # first come, first served: a big request is not overtaken forever
-                self._waiting.popleft()
-                head.slot = self._free_slots.pop(0)
-                self._reserved_tokens += head.reserved_tokens
-                admitted.append(head)
+            # First come, first served: a big request that does not fit is not overtaken forever.
+            while self._waiting and self.kv.fits(self._waiting[0].reserved_tokens):
+                head = self._waiting.popleft()
+                running = {s.slot: self._fed(s) for s in self._running if s.slot >= 0}
+                choice = self.kv.allocate(head.prompt_ids, head.reserved_tokens, running)
+                head.slot, head.reuse_from, head.prefilled = choice.slot, choice.source, choice.reused
+                admitted.append((head, choice))
         if cut_all and (gone or self._running):
             log.warning(
                 "drain grace period over: cutting %d running and %d waiting sequence(s)",
@@ -441,10 +487,10 @@ class GenerationScheduler:
         for s in gone:
             self._finish(s, "cancelled" if s.cancelled else "length", "", cut=not s.cancelled)
         self._running = [s for s in self._running if not self._finish_if_done(s)]
-        for s in admitted:
+        for s, choice in admitted:
             s.admitted_ns = now
             try:
-                self.cache.reset(s.slot)
+                self.kv.prepare(choice)  # its prompt's first tokens may be in the cache already
                 s.state = SequenceState(s.slot, s.prompt_ids, s.config, s.new_decoder())
             except Exception:
                 self._sequence_fault(s, "admission")
@@ -467,16 +513,16 @@ class GenerationScheduler:
             log.exception("generation cut failed for one sequence")
             return ""
 
-    def _release(self, s: _Seq, reason: str, text: str, cut: bool = False) -> None:
+    def _release(
+        self, s: _Seq, reason: str, text: str, cut: bool = False, logprobs: tuple[TokenLogprobs, ...] = ()
+    ) -> None:
         if s.slot >= 0:
-            with self._cond:
-                self._free_slots.append(s.slot)
-                self._free_slots.sort()  # lowest slots first keeps a batch's slots consecutive (no gather)
-                self._reserved_tokens -= s.reserved_tokens
+            # the slot keeps what it holds for a later prompt with the same prefix (not after a fault)
+            self.kv.free(s.slot, s.reserved_tokens, self._fed(s) if reason != "error" else [])
             s.slot = -1
-        self._finish(s, reason, text, cut)
+        self._finish(s, reason, text, cut, logprobs)
 
-    def _finish(self, s: _Seq, reason: str, text: str, cut: bool) -> None:
+    def _finish(self, s: _Seq, reason: str, text: str, cut: bool, logprobs: tuple[TokenLogprobs, ...] = ()) -> None:
         s.cut_reason = None
         self._emit(
             s,
@@ -490,6 +536,7 @@ class GenerationScheduler:
                 s.first_token_ns,
                 time.monotonic_ns(),
                 cut,
+                logprobs,
             ),
         )
 
@@ -498,6 +545,12 @@ class GenerationScheduler:
             s.sink(event)
         except Exception:  # the listener is gone (e.g. its event loop closed): nobody to stream to
             s.cancelled = True
+
+    def _fed(self, s: _Seq) -> list[int]:
+        """The tokens whose keys/values ``s``'s slot holds: its prompt, then its sampled tokens, as fed."""
+        n = self.kv.length(s.slot)
+        ids = s.state.ids if s.state is not None else []
+        return (s.prompt_ids + ids)[:n] if n > len(s.prompt_ids) else s.prompt_ids[:n]
 
     def _fail_running(self) -> None:
         for s in self._running:

@@ -87,6 +87,7 @@ class GenerationPolicy:
     max_context: int = 2048  # prompt + max_tokens of one sequence (clipped to the model's context)
     max_tokens: int = 1024  # the most a request may ask for
     timeout_s: float = 300.0  # a sequence running longer is finished with finish_reason "length"
+    prefix_cache: bool = True  # reuse the KV of a prompt's longest prefix already in a slot (scheduler.prefix_cache)
 
     def __post_init__(self) -> None:
         for name in ("max_running", "kv_cache_bytes", "max_waiting", "prefill_chunk", "max_context", "max_tokens"):

@@ -2,12 +2,14 @@
 
 As for embeddings (``schemas.py``): malformed JSON is 400, a field of the wrong type or out of
 its range is 422 naming the field, a value we understand but do not serve is 400 naming it
-(``n`` other than 1, several prompts, ``echo``/``logprobs``/``suffix``). Every sampling
+(``n`` other than 1, several prompts, ``echo``/``suffix``). Every sampling
 parameter is checked here, at the route, so nothing a client sends can fail inside the shared
 step scheduler: ``seed`` in [0, 2^64), ``temperature`` in [0, 2], ``top_p`` in (0, 1],
 ``top_k`` ≥ 0, ``max_tokens`` ≥ 1, ``stop`` (≤ 4 non-empty strings), ``logit_bias`` (token id →
 [-100, 100]; ids checked against the vocabulary once the model is known), the penalties in
-[-2, 2]. Unknown fields are ignored (clients send ``user``, …; new SDK fields must not break us).
+[-2, 2], ``logprobs``/``top_logprobs`` (chat: a bool and 0–20, ``top_logprobs`` only with
+``logprobs: true``; completions: OpenAI's legacy ``logprobs`` integer 0–20), ``response_format``'s
+type (text, json_object, json_schema; the schema itself is compiled at the route). Unknown fields are ignored (clients send ``user``, …; new SDK fields must not break us).
 The trade-off: the penalties are range-checked and then ignored rather than refused, like most
 OpenAI-compatible servers, so stock clients work.
 """
@@ -19,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
+from openhood.generate.logprobs import MAX_TOP_LOGPROBS
 from openhood.server.errors import APIError, bad_request
 from openhood.server.schemas import load_json_object, validate_body
 
@@ -46,6 +49,7 @@ class _Sampling(BaseModel):
     seed: StrictInt | None = Field(default=None, ge=0, le=MAX_SEED)
     n: StrictInt = 1
     logit_bias: dict[StrictStr, float] | None = None
+    response_format: dict[StrictStr, Any] | None = None  # text, json_object or json_schema (checked below)
     presence_penalty: float = Field(default=0.0, ge=-2.0, le=2.0, strict=True)  # accepted, ignored
     frequency_penalty: float = Field(default=0.0, ge=-2.0, le=2.0, strict=True)  # accepted, ignored
 
@@ -65,12 +69,14 @@ class Message(BaseModel):
 class ChatBody(_Sampling):
     messages: list[Message] = Field(min_length=1)
     max_completion_tokens: StrictInt | None = Field(default=None, ge=1)  # the newer name of max_tokens
+    logprobs: StrictBool | None = None
+    top_logprobs: StrictInt | None = Field(default=None, ge=0, le=MAX_TOP_LOGPROBS)
 
 
 class CompletionBody(_Sampling):
     prompt: StrictStr | list[StrictStr]
     echo: StrictBool = False
-    logprobs: StrictInt | None = None
+    logprobs: StrictInt | None = Field(default=None, ge=0, le=MAX_TOP_LOGPROBS)  # legacy: how many alternatives
     suffix: StrictStr | None = None
 
 
@@ -90,6 +96,8 @@ class CompletionRequest:
     stop: tuple[str, ...]
     seed: int | None
     logit_bias: tuple[tuple[int, float], ...]  # (token id, bias): ids not yet checked against a vocabulary
+    logprobs: int | None = None  # None: no logprobs; k: each token's logprob and its k best alternatives
+    response_format: dict[str, Any] | None = None  # json_object / json_schema (compiled at the route); None: text
 
 
 def _common(parsed: _Sampling) -> dict[str, Any]:
@@ -121,6 +129,23 @@ def _common(parsed: _Sampling) -> dict[str, Any]:
                 param="logit_bias",
             )
         bias.append((int(key), float(value)))
+    response_format = parsed.response_format
+    if response_format is not None:
+        kind = response_format.get("type")
+        if kind not in ("text", "json_object", "json_schema"):
+            raise bad_request(
+                f"'response_format' type must be text, json_object or json_schema, got {kind!r}",
+                code="invalid_response_format",
+                param="response_format",
+            )
+        if kind == "json_schema" and not isinstance(response_format.get("json_schema"), dict):
+            raise bad_request(
+                "'response_format' of type json_schema needs a 'json_schema' object",
+                code="invalid_response_format",
+                param="response_format",
+            )
+        if kind == "text":
+            response_format = None
     if parsed.stream_options is not None and not parsed.stream:
         raise bad_request(
             "'stream_options' is only allowed with 'stream': true",
@@ -137,6 +162,7 @@ def _common(parsed: _Sampling) -> dict[str, Any]:
         "stop": stop,
         "seed": parsed.seed,
         "logit_bias": tuple(bias),
+        "response_format": response_format,
     }
 
 
@@ -151,7 +177,10 @@ def parse_chat_request(body: bytes) -> CompletionRequest:
         content = m.content if isinstance(m.content, str) else "".join(p.text for p in m.content)
         messages.append({"role": "system" if m.role == "developer" else m.role, "content": content})
     max_tokens = parsed.max_completion_tokens if parsed.max_completion_tokens is not None else parsed.max_tokens
-    return CompletionRequest(prompt=messages, chat=True, max_tokens=max_tokens, **_common(parsed))
+    if parsed.top_logprobs is not None and not parsed.logprobs:
+        raise bad_request("'top_logprobs' needs 'logprobs': true", code="invalid_top_logprobs", param="top_logprobs")
+    logprobs = (parsed.top_logprobs or 0) if parsed.logprobs else None
+    return CompletionRequest(prompt=messages, chat=True, max_tokens=max_tokens, logprobs=logprobs, **_common(parsed))
 
 
 def parse_completion_request(body: bytes) -> CompletionRequest:
@@ -169,7 +198,9 @@ def parse_completion_request(body: bytes) -> CompletionRequest:
         prompt = prompt[0]
     if not prompt:
         raise bad_request("'prompt' is an empty string", code="empty_string", param="prompt")
-    for name in ("echo", "logprobs", "suffix"):
+    for name in ("echo", "suffix"):
         if getattr(parsed, name) not in (None, False):
             raise bad_request(f"'{name}' is not supported on this server", code="unsupported_value", param=name)
-    return CompletionRequest(prompt=prompt, chat=False, max_tokens=parsed.max_tokens, **_common(parsed))
+    return CompletionRequest(
+        prompt=prompt, chat=False, max_tokens=parsed.max_tokens, logprobs=parsed.logprobs, **_common(parsed)
+    )

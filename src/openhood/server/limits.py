@@ -13,8 +13,11 @@ connection that never sends a byte stays open forever. ``limited_protocol`` subc
   over ``max_header_bytes`` or more than ``max_headers`` headers → 431.
 
 The body is timed by the app (``read_body`` in ``app.py``: 408 JSON at ``body_timeout_s``), where
-the error has OpenAI's shape. Trade-off: the head bytes are counted per read (``data_received``),
-so a head may overshoot its cap by one socket read (≤ 256 KiB) before it is refused.
+the error has OpenAI's shape. The caps are checked twice: after each read while the head is
+incomplete (raw bytes so far, so a head sent in pieces is cut off early), and on the whole
+parsed head (``on_headers_complete``, before a request cycle exists), so a head that arrives in
+one read is refused just the same. Trade-off: the buffered head may overshoot its cap by one
+socket read (≤ 256 KiB) before it is refused.
 
 During a drain, ``shutdown`` does not cut an idle keep-alive connection on the spot (a request
 may already be on the wire: it would get no response at all); it waits ``SHUTDOWN_LINGER_S``
@@ -68,6 +71,7 @@ def limited_protocol(limits: ServerConfig, on_refused: Callable[[str], None] | N
         _head_timer = None
         _linger = None
         _closing_after_response = False
+        _refused = False  # a refusal was written: nothing more of this connection reaches the app
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -91,29 +95,47 @@ def limited_protocol(limits: ServerConfig, on_refused: Callable[[str], None] | N
             super().data_received(data)
             if not self._reading_head or self.transport.is_closing():
                 return
-            if len(getattr(self, "url", b"") or b"") > limits.max_request_line:
-                self._refuse(414, f"request line over {limits.max_request_line} bytes", "request_line")
-            elif self.headers is not None and len(self.headers) > limits.max_headers:
-                self._refuse(431, f"more than {limits.max_headers} headers", "header_count")
-            elif self._head_bytes > limits.max_header_bytes:
-                self._refuse(431, f"request head over {limits.max_header_bytes} bytes", "header_bytes")
+            # A head still incomplete after this read: bound what it has cost so far.
+            self._check_head(len(getattr(self, "url", b"") or b""), len(self.headers or ()), self._head_bytes)
 
         def on_headers_complete(self) -> None:
             self._reading_head = False
             self._head_bytes = 0
             self._cancel(self._head_timer)
+            # A head that arrived in one read is only seen whole here: check it before a request
+            # cycle (and the app) ever sees it.
+            if self._head_over_limits():
+                return
             super().on_headers_complete()
             if self._closing_after_response and self.cycle is not None:
                 self.cycle.keep_alive = False
 
+        def on_body(self, body: bytes) -> None:
+            if not self._refused:  # the parser goes on through a refused request's bytes: drop them
+                super().on_body(body)
+
         def on_message_complete(self) -> None:
-            super().on_message_complete()
+            if not self._refused:
+                super().on_message_complete()
             self._reading_head = True  # the next bytes are the next request's head
 
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            if not self.transport.is_closing() and not self.pipeline:
-                self._arm_head_timer()
+        def _head_over_limits(self) -> bool:
+            """The whole parsed head against the limits; its bytes counted from what the parser
+            kept (request line, names, values, separators), exact however the head arrived."""
+            url, headers = self.url or b"", self.headers or []
+            size = len(self.parser.get_method()) + len(url) + len(b"  HTTP/1.1\r\n\r\n")
+            size += sum(len(name) + len(value) + len(b": \r\n") for name, value in headers)
+            return self._refused or self._check_head(len(url), len(headers), size)
+
+        def _check_head(self, url_bytes: int, headers: int, head_bytes: int) -> bool:
+            """Refuse (414/431) a head over a limit; True when it was refused."""
+            if url_bytes > limits.max_request_line:
+                self._refuse(414, f"request line over {limits.max_request_line} bytes", "request_line")
+            elif headers > limits.max_headers:
+                self._refuse(431, f"more than {limits.max_headers} headers", "header_count")
+            elif head_bytes > limits.max_header_bytes:
+                self._refuse(431, f"request head over {limits.max_header_bytes} bytes", "header_bytes")
+            return self._refused
 
         def shutdown(self) -> None:
             if (self.cycle is None or self.cycle.response_complete) and self._head_bytes == 0:
@@ -144,6 +166,7 @@ def limited_protocol(limits: ServerConfig, on_refused: Callable[[str], None] | N
                 self.transport.close()
 
         def _refuse(self, status: int, message: str, reason: str) -> None:
+            self._refused = True
             self._count(reason)
             log.warning(
                 "refused",

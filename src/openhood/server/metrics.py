@@ -19,6 +19,8 @@ set fixed at start-up); process-wide ones (HTTP status per route, RSS, in-flight
   ``openhood_batch_padding_waste_ratio`` histograms and padding/real token counters.
 - ``openhood_wide_batches_total`` — batches that ran on the all-cores engine (scheduler's wide
   path): how often a lone request got every core.
+- ``openhood_image_decode_workers``, ``…_workers_busy``, ``openhood_image_decode_pending`` — an
+  ``image-classify`` model's decode pool: its size, how many workers decode now, what waits.
 - ``openhood_queue_depth``, ``openhood_in_flight_requests``, ``openhood_tokens_per_second``
   (last 10 s), ``openhood_process_rss_bytes`` gauges; batch outcomes, drops, rejections.
 - Generation (``generate`` models): ``openhood_generation_ttft_seconds`` and
@@ -26,7 +28,9 @@ set fixed at start-up); process-wide ones (HTTP status per route, RSS, in-flight
   the client), ``openhood_generated_tokens_total`` (``rate()`` is tokens/s) and
   ``openhood_generation_prompt_tokens_total`` counters, ``openhood_generation_running_sequences``,
   ``openhood_generation_waiting_sequences`` and ``openhood_kv_cache_bytes_used`` gauges, and
-  ``openhood_generation_step_seconds`` (one scheduler iteration) and finish reasons.
+  ``openhood_generation_step_seconds`` (one scheduler iteration) and finish reasons; the prefix
+  cache's ``openhood_prefix_cache_{lookups,hits,cached_tokens,evictions}_total`` (hit rate:
+  ``rate(hits) / rate(lookups)``) beside ``openhood_generation_prefill_computed_tokens_total``.
 The trade-off: histograms cost a few µs per observation; percentiles for humans come from the
 ``/stats`` window (exact over the last N requests) rather than from histogram buckets.
 """
@@ -176,6 +180,15 @@ class ServerMetrics:
         self.rss = Gauge("openhood_process_rss_bytes", "Resident set size of the server process", registry=r)
         self._process = psutil.Process()
         self.rss.set_function(lambda: self._process.memory_info().rss)
+        self.decode_workers = Gauge(
+            "openhood_image_decode_workers", "Worker processes of the model's image decode pool", m, registry=r
+        )
+        self.decode_busy = Gauge(
+            "openhood_image_decode_workers_busy", "Decode pool workers decoding an image now", m, registry=r
+        )
+        self.decode_pending = Gauge(
+            "openhood_image_decode_pending", "Images waiting for a decode pool worker or slot", m, registry=r
+        )
         self.ready = Gauge("openhood_ready", "1 when the model's last readiness probe passed", m, registry=r)
         self.ttft = Histogram(
             "openhood_generation_ttft_seconds",
@@ -211,6 +224,18 @@ class ServerMetrics:
             buckets=INTER_TOKEN_BUCKETS,
             registry=r,
         )
+        self.prefix_cache = {
+            name: Counter(f"openhood_prefix_cache_{name}", help_, m, registry=r)
+            for name, help_ in (
+                ("lookups", "Sequences admitted, each a prefix-cache lookup"),
+                ("hits", "Admissions that reused a cached prompt prefix"),
+                ("cached_tokens", "Prompt tokens taken from the prefix cache instead of computed"),
+                ("evictions", "Cached prefixes dropped unused to give their KV slot to another prompt"),
+            )
+        }
+        self.prefill_computed = Counter(
+            "openhood_generation_prefill_computed_tokens", "Prompt tokens run through the forward", m, registry=r
+        )
         self.finished = Counter(
             "openhood_generation_finished", "Finished generation sequences by finish reason", [*m, "reason"], registry=r
         )
@@ -227,6 +252,12 @@ class ServerMetrics:
 
     def for_generator(self, name: str, scheduler: GenerationScheduler, memory_bytes: int = 0) -> GenerationMetrics:
         return GenerationMetrics(self, name, scheduler, memory_bytes)
+
+    def watch_decode_pool(self, name: str, stats: Callable[[], dict[str, Any]], workers: int) -> None:
+        """The decode pool gauges of image model ``name``, read from ``stats()`` (``DecodePool.stats``) at scrape time."""
+        self.decode_workers.labels(name).set(workers)
+        self.decode_busy.labels(name).set_function(lambda: len(stats()["busy"]))
+        self.decode_pending.labels(name).set_function(lambda: stats()["pending"])
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
@@ -338,10 +369,20 @@ class GenerationMetrics(ModelMetrics):
         s.running_sequences.labels(name).set_function(lambda: scheduler.n_running)
         s.waiting_sequences.labels(name).set_function(lambda: scheduler.queue_depth)
         s.kv_cache_bytes.labels(name).set_function(lambda: scheduler.kv_bytes_used)
+        self._prefix = scheduler.prefix
+        self._prefix_counters = {k: c.labels(name) for k, c in s.prefix_cache.items()}
+        self._prefix_seen = dict.fromkeys(self._prefix_counters, 0)
+        self.prefill_computed = s.prefill_computed.labels(name)
 
     def observe_step(self, info: StepInfo) -> None:
         """Called on the scheduler thread after every step (``scheduler.generation.StepInfo``)."""
         self.step_seconds.observe(info.seconds)
+        self.prefill_computed.inc(info.prefill_tokens)
+        for key, counter in self._prefix_counters.items():  # the index counts; the counters follow its deltas
+            now = getattr(self._prefix, key)
+            if now > self._prefix_seen[key]:
+                counter.inc(now - self._prefix_seen[key])
+                self._prefix_seen[key] = now
         if info.sampled:
             self.generated_tokens.inc(info.sampled)
             self.observe_tokens(info.sampled)

@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeVar
 import orjson
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, ValidationError
 
+from openhood.corpus import EMPTY_TEXT_CODE, blank_text
 from openhood.server.errors import APIError, bad_request
 
 
@@ -128,10 +129,8 @@ def texts_from(value: str | list[Any], *, max_inputs: int, field: str = "input")
             raise bad_request(
                 f"{field}[{i}] must be a string, got {_type_name(item)}", code="invalid_input_type", param=field
             )
-        if not item or item.isspace():
-            # Whitespace-only text tokenizes to [CLS][SEP] alone: a vector that means nothing.
+        if (kind := blank_text(item)) is not None:
             # Refused like OpenAI refuses "" (400) and as sglang refuses blank input (docs/server.md).
             what = f"'{field}'" if isinstance(value, str) else f"{field}[{i}]"
-            kind = "an empty string" if not item else "whitespace only"
-            raise bad_request(f"{what} is {kind}; every input must contain text", code="empty_string", param=field)
+            raise bad_request(f"{what} is {kind}; every input must contain text", code=EMPTY_TEXT_CODE, param=field)
     return texts

@@ -15,6 +15,8 @@ from collections import Counter
 
 import numpy as np
 
+from openhood.growth import fit_growth
+
 METRICS = {"rss": "RSS", "uss": "USS", "traced": "tracemalloc"}
 
 
@@ -32,26 +34,6 @@ def series(samples: list[dict]) -> dict[str, np.ndarray]:
         "traced": col(lambda m: (m.get("tracemalloc") or {}).get("traced_bytes")),
         "fds": col(lambda m: m["process"]["fds"]),
         "threads": col(lambda m: m["process"]["threads"]),
-    }
-
-
-def fit_growth(t: np.ndarray, y: np.ndarray, t_mid: float, t_end: float) -> dict | None:
-    """Line through (t, y): slope per second and the fitted rise from ``t_mid`` to ``t_end`` in %.
-
-    >>> g = fit_growth(np.array([0., 1., 2., 3.]), np.array([100., 101., 102., 103.]), 1.5, 3.0)
-    >>> round(g["slope_per_s"], 6), round(g["growth_pct"], 3)
-    (1.0, 1.478)
-    """
-    ok = np.isfinite(y)
-    if ok.sum() < 3:
-        return None
-    slope, intercept = np.polyfit(t[ok], y[ok], 1)
-    at_mid, at_end = intercept + slope * t_mid, intercept + slope * t_end
-    return {
-        "slope_per_s": float(slope),
-        "fit_mid": float(at_mid),
-        "fit_end": float(at_end),
-        "growth_pct": float((at_end - at_mid) / at_mid * 100) if at_mid > 0 else None,
     }
 
 

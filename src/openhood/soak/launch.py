@@ -21,7 +21,9 @@ def free_port() -> int:
 
 
 class LaunchedServer:
-    def __init__(self, models: list[str], log_path: Path, extra_args: list[str] | None = None):
+    def __init__(
+        self, models: list[str], log_path: Path, extra_args: list[str] | None = None, debug_endpoints: bool = True
+    ):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -35,7 +37,7 @@ class LaunchedServer:
             "127.0.0.1",
             "--port",
             str(self.port),
-            "--debug-endpoints",
+            *(["--debug-endpoints"] if debug_endpoints else []),  # tracemalloc: costs CPU on every request
         ]
         for m in models:
             args += ["--model", m]

@@ -22,9 +22,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
-from safetensors import SafetensorError
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import save_file
 
+from openhood.formats.errors import ModelFileError
+from openhood.formats.weights import load_safetensors
 from openhood.train.model import MLP
 
 FORMAT = "openhood.mlp"
@@ -33,7 +34,7 @@ MODEL_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
 
 
-class CheckpointError(ValueError):
+class CheckpointError(ModelFileError):
     """A model folder that cannot be loaded; the message says which file or tensor is wrong."""
 
 
@@ -110,9 +111,9 @@ def load_model(folder: str | Path, dtype=np.float32) -> tuple[MLP, dict]:
     if shape is not None and (not isinstance(shape, list) or len(shape) != 2 or shape[0] * shape[1] != sizes[0]):
         raise CheckpointError(f"{cfg_path}: image_shape {shape!r} does not hold {sizes[0]} features")
     try:
-        tensors = load_file(str(weights_path))
-    except (SafetensorError, OSError, ValueError) as exc:
-        raise CheckpointError(f"{weights_path}: not a readable safetensors file ({exc})") from None
+        tensors = load_safetensors(weights_path)
+    except ModelFileError as exc:
+        raise CheckpointError(str(exc)) from None
     expected = _expected_shapes(sizes)
     missing = sorted(expected.keys() - tensors.keys())
     extra = sorted(tensors.keys() - expected.keys())

@@ -25,6 +25,7 @@ import numpy as np
 
 from openhood.engine.graph.graph import Graph, Node
 from openhood.engine.kernels.linear import Linear
+from openhood.formats.errors import ModelFileError
 from openhood.formats.weights import read_tensors
 
 
@@ -50,9 +51,20 @@ def _read_json(path: Path) -> Any:  # parsed JSON, or None when the file is abse
 
 
 def read_config(folder: Path) -> BertConfig:
+    """The folder's sizes and sentence-transformers settings; ``ModelFileError`` naming the folder
+    when a file is absent, not JSON, lacks a size, or asks for what the engine does not implement."""
+    try:
+        return _parse_config(folder)
+    except KeyError as exc:
+        raise ModelFileError(f"{folder / 'config.json'} has no {exc} entry") from None
+    except (ValueError, TypeError, AttributeError) as exc:  # JSONDecodeError is a ValueError
+        raise ModelFileError(f"{folder}: {exc}") from None
+
+
+def _parse_config(folder: Path) -> BertConfig:
     cfg = _read_json(folder / "config.json")
     if cfg is None:
-        raise FileNotFoundError(f"{folder} has no config.json")
+        raise ValueError("no config.json")
     model_type = cfg.get("model_type", "bert")
     if model_type not in ("bert",):
         raise ValueError(f"model_type {model_type!r} is not supported: the NumPy engine implements BERT encoders")

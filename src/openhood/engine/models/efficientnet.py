@@ -29,6 +29,8 @@ from openhood.data.image import ImageSpec
 from openhood.engine.graph.fusion import fuse
 from openhood.engine.graph.graph import Graph, Node
 from openhood.engine.kernels.linear import Linear
+from openhood.formats.errors import ModelFileError
+from openhood.formats.weights import load_safetensors
 from openhood.packages import installed_file
 
 ARCHITECTURE = "efficientnet-lite0"
@@ -290,14 +292,15 @@ def is_efficientnet_folder(folder: str | Path) -> bool:
 
 def load_efficientnet(folder: str | Path) -> EfficientNetModel:
     """A folder written by ``openhood convert`` (config.json + model.safetensors) → the model."""
-    from safetensors.numpy import load_file
-
     folder = Path(folder)
     if not is_efficientnet_folder(folder):
         raise ValueError(
             f'{folder} is not an {ARCHITECTURE} folder (config.json with "architecture": "{ARCHITECTURE}")'
         )
     config = json.loads((folder / CONFIG_FILE).read_text())
-    weights = load_file(str(folder / WEIGHTS_FILE))
-    architecture_config({k: v.shape for k, v in weights.items()})  # refuses a mismatched file early
+    weights = load_safetensors(folder / WEIGHTS_FILE)
+    try:
+        architecture_config({k: v.shape for k, v in weights.items()})  # refuses a mismatched file early
+    except (ValueError, KeyError) as exc:
+        raise ModelFileError(f"{folder / WEIGHTS_FILE}: {exc}") from None
     return EfficientNetModel(folder, config, weights)

@@ -40,6 +40,11 @@ class KVCache:
         """Free a slot for the next sequence (its stale contents are masked out, never read)."""
         self.lengths[slot] = 0
 
+    def copy_prefix(self, src: int, dst: int, n: int) -> None:
+        """Positions 0..n-1 of ``src`` into ``dst`` (prefix caching: a shared prompt computed once)."""
+        self.k[:, dst, :, :n] = self.k[:, src, :, :n]
+        self.v[:, dst, :, :n] = self.v[:, src, :, :n]
+
     def check_room(self, slots: np.ndarray, n_new: np.ndarray) -> None:
         over = self.lengths[slots] + n_new > self.max_len
         if over.any():

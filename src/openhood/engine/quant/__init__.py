@@ -14,6 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from openhood.formats.errors import ModelFileError
+
 if TYPE_CHECKING:
     from openhood.engine.graph.graph import Graph
 
@@ -33,7 +35,7 @@ def apply_precision(graph: Graph, precision: str, model_dir: str | Path | None) 
             raise ValueError("precision int8 needs the model folder that holds its plan")
         path = Path(model_dir) / INT8_FILE
         if not path.is_file():
-            raise FileNotFoundError(
+            raise ModelFileError(
                 f"precision int8 needs {path}: create it with `openhood quantize --model {model_dir} "
                 f"--calibration corpus.jsonl --out DIR` and load the model from DIR"
             )

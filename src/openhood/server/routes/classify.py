@@ -18,14 +18,14 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import orjson
 from fastapi import FastAPI, Request
 from starlette.responses import Response
 
-from openhood.models.classify import BadFeatures, Probabilities
+from openhood.models.classify import BadFeatures
 from openhood.models.tasks import Task
 from openhood.scheduler import length_label
 from openhood.server.body import read_body
@@ -81,9 +81,9 @@ async def classify_request(request: Request, st: ServerState) -> Response:
     requested, inputs, top_k = parse(body, config.max_inputs_per_request)
     rt = st.route(requested, TASK)
     model = rt.model
-    post = cast(Probabilities, model.postprocessor)
-    if top_k is not None and top_k > post.classes:
-        raise schema_error(f"'top_k' must be at most {post.classes}, the model's number of classes", "top_k")
+    labels = model.labels
+    if top_k is not None and top_k > len(labels):
+        raise schema_error(f"'top_k' must be at most {len(labels)}, the model's number of classes", "top_k")
     record.fields.update(model=model.name, inputs=len(inputs))
 
     t0 = time.monotonic_ns()
@@ -99,10 +99,10 @@ async def classify_request(request: Request, st: ServerState) -> Response:
     best = probs.argmax(axis=1)
     data = []
     for i, row in enumerate(probs):
-        item: dict[str, Any] = {"index": i, "label": post.labels[best[i]], "probabilities": row}
+        item: dict[str, Any] = {"index": i, "label": labels[best[i]], "probabilities": row}
         if top_k is not None:
             top = np.argsort(-row, kind="stable")[:top_k]
-            item["top_k"] = [{"index": int(c), "label": post.labels[c], "probability": float(row[c])} for c in top]
+            item["top_k"] = [{"index": int(c), "label": labels[c], "probability": float(row[c])} for c in top]
         data.append(item)
     response = json_response({"object": "list", "model": model.name, "data": data})
     t_end = time.monotonic_ns()

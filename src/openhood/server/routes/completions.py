@@ -7,6 +7,10 @@ queue is full, 503 draining) → the scheduler's worker thread sends each token'
 request's asyncio queue (``loop.call_soon_threadsafe``) → JSON, or server-sent events
 (``data: {chunk}`` per text piece, a last chunk with ``finish_reason``, an optional usage
 chunk, ``data: [DONE]``) exactly as OpenAI writes them, so the official SDK streams unchanged.
+``logprobs`` ride on the token events and are shaped by ``server.completion_logprobs`` (a chunk
+carries the logprobs of the tokens whose text it carries); a ``response_format`` is compiled to a
+token grammar once per format and model (``generate.json_grammar`` + ``generate.token_mask``,
+a new schema in a thread) and constrains that sequence alone.
 
 A client that goes away cancels its sequence (freed at the next step). When the drain's grace
 period runs out, every sequence is cut (``finish_reason: "length"``) and its answer completes
@@ -30,10 +34,14 @@ from opentelemetry import trace
 from starlette.responses import Response, StreamingResponse
 
 from openhood.generate.generator import GenerationConfig
+from openhood.generate.json_grammar import SchemaError, response_format_dfa
+from openhood.generate.logprobs import TokenLogprobs
 from openhood.generate.sampling import SamplingParams
+from openhood.generate.token_mask import TokenGrammar
 from openhood.scheduler import length_label
 from openhood.scheduler.generation import FinishEvent, GenerationHandle, TokenEvent
 from openhood.server.body import read_body, wait_disconnect
+from openhood.server.completion_logprobs import LegacyLogprobs, chat_logprobs
 from openhood.server.completion_schemas import CompletionRequest, parse_chat_request, parse_completion_request
 from openhood.server.errors import APIError, ClientGone, admission, json_response
 from openhood.server.middleware import RequestRecord
@@ -102,7 +110,7 @@ async def complete(request: Request, st: ServerState, *, chat: bool) -> Response
     rt = st.route_generate(req.model)
     record: RequestRecord = request.state.record
     record.fields.update(model=rt.model.name, stream=req.stream)
-    gen = start(st, rt, req, record, await encode(rt, req, record))
+    gen = start(st, rt, req, record, await encode(rt, req, record), await grammar_of(rt, req))
     cut_watch = asyncio.ensure_future(st.lifecycle.cut.wait())
     cut_watch.add_done_callback(lambda t: None if t.cancelled() else rt.scheduler.cut_all())
     name, created = rt.model.name, int(time.time())
@@ -110,7 +118,7 @@ async def complete(request: Request, st: ServerState, *, chat: bool) -> Response
         chunks = sse_chunks(gen, req, name, created, cut_watch)
         return StreamingResponse(chunks, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
     try:
-        text = await collect(request, gen)
+        text, entries = await collect(request, gen)
     finally:
         cut_watch.cancel()
     fin = gen.finish
@@ -124,6 +132,10 @@ async def complete(request: Request, st: ServerState, *, chat: bool) -> Response
             param=None,
         )
     usage = usage_of(fin)
+    token_bytes = rt.model.generator.tokenizer.token_bytes
+    logprobs: dict[str, Any] | None = None
+    if req.logprobs is not None:
+        logprobs = chat_logprobs(entries, token_bytes) if chat else LegacyLogprobs(token_bytes).columns(entries)
     if chat:
         payload: dict[str, Any] = {
             "id": f"chatcmpl-{uuid.uuid4().hex}",
@@ -134,7 +146,7 @@ async def complete(request: Request, st: ServerState, *, chat: bool) -> Response
                 {
                     "index": 0,
                     "message": {"role": "assistant", "content": text},
-                    "logprobs": None,
+                    "logprobs": logprobs,
                     "finish_reason": fin.finish_reason,
                 }
             ],
@@ -147,7 +159,7 @@ async def complete(request: Request, st: ServerState, *, chat: bool) -> Response
             "object": "text_completion",
             "created": created,
             "model": name,
-            "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": fin.finish_reason}],
+            "choices": [{"index": 0, "text": text, "logprobs": logprobs, "finish_reason": fin.finish_reason}],
             "usage": usage,
             "system_fingerprint": None,
         }
@@ -175,12 +187,26 @@ async def encode(rt: GenerationRuntime, req: CompletionRequest, record: RequestR
     return ids, t0, time.monotonic_ns()
 
 
+async def grammar_of(rt: GenerationRuntime, req: CompletionRequest) -> TokenGrammar | None:
+    """The request's response format compiled for this model's vocabulary (cached per format; a new
+    schema compiles in a thread), or None for plain text. 400 naming what the schema uses outside the subset."""
+    if req.response_format is None:
+        return None
+    key = orjson.dumps(req.response_format)  # property order matters: it is the order the text is written in
+    rf = req.response_format
+    try:
+        return await asyncio.to_thread(rt.model.generator.grammars.get, key, lambda: response_format_dfa(rf))
+    except SchemaError as exc:
+        raise APIError(400, f"'response_format': {exc}", code="unsupported_schema", param="response_format") from exc
+
+
 def start(
     st: ServerState,
     rt: GenerationRuntime,
     req: CompletionRequest,
     record: RequestRecord,
     encoded: tuple[list[int], int, int],
+    grammar: TokenGrammar | None = None,
 ) -> Generation:
     """Check the request can run, then queue it; its events arrive in the returned ``Generation``."""
     ids, t0, t1 = encoded
@@ -213,7 +239,14 @@ def start(
     sampling = SamplingParams(
         temperature=req.temperature, top_k=req.top_k, top_p=req.top_p, seed=req.seed, logit_bias=req.logit_bias
     )
-    config = GenerationConfig(max_tokens, sampling, req.stop)
+    if grammar is not None and grammar.min_tokens > max_tokens:
+        raise APIError(
+            400,
+            f"max_tokens is {max_tokens}; the shortest text the response format accepts needs {grammar.min_tokens}",
+            code="max_tokens_too_small",
+            param="max_tokens",
+        )
+    config = GenerationConfig(max_tokens, sampling, req.stop, logprobs=req.logprobs, grammar=grammar)
     queue: asyncio.Queue[TokenEvent | FinishEvent] = asyncio.Queue()
     loop = asyncio.get_running_loop()
 
@@ -226,11 +259,17 @@ def start(
     return Generation(rt, handle, queue, record, len(ids), max_tokens, (t0, t1), st.tracer)
 
 
-async def collect(request: Request, gen: Generation) -> str:
-    """The whole text (non-streaming), or ``ClientGone`` when the client leaves first (sequence freed)."""
+async def collect(request: Request, gen: Generation) -> tuple[str, list[TokenLogprobs]]:
+    """The whole text and its tokens' logprobs (non-streaming; [] unless asked), or ``ClientGone``
+    when the client leaves first (sequence freed)."""
 
-    async def read_all() -> str:
-        return "".join([event.text async for event in gen.events()])
+    async def read_all() -> tuple[str, list[TokenLogprobs]]:
+        text: list[str] = []
+        entries: list[TokenLogprobs] = []
+        async for event in gen.events():
+            text.append(event.text)
+            entries.extend(event.logprobs)
+        return "".join(text), entries
 
     reading = asyncio.ensure_future(read_all())
     gone = asyncio.ensure_future(wait_disconnect(request.receive))
@@ -265,23 +304,33 @@ async def sse_chunks(
         "system_fingerprint": None,
     }
     usage_field = {"usage": None} if req.include_usage else {}
+    token_bytes = gen.rt.model.generator.tokenizer.token_bytes
+    legacy = LegacyLogprobs(token_bytes)
 
-    def chunk(text: str | None, finish_reason: str | None, role: bool = False) -> bytes:
+    def chunk(
+        text: str | None, finish_reason: str | None, role: bool = False, entries: list[TokenLogprobs] | None = None
+    ) -> bytes:
+        logprobs = None
+        if entries is not None:  # a content chunk of a request that asked for logprobs
+            logprobs = chat_logprobs(entries, token_bytes) if chat else legacy.columns(entries)
         if chat:
             delta: dict[str, str] = (
                 {"role": "assistant", "content": ""} if role else ({} if text is None else {"content": text})
             )
-            choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+            choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason}
         else:
-            choice = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish_reason}
+            choice = {"index": 0, "text": text or "", "logprobs": logprobs, "finish_reason": finish_reason}
         return sse({**base, "choices": [choice], **usage_field})
 
     try:
         if chat:
             yield chunk(None, None, role=True)
+        pending: list[TokenLogprobs] = []  # tokens whose text is held back (a partial character, a stop prefix)
         async for event in gen.events():
-            if event.text:
-                yield chunk(event.text, None)
+            pending.extend(event.logprobs)
+            if event.text or (pending and isinstance(event, FinishEvent)):
+                yield chunk(event.text, None, entries=pending if req.logprobs is not None else None)
+                pending = []
         fin = gen.finish
         assert fin is not None
         if fin.finish_reason == "error":

@@ -27,7 +27,6 @@ import binascii
 import time
 from email import policy
 from email.parser import BytesParser
-from typing import cast
 
 import numpy as np
 from fastapi import FastAPI, Request
@@ -35,7 +34,7 @@ from starlette.responses import Response
 
 from openhood.data.image import CorruptImage, ImageTooLarge, NotAnImage
 from openhood.engine.kernels.cores import core_budget
-from openhood.models.image_classify import BadImage, ClassifyAndEmbed, ImagePreprocessor
+from openhood.models.image_classify import BadImage, ImagePreprocessor
 from openhood.models.tasks import Task
 from openhood.scheduler import length_label
 from openhood.server.body import read_body
@@ -66,9 +65,12 @@ def register(app: FastAPI, state: ServerState) -> None:
     decoders: dict[str, ImageDecoder] = {}
     for name, rt in state.single_pass.items():
         if rt.model.task == TASK:
-            pre = cast(ImagePreprocessor, rt.model.preprocessor)
+            pre = rt.model.preprocessor
+            if not isinstance(pre, ImagePreprocessor):
+                raise TypeError(f"image model {name!r} has no image preprocessor")
             decoders[name] = ImageDecoder(pre, budget, workers=workers, queue_depth=config.max_queue)
             state.closers.append(decoders[name].close)
+            state.metrics.watch_decode_pool(name, decoders[name].pool.stats, workers)
 
     @app.post("/v1/images/classify", openapi_extra=IMAGES_REQUEST, responses=IMAGE_CLASSIFY_RESPONSES)
     async def classify(request: Request) -> Response:
@@ -151,9 +153,10 @@ async def images(request: Request, st: ServerState, decoders: dict[str, ImageDec
     count_checked(len(blobs), config.max_inputs_per_request, "images")
     rt = st.route(requested, TASK)
     model = rt.model
-    post = cast(ClassifyAndEmbed, model.postprocessor)
-    if kind == "classify" and (not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= post.classes):
-        raise _bad(f"'top_k' must be an integer from 1 to {post.classes}", param="top_k")
+    labels = model.labels
+    classes = len(labels)  # each row: the class probabilities, then the pooled features
+    if kind == "classify" and (not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= classes):
+        raise _bad(f"'top_k' must be an integer from 1 to {classes}", param="top_k")
     record.fields.update(model=model.name, inputs=len(blobs), bytes=sum(len(b) for b in blobs), kind=kind)
 
     t0 = time.monotonic_ns()
@@ -169,19 +172,17 @@ async def images(request: Request, st: ServerState, decoders: dict[str, ImageDec
     t2 = time.monotonic_ns()
     rows = np.stack([r.output for r in results])  # (n, classes + dim)
     if kind == "classify":
-        probs = rows[:, : post.classes]
+        probs = rows[:, :classes]
         top = np.argsort(-probs, axis=1, kind="stable")[:, :top_k]  # (n, k)
         data = [
             {
                 "index": i,
-                "labels": [
-                    {"index": int(c), "label": post.labels[c], "probability": float(probs[i, c])} for c in top[i]
-                ],
+                "labels": [{"index": int(c), "label": labels[c], "probability": float(probs[i, c])} for c in top[i]],
             }
             for i in range(len(rows))
         ]
     else:
-        data = [{"object": "embedding", "index": i, "embedding": rows[i, post.classes :]} for i in range(len(rows))]
+        data = [{"object": "embedding", "index": i, "embedding": rows[i, classes:]} for i in range(len(rows))]
     response = json_response({"object": "list", "model": model.name, "data": data})
     t_end = time.monotonic_ns()
     observe_stages(rt, record, results, (t0, t1, t2, t_end), length_label(1), prepared.lengths)
