@@ -509,6 +509,7 @@ class DynamicBatcher:
                 return choice, None, False
             assert pick is not None  # choose() only returns a candidate it was given
             self._busy_since_ns[worker] = now
+            self._overlap_ns = now  # started beside suspended work: traffic overlaps (no wide engine)
             return self._start_run_locked(pick, chosen, now), None, False
         if pick is None:
             return None, wait_s, False
@@ -556,6 +557,7 @@ class DynamicBatcher:
             choice.resume(now)
             return choice
         assert pick is not None  # choose() only returns a candidate it was given
+        self._overlap_ns = now  # a batch that preempts another overlaps it (no wide engine)
         return self._start_run_locked(pick, chosen, now)
 
     def _idle_worker_for(self, bucket: int, worker: int) -> bool:
