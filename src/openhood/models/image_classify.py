@@ -56,13 +56,23 @@ def _probe_jpeg() -> bytes:
     return buf.getvalue()
 
 
+DECODE_WORKERS = 2  # decode processes per image model in a server: ~40 MB each when idle
+
+
+def engine_cores(options: EngineOptions) -> int:
+    """The cores the engines were sized for (the wide engine's threads, else workers × threads)."""
+    return options.wide_threads or max(1, options.workers * (options.threads or 1))
+
+
 class ImagePreprocessor:
     max_length = 1  # fixed-shape items: one bucket, batches by count
 
-    def __init__(self, spec: ImageSpec, input_name: str, max_pixels: int = image.MAX_PIXELS):
+    def __init__(self, spec: ImageSpec, input_name: str, max_pixels: int = image.MAX_PIXELS, cores: int = 1):
         self.spec = spec
         self.input_name = input_name
         self.max_pixels = max_pixels
+        # Decode processes for the server's pool: DECODE_WORKERS, fewer on a 1-core machine.
+        self.decode_workers = max(1, min(DECODE_WORKERS, cores))
         self.probe_input = _probe_jpeg()
 
     def decode(self, index: int, data: bytes) -> np.ndarray:
@@ -128,7 +138,7 @@ def load_image_classifier(name: str, folder: Path, options: EngineOptions) -> Se
         name=name,
         task=TASK,
         folder=folder,
-        preprocessor=ImagePreprocessor(model.image_spec, INPUT_NAME),
+        preprocessor=ImagePreprocessor(model.image_spec, INPUT_NAME, cores=engine_cores(options)),
         backends=backends,
         wide=wide,
         postprocessor=post,

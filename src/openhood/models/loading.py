@@ -16,7 +16,6 @@ from pathlib import Path
 
 import psutil
 
-from openhood.engine.quant import PRECISIONS
 from openhood.models.options import EngineOptions
 from openhood.models.registry import (
     DEFAULT_TASK,
@@ -104,6 +103,8 @@ def load_model(spec: ModelSpec, options: EngineOptions) -> Served:
         raise ModelSpecError(f"model {spec.name!r}: unknown task {task!r}; tasks served: {sorted(TASK_LOADERS)}")
     name = spec.name or (folder.stem if gguf is not None else model_name_for(folder))
     options = replace(options, backend=spec.backend or options.backend, precision=spec.precision or options.precision)
+    from openhood.engine.quant import PRECISIONS  # here: importing the server must not import the engine
+
     if options.precision not in PRECISIONS:
         raise ModelSpecError(
             f"model {name!r}: unknown precision {options.precision!r}; choose one of {', '.join(PRECISIONS)}"

@@ -33,7 +33,6 @@ from fastapi import FastAPI, Request
 from starlette.responses import Response
 
 from openhood.data.image import CorruptImage, ImageTooLarge, NotAnImage
-from openhood.engine.kernels.cores import core_budget
 from openhood.models.image_classify import BadImage, ImagePreprocessor
 from openhood.models.tasks import Task
 from openhood.scheduler import length_label
@@ -49,7 +48,6 @@ from openhood.server.state import ServerState
 
 TASK = Task.IMAGE_CLASSIFY
 DEFAULT_TOP_K = 5
-DECODE_WORKERS = 2  # decode processes per image model (fewer on a 1-core machine): ~40 MB each when idle
 # data.image error type → (HTTP status, error code)
 IMAGE_ERRORS: dict[type, tuple[int, str]] = {
     NotAnImage: (415, "unsupported_image"),
@@ -61,16 +59,15 @@ IMAGE_ERRORS: dict[type, tuple[int, str]] = {
 def register(app: FastAPI, state: ServerState) -> None:
     config = state.config
     budget = PixelBudget(config.image_memory_mb * 2**20, config.image_wait_s)
-    workers = min(DECODE_WORKERS, core_budget().cores)
     decoders: dict[str, ImageDecoder] = {}
     for name, rt in state.single_pass.items():
         if rt.model.task == TASK:
             pre = rt.model.preprocessor
             if not isinstance(pre, ImagePreprocessor):
                 raise TypeError(f"image model {name!r} has no image preprocessor")
-            decoders[name] = ImageDecoder(pre, budget, workers=workers, queue_depth=config.max_queue)
+            decoders[name] = ImageDecoder(pre, budget, workers=pre.decode_workers, queue_depth=config.max_queue)
             state.closers.append(decoders[name].close)
-            state.metrics.watch_decode_pool(name, decoders[name].pool.stats, workers)
+            state.metrics.watch_decode_pool(name, decoders[name].pool.stats, pre.decode_workers)
 
     @app.post("/v1/images/classify", openapi_extra=IMAGES_REQUEST, responses=IMAGE_CLASSIFY_RESPONSES)
     async def classify(request: Request) -> Response:
