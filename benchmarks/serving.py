@@ -9,7 +9,12 @@ prints every ratio of issue 12's "Measured" list with its spread over the repeat
    with a busy-loop process pinned to one core (``BusyLoop``), ``--repeats`` pairs;
 4. per swept server, an open-loop ``--sweep`` for the highest rate meeting the SLO (no errors,
    P99 ≤ 3 × P50 in every token-length bucket with ≥ 500 samples): every rate judged on
-   ``--repeats`` runs of ≥ ``--sweep-requests`` requests, stepped then bisected.
+   ``--repeats`` runs of ≥ ``--sweep-requests`` requests, stepped then bisected;
+5. ``--slo-fractions 0.5,0.7``: every server at the same open-loop Poisson rates, those fractions
+   of the first server's closed-loop maximum (the best of its ``--clients`` points), for
+   ``--slo-duration`` s each, and the verdict per length bucket (P99 ≤ 3 × P50 in every bucket
+   with ≥ ``--slo-min-samples`` samples, no errors); ``--model-json`` (``benchmarks/slo_model.py
+   --json``) puts the virtual-time model's prediction beside each measured row.
 Every measurement is an ``openhood loadtest ... --json`` subprocess whose exact command is
 printed beside its numbers, so each row can be rerun alone. Run it under the benchmark lock:
 
@@ -42,12 +47,15 @@ BIN = Path(sys.executable).parent
 
 
 def server_command(name: str, port: int, serve_args: list[str], int8_model: str | None = None) -> list[str]:
-    """``openhood-<backend>[@t<N>]``, ``naive-<backend>[@t<N>]`` or ``naiveserial-<backend>``.
+    """``openhood-<backend>[@t<N>][+flag...]``, ``naive-<backend>[@t<N>]`` or ``naiveserial-<backend>``.
 
     ``<backend>``: numpy, onnxruntime, or int8 (ONNX Runtime on the ``--int8-model`` folder made
     by ``openhood quantize``). ``@tN`` sets the engine's intra-op threads (default: openhood's own
-    layout; all cores for the naive server).
+    layout; all cores for the naive server). ``+flag`` adds ``--flag`` to ``openhood serve``
+    (``openhood-numpy+no-preempt``: today's policy beside the preemptive default).
     """
+    name, *flags = name.split("+")
+    serve_args = [*serve_args, *(f"--{f}" for f in flags)]
     base, _, threads = name.partition("@t")
     kind, backend = base.split("-", 1)
     if backend == "int8":
@@ -297,6 +305,74 @@ class BusyLoop:
         self.proc.wait()
 
 
+def slo_runs(servers: list[Server], args) -> list[dict]:
+    """Every server at ``--slo-fractions`` of the first server's closed-loop maximum, open loop."""
+    from openhood.scheduler.policy import TAIL_RATIO
+
+    anchor = servers[0]
+    best = max((r["throughput_rps"] for r in anchor.out["closed"]), default=0.0)
+    if not best:
+        raise SystemExit(f"--slo-fractions needs closed-loop points of {anchor.name} (--clients)")
+    rows = []
+    for fraction in args.slo_fractions:
+        rate = round(fraction * best, 1)
+        for server in servers:
+            extra = ["--rate", str(rate), "--duration", str(args.slo_duration)]
+            shown, s = loadtest(server.url, args, extra, args.seed)
+            checked = [b for b in s["buckets"] if b["count"] >= args.slo_min_samples]
+            failing = [b["bucket"] for b in checked if b["ratio"] is not None and b["ratio"] > TAIL_RATIO]
+            row = {
+                "server": server.name,
+                "fraction": fraction,
+                "rate": rate,
+                "anchor_max_rps": best,
+                "throughput_rps": s["throughput_rps"],
+                "errors": s["error_count"],
+                "buckets": {b["bucket"]: (b["p50"], b["p99"], b["count"]) for b in s["buckets"] if b["count"]},
+                "checked": [b["bucket"] for b in checked],
+                "pass": not failing and not s["error_count"] and bool(checked),
+                "command": shown,
+            }
+            server.out.setdefault("slo", []).append(row)
+            rows.append(row)
+            cells = ", ".join(
+                f"{k} {p50:.0f}/{p99:.0f} ms ({p99 / p50:.2f}, n={n}{'' if n >= args.slo_min_samples else ', unchecked'})"
+                for k, (p50, p99, n) in row["buckets"].items()
+            )
+            print(
+                f"  {server.name:<26} {fraction:.2f}x {best:.1f} = {rate:.1f} req/s -> {s['throughput_rps']:.1f} req/s, "
+                f"errors {s['error_count']}: {cells} -> {'PASS' if row['pass'] else 'FAIL'}",
+                flush=True,
+            )
+    return rows
+
+
+def slo_table(rows: list[dict], model: dict, model_map: dict[str, str], min_samples: int) -> str:
+    """Markdown: per server and fraction, P99/P50 per bucket (measured), the verdict, and the
+    model's worst-bucket ratio per seed for the same policy where ``model_map`` names it."""
+    labels = sorted({k for r in rows for k in r["buckets"]}, key=lambda k: int(k.split("-")[0].rstrip("+")))
+    lines = [
+        f"| server | × max (req/s) | errors | {' | '.join(labels)} | verdict (n ≥ {min_samples}) | model worst P99/P50 |",
+        "|---|---:|---:|" + "---|" * len(labels) + "---|---|",
+    ]
+    for r in rows:
+        cells = []
+        for k in labels:
+            if k not in r["buckets"]:
+                cells.append("-")
+                continue
+            p50, p99, n = r["buckets"][k]
+            mark = "" if n >= min_samples else "*"
+            cells.append(f"{p99 / p50:.2f}{mark} ({p50:.0f}/{p99:.0f}, n={n})")
+        predicted = model.get(model_map.get(r["server"], ""), {}).get(f"{r['fraction']:.2f}")
+        shown = " / ".join(f"{x:.2f}" for x in predicted) if predicted else "-"
+        lines.append(
+            f"| {r['server']} | {r['fraction']:.2f} ({r['rate']:.1f}) | {r['errors']} | {' | '.join(cells)} | "
+            f"{'pass' if r['pass'] else 'fail'} | {shown} |"
+        )
+    return "\n".join(lines) + f"\n(* fewer than {min_samples} samples: not judged)"
+
+
 def noisy_runs(server: Server, args) -> None:
     """Closed loop at ``--noisy-clients``, quiet then with the busy loop, ``--repeats`` times."""
     for rep in range(args.repeats):
@@ -492,6 +568,20 @@ def main() -> None:
     p.add_argument("--serve-args", default="", help="extra `openhood serve` flags (batching knobs)")
     p.add_argument("--port", type=int, default=8190)
     p.add_argument("--out", help="write all results as JSON here")
+    p.add_argument(
+        "--slo-fractions",
+        type=lambda v: [float(x) for x in v.split(",") if x],
+        default=[],
+        help="open-loop rates as fractions of the first server's closed-loop max, every server (e.g. 0.5,0.7)",
+    )
+    p.add_argument("--slo-duration", type=float, default=60.0, help="seconds per --slo-fractions run")
+    p.add_argument("--slo-min-samples", type=int, default=300, help="a bucket is judged from this many samples")
+    p.add_argument("--model-json", help="benchmarks/slo_model.py --json output: predictions beside the measurement")
+    p.add_argument(
+        "--model-map",
+        default="",
+        help="server=variant pairs naming the model's variant of each server (e.g. openhood-numpy=served)",
+    )
     args = p.parse_args()
     args.clients = [int(x) for x in args.clients.split(",")]
     closed_names = [n.strip() for n in args.servers.split(",") if n.strip()]
@@ -517,6 +607,12 @@ def main() -> None:
             if server.name in noisy_names:
                 noisy_runs(server, args)
         report(servers, args, ceiling)  # before the sweeps, the longest part
+        if args.slo_fractions:
+            rows = slo_runs([s for s in servers if s.name in closed_names], args)
+            model = json.loads(Path(args.model_json).read_text()) if args.model_json else {}
+            pairs = dict(kv.split("=", 1) for kv in args.model_map.split(",") if kv)
+            print("\n" + slo_table(rows, model, pairs, args.slo_min_samples), flush=True)
+            report(servers, args, ceiling)  # --out gains the rows
         for server in servers:
             if server.name in sweep_names:
                 sweep_run(server, args)

@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import heapq
+import json
 import sys
 import threading
 import time
@@ -146,6 +147,50 @@ def side_by_side_slowdown(runs: list[Callable[[list, int], object]], dummy, seco
     return max(1.0, alone[0] / (sum(both) / len(both)))
 
 
+def yield_overhead(model, dummy, repeats: int = 5) -> tuple[float, int]:
+    """(seconds one preemption costs on worker 0's engine, layer groups per pass): a 256-token
+    pass stepped with a 16-token batch run between every two steps, against the same work
+    uninterrupted (best of ``repeats`` each: what the switches add, e.g. caches gone cold; CPU
+    time of a 1-thread engine).
+    (0, 1) when the backend cannot yield."""
+    from openhood.scheduler.calibrate import best_time
+
+    start = model.starter(0)
+    if start is None:
+        return 0.0, 1
+    run = model.runner(0)
+    long, short = [dummy(256)], [dummy(16)]
+    steps = start(long, 256).steps
+
+    def plain() -> None:
+        run(long, 256)
+        for _ in range(steps - 1):
+            run(short, 16)
+
+    def interleaved() -> None:
+        p = start(long, 256)
+        while not p.step():
+            run(short, 16)
+        p.result()
+
+    plain(), interleaved()  # first calls of these shapes: allocations
+    # CPU seconds of this thread when the engine has one thread (all its work runs here): the
+    # engine's cost even on a busy machine; wall time otherwise.
+    clock = time.thread_time if model.backends[0].threads == 1 else time.perf_counter
+    cost = best_time(interleaved, repeats, clock) - best_time(plain, repeats, clock)
+    return max(0.0, cost / (steps - 1)), steps
+
+
+def row_cost_table(spec: str) -> CostTable:
+    """``"32:16.0,64:26.1"`` (one row's ms per padded length) → a table where B rows cost B x one row."""
+    rows = np.array([1.0, 2.0])
+    timed = {}
+    for pair in spec.split(","):
+        t, ms = pair.split(":")
+        timed[int(t)] = (rows, rows * float(ms) / 1e3)
+    return CostTable(timed)
+
+
 @dataclass(eq=False)
 class _Job:
     work: float  # seconds left at full speed on its own threads
@@ -190,6 +235,7 @@ class Setup:
 
     policy: object  # BatchPolicy
     budgets: list[int]
+    token_costs: list[float]  # seconds per padded token per bucket (the calibration's)
     bounds: tuple[int, ...]
     workers: int
     wide: bool
@@ -201,6 +247,11 @@ class Setup:
     loop_s: float
     client_s: float
     shared: bool = False
+    # Layer-granular preemption (scheduler.preemption): batches run as ``layers`` steps of
+    # cost/layers each, and each switch to another batch costs ``yield_s`` (measured on the engine).
+    preempt: bool = False
+    layers: int = 6
+    yield_s: float = 0.0
 
 
 @dataclass
@@ -209,6 +260,7 @@ class Outcome:
     tokens: np.ndarray
     throughput: float
     wide_share: float = 0.0
+    yields: int = 0
 
 
 def simulate(
@@ -224,11 +276,13 @@ def simulate(
     batcher = DynamicBatcher(
         [noop] * setup.workers,
         LengthBuckets(setup.bounds),
-        setup.policy,
+        replace(setup.policy, preempt=setup.preempt),
         wide_run=noop if setup.wide else None,
+        start=[noop] * setup.workers,  # never called either: the simulation steps runs itself
         clock=lambda: int(now[0] * 1e9),
     )
     batcher.set_token_budgets(setup.budgets)
+    batcher.set_token_costs(setup.token_costs)
     machine = Machine(setup.cores, setup.interference)
     loop: deque[_Job] = deque()  # the event loop: one thread, first come first served
     sent = np.full(requests, np.nan)
@@ -236,6 +290,7 @@ def simulate(
     busy = [False] * setup.workers
     timers: list[float] = []
     wide_batches = [0, 0]
+    yields = [0]
     next_req = [0]
 
     def on_loop(work: float, then: Callable[[], None]) -> None:
@@ -266,28 +321,52 @@ def simulate(
         if clients:
             send()
 
+    def finish(w: int, wide: bool, items: list) -> None:
+        busy[w] = False
+        batcher.batch_done(w, wide)
+        for it in items:
+            on_loop(setup.loop_s / 2, lambda i=it.payload: respond(i))
+
+    def step(w: int, run, switched: bool) -> None:
+        """One layer group of a preemptible run on worker ``w`` (a switch first pays ``yield_s``)."""
+        if run.done_steps == 0:
+            run.steps = setup.layers
+        cost = setup.cost_one(len(run.items), run.padded_len) / setup.layers + (setup.yield_s if switched else 0.0)
+
+        def stepped() -> None:
+            if run.done_steps + 1 == run.steps:
+                finish(w, False, run.items)
+                return
+            nxt = batcher.yield_point(w, run)
+            yields[0] += nxt is not run
+            step(w, nxt, nxt is not run)
+
+        machine.jobs.append(_Job(cost, 1, True, stepped))
+
     def dispatch() -> None:
         for w in range(setup.workers):
             if busy[w]:
                 continue
-            items, wait_s, wide = batcher.next_batch(w)
-            if not items:
+            run, wait_s, wide = batcher.next_run(w)
+            if run is None:
                 if wait_s is not None:
                     heapq.heappush(timers, now[0] + wait_s)
                 continue
             busy[w] = True
-            rows, padded = len(items), max(it.length for it in items)
-            cost = (setup.cost_wide if wide else setup.cost_one)(rows, padded)
             wide_batches[0] += wide
-            wide_batches[1] += 1
-
-            def done(w: int = w, wide: bool = wide, items: list = items) -> None:
-                busy[w] = False
-                batcher.batch_done(w, wide)
-                for it in items:
-                    on_loop(setup.loop_s / 2, lambda i=it.payload: respond(i))
-
-            machine.jobs.append(_Job(cost, setup.wide_threads if wide else 1, True, done))
+            wide_batches[1] += run.done_steps == 0
+            if setup.preempt and not wide:
+                step(w, run, run.done_steps > 0)  # a resumed run pays the switch back
+                continue
+            cost = (setup.cost_wide if wide else setup.cost_one)(len(run.items), run.padded_len)
+            machine.jobs.append(
+                _Job(
+                    cost,
+                    setup.wide_threads if wide else 1,
+                    True,
+                    lambda w=w, wide=wide, r=run: finish(w, wide, r.items),
+                )
+            )
 
     if clients:
         arrivals: list[float] = []
@@ -315,7 +394,7 @@ def simulate(
     ok = ~np.isnan(finished)
     latency = finished - sent + setup.client_s
     span = np.nanmax(finished) - np.nanmin(sent)
-    return Outcome(latency[ok], toks[ok], ok.sum() / span, wide_batches[0] / max(1, wide_batches[1]))
+    return Outcome(latency[ok], toks[ok], ok.sum() / span, wide_batches[0] / max(1, wide_batches[1]), yields[0])
 
 
 def bucket_ratios(out: Outcome, min_samples: int) -> dict[str, tuple[float, float, int]]:
@@ -359,17 +438,22 @@ def parse_variant(text: str) -> tuple[str, dict[str, str]]:
 
 
 def apply_variant(base: Setup, pairs: dict[str, str]) -> Setup:
-    """Overrides: any BatchPolicy field, or wide / workers / loop_ms / client_cores / interference."""
+    """Overrides: any BatchPolicy field, or wide / workers / loop_ms / yield_ms / preempt / cores /
+    interference / shared / budget."""
     policy_fields = {f.name for f in fields(base.policy)}
     policy_changes, setup_changes = {}, {}
     for key, value in pairs.items():
-        if key in policy_fields:
+        if key == "preempt":  # the simulation's own switch (BatchPolicy.preempt follows it)
+            setup_changes["preempt"] = value not in ("0", "false", "off")
+        elif key in policy_fields:
             current = getattr(base.policy, key)
             policy_changes[key] = type(current)(value)
         elif key == "wide":
             setup_changes["wide"] = value not in ("0", "false", "off")
         elif key == "workers":
             setup_changes["workers"] = int(value)
+        elif key == "yield_ms":
+            setup_changes["yield_s"] = float(value) / 1e3
         elif key == "loop_ms":
             setup_changes["loop_s"] = float(value) / 1e3
         elif key == "cores":
@@ -390,7 +474,7 @@ def main(argv: list[str] | None = None) -> int:
     from openhood.loadtest.stats import Slo
     from openhood.models import EngineOptions, ModelSpec, load_model, resolve_model_dir
     from openhood.scheduler import LengthBuckets
-    from openhood.scheduler.calibrate import calibrate
+    from openhood.scheduler.calibrate import calibrate, token_budget
     from openhood.server.config import ServerConfig
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -400,12 +484,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fractions", default="0.2,0.3,0.4,0.5,0.6,0.7,0.8", help="open-loop rates, × the modelled max")
     ap.add_argument("--requests", type=int, default=8000, help="per rate and seed (>= 500 in the 129-256 bucket)")
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--timing-repeats", type=int, default=5, help="best of this many per timed batch")
     # Defaults from benchmarks/tail_stages.py --rate 5 (server time neither queue nor inference;
     # client minus server) and benchmarks/serving.py (the load generator's CPU), docs/benchmarks.md.
     ap.add_argument("--loop-ms", type=float, default=3.0, help="event-loop CPU per request")
     ap.add_argument("--client-ms", type=float, default=3.5, help="latency outside the server per request")
     ap.add_argument("--client-cores", type=float, default=0.15, help="cores the load generator holds")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE,...")
+    ap.add_argument(
+        "--json",
+        help="write each variant's worst-bucket P99/P50 per rate and seed here (benchmarks/serving.py --model-json)",
+    )
+    ap.add_argument(
+        "--row-costs",
+        metavar="T:MS,...[/T:MS,...]",
+        help="skip the timing: one row's engine ms per padded length on the 1-thread engine [/ the wide one], "
+        "B rows costing B x one row (no batching gain), engines side by side not slowing each other, "
+        "budgets and token costs derived as the calibration would; for a quiet machine's costs on a busy one",
+    )
+    ap.add_argument("--yield-ms", type=float, default=0.0, help="with --row-costs: the cost of one preemption")
     ap.add_argument("--plot", help="write an SVG of the worst bucket's P99/P50 (median of the seeds) against the rate")
     args = ap.parse_args(argv)
 
@@ -420,17 +517,33 @@ def main(argv: list[str] | None = None) -> int:
     dummy = one.preprocessor.dummy
     bounds = LengthBuckets.for_model(config.buckets, one.max_length).bounds
     t0 = time.perf_counter()
-    grid_one = time_batches(one.runner(0), dummy)
-    grid_wide = time_batches(wide.runner(0), dummy)
-    slowdown = side_by_side_slowdown([one.runner(0), one.runner(1)], dummy) if workers > 1 else 1.0
     policy = config.batch_policy()
     policy = replace(policy, max_batch_tokens=max(policy.max_batch_tokens, bounds[-1]))
-    cal = calibrate(one.runner(0), dummy, bounds, max_tokens=policy.max_batch_tokens)
-    cost_one, cost_wide = fit_costs(grid_one), fit_costs(grid_wide)
+    if args.row_costs:
+        one_ms, _, wide_ms = args.row_costs.partition("/")
+        cost_one = row_cost_table(one_ms)
+        cost_wide = row_cost_table(wide_ms or one_ms)
+        slowdown, yield_s = 1.0, args.yield_ms / 1e3
+        start = one.starter(0)
+        layers = start([dummy(bounds[0])], bounds[0]).steps if start is not None else 1
+        token_costs = [cost_one(1, t) / t for t in bounds]
+        lone_s = cost_one(1, bounds[0])
+        budgets = [
+            token_budget(lone_s, c, min_tokens=t, max_tokens=policy.max_batch_tokens)
+            for t, c in zip(bounds, token_costs, strict=True)
+        ]
+    else:
+        cost_one = fit_costs(time_batches(one.runner(0), dummy, args.timing_repeats))
+        cost_wide = fit_costs(time_batches(wide.runner(0), dummy, args.timing_repeats))
+        slowdown = side_by_side_slowdown([one.runner(0), one.runner(1)], dummy) if workers > 1 else 1.0
+        cal = calibrate(one.runner(0), dummy, bounds, max_tokens=policy.max_batch_tokens)
+        budgets, token_costs = cal.budgets, [cal.cost_per_token[t] for t in bounds]
+        yield_s, layers = yield_overhead(one, dummy, args.timing_repeats)
     lengths = corpus_lengths(args.corpus, args.max_chars, folder)
     base = Setup(
         policy=policy,
-        budgets=cal.budgets,
+        budgets=budgets,
+        token_costs=token_costs,
         bounds=bounds,
         workers=workers,
         wide=config.wide,
@@ -441,6 +554,9 @@ def main(argv: list[str] | None = None) -> int:
         interference=slowdown,
         loop_s=args.loop_ms / 1e3,
         client_s=args.client_ms / 1e3,
+        preempt=policy.preempt and layers > 1,  # what the server does: only an engine that yields preempts
+        layers=layers,
+        yield_s=yield_s,
     )
     print(
         f"{args.backend}, {cores} cores, {workers} workers x {config.engine_threads(cores)} thread + wide {wide_threads}; "
@@ -454,8 +570,11 @@ def main(argv: list[str] | None = None) -> int:
             f"512 tokens as 16 x 32 {fit(16, 32) * 1e3:.1f} ms"
         )
     print(
-        f"two 1-thread engines side by side: {slowdown:.2f}x slower each; budgets {dict(zip(bounds, cal.budgets, strict=True))}"
+        f"two 1-thread engines side by side: {slowdown:.2f}x slower each; budgets {dict(zip(bounds, budgets, strict=True))}"
     )
+    if layers > 1:
+        source = "--yield-ms" if args.row_costs else "measured on the engine"
+        print(f"preemption: {layers} layer groups per pass, {yield_s * 1e3:.3f} ms per yield ({source})")
     print(
         f"corpus: {len(lengths)} texts, tokens P50 {np.median(lengths):.0f} P90 {np.percentile(lengths, 90):.0f}; "
         f"loop {args.loop_ms} ms CPU/request, client {args.client_ms} ms, load generator {args.client_cores} cores"
@@ -466,6 +585,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     fractions = [float(f) for f in args.fractions.split(",")]
     curves = []  # (variant, × openhood's modelled max, median worst ratio) for --plot
+    predictions: dict[str, dict[str, list[float]]] = {}  # variant → "0.50" → worst ratio per seed (--json)
     served_max = None
     for name, setup in variants:
         closed = simulate(setup, lengths, rate=None, clients=CLOSED_CLIENTS, requests=args.requests, seed=0)
@@ -474,6 +594,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"\n### {name}: modelled closed-loop max ({CLOSED_CLIENTS} clients) {closed.throughput:.1f} req/s; "
             f"1 client P50 {np.median(lone.latency_s) * 1e3:.1f} ms ({lone.wide_share:.0%} wide)"
+            + (f"; preemptive, {closed.yields} yields in the closed-loop run" if setup.preempt else "")
         )
         print(
             "| rate req/s | × max | worst bucket P99/P50 per seed | P50 / P99 ms per bucket (seed 0) | wide | SLO "
@@ -503,9 +624,13 @@ def main(argv: list[str] | None = None) -> int:
                 f"| {verdict(short, slo.bucket_ratio)} ({' / '.join(f'{r:.2f}' for r in short)}) |",
                 flush=True,
             )
+            predictions.setdefault(name, {})[f"{f:.2f}"] = [round(r, 3) for r, _ in worst]
             xs.append(rate / served_max)
             ys.append(float(np.median([r for r, _ in worst])))
         curves.append((name, xs, ys))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(predictions, fh, indent=1)
     if args.plot:
         from openhood.loadtest.svgplot import lines
 

@@ -27,6 +27,7 @@ def setup(**kw):
     base = dict(
         policy=BatchPolicy(max_wait_ms=2.0),
         budgets=[512, 512],
+        token_costs=[1e-4, 1e-4],
         bounds=(64, 256),
         workers=2,
         wide=True,
@@ -106,3 +107,30 @@ def test_a_sample_slower_than_a_bigger_batch_takes_the_bigger_ones_time():
     table = slo_model.fit_costs(samples)
     assert table(1, 48) == pytest.approx(0.016)  # 30 ms at 48 tokens was noise: 64 tokens took 16
     assert table(1, 32) == pytest.approx(0.010) and table(2, 64) == pytest.approx(0.030)
+
+
+def length_cost(per_token_s: float):
+    """A batch costs per_token x rows x padded length (no fixed part)."""
+    rows = np.array([1.0, 2.0])
+    return slo_model.CostTable({t: (rows, rows * t * per_token_s) for t in (8, 256)})
+
+
+def test_a_preemptive_lone_request_costs_its_layers_and_nothing_more():
+    s = setup(workers=1, wide=False, preempt=True, layers=6, yield_s=0.001, cost_one=length_cost(1e-4))
+    out = slo_model.simulate(s, np.array([100]), rate=None, clients=1, requests=20, seed=0)
+    np.testing.assert_allclose(out.latency_s, 0.002 + 100 * 1e-4 + 0.003, atol=1e-9)  # no yield when alone
+    assert out.yields == 0
+
+
+def test_preemption_shortens_the_short_requests_tail_behind_long_batches():
+    # One worker; 90% 10-token requests (1 ms), 10% 250-token ones (25 ms): 3.4 ms of work per
+    # request on average, offered at half the worker's capacity.
+    lengths = np.array([10] * 9 + [250])
+    base = dict(workers=1, wide=False, cost_one=length_cost(1e-4), loop_s=0.0, layers=6, token_costs=[1e-4, 1e-4])
+    runs = {
+        on: slo_model.simulate(setup(preempt=on, **base), lengths, rate=150.0, requests=3000, seed=1)
+        for on in (False, True)
+    }
+    p99 = {on: np.percentile(out.latency_s[out.tokens == 10], 99) for on, out in runs.items()}
+    assert runs[True].yields > 0 and runs[False].yields == 0
+    assert p99[True] < 0.5 * p99[False]  # a short request no longer waits out a 25 ms batch

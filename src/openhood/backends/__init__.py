@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from openhood.backends.base import Backend, check_feeds
+from openhood.backends.base import Backend, Resumable, check_feeds, resumable_start
 
 if TYPE_CHECKING:
     from openhood.engine.graph.graph import Graph
@@ -53,4 +53,13 @@ def load_backend(
     raise ValueError(f"unknown backend {name!r}; choose one of {BACKENDS}")
 
 
-__all__ = ["BACKENDS", "BASE_PRECISION", "Backend", "check_feeds", "load_backend", "prepare_graph"]
+__all__ = [
+    "BACKENDS",
+    "BASE_PRECISION",
+    "Backend",
+    "Resumable",
+    "check_feeds",
+    "load_backend",
+    "prepare_graph",
+    "resumable_start",
+]

@@ -10,7 +10,7 @@ could have fused (pooling is ~1% of a forward pass).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -41,6 +41,34 @@ class Backend(Protocol):
     def close(self) -> None:
         """Release thread pools and sessions; the backend is unusable afterwards."""
         ...
+
+
+@runtime_checkable
+class Resumable(Protocol):
+    """A forward pass in steps of one layer group (an optional entry: ``backend.start(feeds)``,
+    ``resumable_start``). ONNX Runtime runs a whole graph per call and has none: with it the
+    scheduler never preempts."""
+
+    @property
+    def steps(self) -> int: ...
+
+    def step(self) -> bool:
+        """Run the next layer group; True when the pass is complete."""
+        ...
+
+    def result(self) -> dict[str, np.ndarray]:
+        """Every name of ``output_names`` → its array, once complete."""
+        ...
+
+    def close(self) -> None:
+        """Drop the pass's activations (it will not be resumed)."""
+        ...
+
+
+def resumable_start(backend: Backend) -> Callable[[Mapping[str, np.ndarray]], Resumable] | None:
+    """The backend's ``start(feeds)`` when it can run a pass in steps, else None."""
+    start = getattr(backend, "start", None)
+    return start if callable(start) else None
 
 
 def check_feeds(feeds: Mapping[str, np.ndarray], input_names: tuple[str, ...]) -> None:

@@ -142,13 +142,19 @@ SERVE_OPTIONS: tuple[Option, ...] = (
         flags=("--short-lane-tokens",),
         field="short_lane_tokens",
         type=v.non_negative_int,
-        help="with 2+ workers, worker 0 only runs buckets up to this many tokens, so a short request never waits behind long batches on every worker (0 = off)",
+        help="with 2+ workers that cannot preempt (ONNX Runtime, --no-preempt), worker 0 only runs buckets up to this many tokens, so a short request never waits behind long batches on every worker (0 = off)",
     ),
     Option(
         flags=("--wide-quiet-ms",),
         field="wide_quiet_ms",
         type=v.non_negative_float,
         help="with --wide: a lone request runs on every core only after this long without overlapping requests (sequential traffic); 0 = whenever the server is idle",
+    ),
+    Option(
+        flags=("--preempt",),
+        field="preempt",
+        kind="bool",
+        help="a running batch yields between layers to a queued batch with less work, so short requests never wait for a long batch to finish (NumPy backend; ONNX Runtime cannot yield)",
     ),
     Option(
         flags=("--max-queue",), field="max_queue", type=v.positive_int, help="queued sequences before requests get 429"

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from openhood.backends import Backend
+from openhood.backends import Backend, Resumable, resumable_start
 from openhood.models.tasks import Task
 
 NORM_TOLERANCE = 1e-3
@@ -172,6 +172,19 @@ class ServedModel:
         """``run`` bound to one worker: the scheduler's per-worker function."""
         return lambda payloads, padded_len: self.run(worker, payloads, padded_len)
 
+    def starter(self, worker: int) -> Callable[[list[Any], int], BatchPass] | None:
+        """One batch on worker ``worker``'s backend as a pass in layer groups (the scheduler's
+        per-worker ``start`` for preemption), None when the backend cannot yield (ONNX Runtime)."""
+        start = resumable_start(self.backends[worker])
+        if start is None:
+            return None
+
+        def begin(payloads: list[Any], padded_len: int) -> BatchPass:
+            feeds = self.preprocessor.collate(payloads, padded_len)
+            return BatchPass(start(feeds), feeds, self.postprocessor)
+
+        return begin
+
     def wide_runner(self) -> Callable[[list[Any], int], np.ndarray] | None:
         """``run`` on the wide backend (the scheduler's ``wide_run``), None without one."""
         if self.wide is None:
@@ -205,3 +218,28 @@ class ServedModel:
     def close(self) -> None:
         for backend in [*self.backends, *([self.wide] if self.wide is not None else [])]:
             backend.close()
+
+
+class BatchPass:
+    """A batch's forward pass in steps, its postprocessor applied at the end: ``result()`` is
+    what ``ServedModel.run`` returns for the same batch, bit for bit (same engine, same order)."""
+
+    def __init__(self, resumable: Resumable, feeds: dict[str, np.ndarray], postprocessor: Postprocessor):
+        self._resumable = resumable
+        self._feeds: dict[str, np.ndarray] | None = feeds
+        self._postprocessor = postprocessor
+
+    @property
+    def steps(self) -> int:
+        return self._resumable.steps
+
+    def step(self) -> bool:
+        return self._resumable.step()
+
+    def result(self) -> np.ndarray:
+        assert self._feeds is not None, "the pass was closed"
+        return self._postprocessor(self._resumable.result(), self._feeds)
+
+    def close(self) -> None:
+        self._resumable.close()
+        self._feeds = None

@@ -71,6 +71,7 @@ import numpy as np
 
 from openhood.scheduler.buckets import LengthBuckets
 from openhood.scheduler.policy import BatchPolicy
+from openhood.scheduler.preemption import NOMINAL_TOKEN_COST_S, Candidate, Run, StartFn, choose, work_s
 
 log = logging.getLogger("openhood.scheduler")
 
@@ -121,6 +122,8 @@ class BatchInfo:
     inference_start_ns: int
     inference_end_ns: int
     wide: bool = False  # ran on the all-cores engine (a lone batch on an idle server)
+    preempted_ns: int = 0  # of the inference window, the time it spent suspended (scheduler.preemption)
+    yields: int = 0  # times it was preempted
 
     @property
     def padded_tokens(self) -> int:
@@ -159,6 +162,7 @@ class DynamicBatcher:
         on_drop: Callable[[int], None] | None = None,
         name: str = "",
         wide_run: RunFn | None = None,
+        start: Sequence[StartFn | None] | None = None,
         clock: Callable[[], int] = time.monotonic_ns,
     ):
         policy = policy or BatchPolicy()
@@ -172,10 +176,23 @@ class DynamicBatcher:
             raise ValueError("run must be a callable or a non-empty sequence of callables (one per worker)")
         # Worker 0 as a short lane: it only takes buckets up to this bound (needs another worker
         # for the rest, so it is off with one worker). Buckets are indices: precompute the limit.
+        # Per worker, a resumable pass of its engine (scheduler.preemption) when the policy
+        # preempts and the backend can yield; None runs whole batches (ONNX Runtime).
+        starts: list[StartFn | None] = list(start) if start is not None else [None] * len(runs)
+        if len(starts) != len(runs):
+            raise ValueError(f"start needs one entry per worker ({len(runs)}), got {len(starts)}")
+        self._starts = starts if policy.preempt else [None] * len(runs)
+        # The lane is off when every worker preempts: a short request then never waits for a long
+        # batch on any worker, and both cores serve short ones (benchmarks/slo_model.py, 0.5x
+        # max: worst bucket P99/P50 3.1 without the lane, 3.6 with it; docs/benchmarks.md).
+        preempting = all(s is not None for s in self._starts)
         lane_buckets = sum(1 for b in buckets.bounds if b <= policy.short_lane_tokens)
-        self._lane_limit = lane_buckets if policy.short_lane_tokens and len(runs) > 1 and lane_buckets else None
+        lane = policy.short_lane_tokens and len(runs) > 1 and lane_buckets and not preempting
+        self._lane_limit = lane_buckets if lane else None
         self._runs = runs
         self._wide_run = wide_run
+        # Seconds per padded token per bucket: the preemption policy's work estimates.
+        self._token_costs = [NOMINAL_TOKEN_COST_S] * len(buckets.bounds)
         self.buckets = buckets
         self.policy = policy
         self.max_batch_size = policy.max_batch_size
@@ -207,6 +224,7 @@ class DynamicBatcher:
         self._queued_tokens = 0  # sum of the queued items' costs
         self._stopping = False
         self._busy_since_ns: list[int | None] = [None] * len(runs)
+        self._suspended: list[list[Run]] = [[] for _ in runs]  # per worker: preempted, waiting to resume
         self._overlap_ns: int | None = None  # the last time a batch started beside other work
         self._items_per_s = 0.0  # EWMA of engine throughput (all workers), for Retry-After
 
@@ -282,6 +300,26 @@ class DynamicBatcher:
         with self._cond:
             self._budgets = budgets
 
+    def set_token_costs(self, per_bucket: Sequence[float]) -> None:
+        """Seconds per padded token of each bucket (the calibration's ``cost_per_token``): what the
+        preemption policy estimates a batch's work from."""
+        costs = [float(c) for c in per_bucket]
+        if len(costs) != len(self.buckets) or any(c <= 0 for c in costs):
+            raise ValueError(f"need one cost > 0 per bucket {self.buckets.bounds}, got {list(per_bucket)}")
+        with self._cond:
+            self._token_costs = costs
+
+    @property
+    def preemptive(self) -> bool:
+        """Some worker runs batches layer by layer and may preempt them."""
+        return any(s is not None for s in self._starts)
+
+    @property
+    def suspended(self) -> int:
+        """Batches preempted now, waiting to resume on their worker."""
+        with self._cond:
+            return sum(len(s) for s in self._suspended)
+
     @property
     def token_budgets(self) -> list[int]:
         return list(self._budgets)
@@ -308,8 +346,9 @@ class DynamicBatcher:
             return 1
         return int(min(30, max(1, math.ceil(self._depth / rate))))
 
-    def _take_locked(self, now: int, worker: int = 0) -> tuple[list[_Item] | None, float | None]:
-        """Pick the batch worker ``worker`` runs now (if any) and how long to sleep otherwise."""
+    def _ready_locked(self, now: int, worker: int = 0) -> tuple[int | None, float | None]:
+        """The bucket worker ``worker`` takes its next batch from now (if any) and how long to
+        sleep otherwise."""
         limit = self._lane_limit if worker == 0 else None  # the short lane sees only its buckets
         oldest: tuple[int, int] | None = None  # (head enqueued_ns, bucket index) of the oldest ready bucket
         shortest: int | None = None  # index of the shortest ready bucket
@@ -341,25 +380,37 @@ class DynamicBatcher:
                 next_deadline = deadline
         if oldest is not None:
             if self.priority == "oldest":
-                pick = oldest[1]
-            else:
-                pick = overdue[1] if overdue is not None else shortest  # type: ignore[assignment]  # set with oldest
-            queue = self._queues[pick]
-            chosen = self._select(pick, queue)
-            if len(chosen) == len(queue) or chosen[-1] == len(chosen) - 1:  # a FIFO prefix
-                items = [queue.popleft() for _ in chosen]
-            else:
-                taken = set(chosen)
-                items = [queue[i] for i in chosen]
-                rest = [item for i, item in enumerate(queue) if i not in taken]
-                queue.clear()
-                queue.extend(rest)
-            self._depth -= len(items)
-            self._queued_tokens -= sum(item.length for item in items)
-            return items, None
+                return oldest[1], None
+            return (overdue[1] if overdue is not None else shortest), None
         if next_deadline is None:
             return None, None  # nothing queued: sleep until notified
         return None, max(0.0, (next_deadline - now) / 1e9)
+
+    def _pop_locked(self, pick: int, chosen: list[int]) -> list[_Item]:
+        """Take queue positions ``chosen`` (``_select``'s) of bucket ``pick`` off the queue."""
+        queue = self._queues[pick]
+        if len(chosen) == len(queue) or chosen[-1] == len(chosen) - 1:  # a FIFO prefix
+            items = [queue.popleft() for _ in chosen]
+        else:
+            taken = set(chosen)
+            items = [queue[i] for i in chosen]
+            rest = [item for i, item in enumerate(queue) if i not in taken]
+            queue.clear()
+            queue.extend(rest)
+        self._depth -= len(items)
+        self._queued_tokens -= sum(item.length for item in items)
+        return items
+
+    def _padded_len(self, bucket: int, lengths: Sequence[int]) -> int:
+        return self.buckets.upper(bucket) if self.pad_to == "bucket" else max(lengths)
+
+    def _candidate_locked(self, pick: int) -> tuple[list[int], Candidate]:
+        """The batch bucket ``pick`` would give now: its queue positions and its work estimate."""
+        queue = self._queues[pick]
+        chosen = self._select(pick, queue)
+        padded = self._padded_len(pick, [queue[i].length for i in chosen])
+        head = min(queue[i].enqueued_ns for i in chosen)
+        return chosen, Candidate(work_s(len(chosen), padded, self._token_costs[pick]), head)
 
     def _budget(self, bucket: int) -> int:
         """Padded tokens one batch of ``bucket`` may hold now: the surge budget once the backlog
@@ -417,29 +468,118 @@ class DynamicBatcher:
     def next_batch(self, worker: int) -> tuple[list[_Item] | None, float | None, bool]:
         """Under the lock: the batch worker ``worker`` starts now, marked busy, and whether it
         runs on the wide engine — ``(items, None, wide)`` — or ``(None, sleep_s, False)`` with
-        how long to sleep (None: until notified). The worker loop's first step; a simulation in
-        virtual time calls it directly."""
+        how long to sleep (None: until notified). ``next_run`` with the batch's items only."""
+        run, wait_s, wide = self.next_run(worker)
+        return (run.items if run is not None else None), wait_s, wide
+
+    def next_run(self, worker: int) -> tuple[Run | None, float | None, bool]:
+        """Under the lock: what worker ``worker`` runs now, marked busy — a new batch off the
+        queue or, with preemption, one it suspended earlier (``run.done_steps`` > 0) — and
+        whether it runs on the wide engine: ``(run, None, wide)``, or ``(None, sleep_s, False)``
+        with how long to sleep (None: until notified). The worker loop's first step; a
+        simulation in virtual time calls it directly (then ``yield_point`` after each layer
+        group of a preemptible run, ``batch_done`` at its end)."""
         with self._cond:
-            return self._next_batch_locked(worker)
+            return self._next_run_locked(worker)
+
+    def yield_point(self, worker: int, run: Run) -> Run:
+        """Worker ``worker`` finished one more layer group of ``run`` (not its last): the run
+        its next group comes from — ``run`` itself, or (``run`` is then suspended on this
+        worker) a suspended one or a new batch off the queue (``scheduler.preemption.choose``)."""
+        with self._cond:
+            return self._yield_locked(worker, run)
 
     def _idle_locked(self) -> bool:
-        """No worker is inside a batch or job (so no wide batch either: it runs on a worker). A
-        start time of 0 counts as busy: a virtual clock starts there."""
-        return all(since is None for since in self._busy_since_ns)
+        """No worker is inside a batch or job (so no wide batch either: it runs on a worker) or
+        holds a suspended one. A start time of 0 counts as busy: a virtual clock starts there."""
+        return all(since is None for since in self._busy_since_ns) and not any(self._suspended)
 
-    def _next_batch_locked(self, worker: int) -> tuple[list[_Item] | None, float | None, bool]:
+    def _next_run_locked(self, worker: int) -> tuple[Run | None, float | None, bool]:
         now = self._clock()
-        items, wait_s = self._take_locked(now, worker)
-        if not items:
+        suspended = self._suspended[worker]
+        self._purge_locked(suspended)
+        pick, wait_s = self._ready_locked(now, worker)
+        if suspended:
+            chosen, fresh = self._candidate_locked(pick) if pick is not None else ([], None)
+            choice = choose(None, suspended, fresh, now, self.max_age_ns)
+            if isinstance(choice, Run):
+                suspended.remove(choice)
+                choice.resume(now)
+                self._busy_since_ns[worker] = now
+                return choice, None, False
+            assert pick is not None  # choose() only returns a candidate it was given
+            self._busy_since_ns[worker] = now
+            self._overlap_ns = now  # started beside suspended work: traffic overlaps (no wide engine)
+            return self._start_run_locked(pick, chosen, now), None, False
+        if pick is None:
             return None, wait_s, False
+        chosen = self._select(pick, self._queues[pick])
+        run = self._start_run_locked(pick, chosen, now)
         lone = self._depth == 0 and self._idle_locked()
         if not lone:
             self._overlap_ns = now
         # A lone batch on an idle server, while traffic is sequential: every core's threads for it.
         sequential = self._overlap_ns is None or now - self._overlap_ns >= self.wide_quiet_ns
-        wide = self._wide_run is not None and lone and sequential
+        run.wide = self._wide_run is not None and lone and sequential
         self._busy_since_ns[worker] = now
-        return items, None, wide
+        return run, None, run.wide
+
+    def _start_run_locked(self, pick: int, chosen: list[int], now: int) -> Run:
+        items = self._pop_locked(pick, chosen)
+        padded = self._padded_len(pick, [it.length for it in items])
+        return Run(
+            items,
+            pick,
+            padded,
+            work_s(len(items), padded, self._token_costs[pick]),
+            min(it.enqueued_ns for it in items),
+            now,
+        )
+
+    def _yield_locked(self, worker: int, run: Run) -> Run:
+        run.done_steps += 1
+        now = self._clock()
+        suspended = self._suspended[worker]
+        self._purge_locked(suspended)
+        pick, _ = self._ready_locked(now, worker)
+        chosen: list[int] = []
+        fresh = None
+        # A batch another idle worker can take goes there: preempting would only delay this one.
+        if pick is not None and not self._idle_worker_for(pick, worker):
+            chosen, fresh = self._candidate_locked(pick)
+        choice = choose(run, suspended, fresh, now, self.max_age_ns)
+        if choice is run:
+            return run
+        run.suspend(now)
+        suspended.append(run)
+        if isinstance(choice, Run):
+            suspended.remove(choice)
+            choice.resume(now)
+            return choice
+        assert pick is not None  # choose() only returns a candidate it was given
+        self._overlap_ns = now  # a batch that preempts another overlaps it (no wide engine)
+        return self._start_run_locked(pick, chosen, now)
+
+    def _idle_worker_for(self, bucket: int, worker: int) -> bool:
+        """Some worker other than ``worker`` is idle and may take ``bucket`` (the short lane
+        takes only its own buckets)."""
+        return any(
+            since is None
+            and not self._suspended[w]
+            and (w != 0 or self._lane_limit is None or bucket < self._lane_limit)
+            for w, since in enumerate(self._busy_since_ns)
+            if w != worker
+        )
+
+    def _purge_locked(self, suspended: list[Run]) -> None:
+        """Drop suspended runs whose every item was cancelled (their clients left): the pass's
+        activations are freed at once, not when the run would have resumed."""
+        for run in [r for r in suspended if all(it.future.cancelled() for it in r.items)]:
+            suspended.remove(run)
+            if run.resumable is not None:
+                run.resumable.close()
+            if self._on_drop:
+                self._on_drop(len(run.items))
 
     def _run(self, worker: int) -> None:
         run = self._runs[worker]
@@ -449,10 +589,11 @@ class DynamicBatcher:
                 while True:
                     if jobs:
                         fn, job_future = jobs.popleft()
-                        items, wide = None, False
+                        items, run_, wide = None, None, False
                         self._busy_since_ns[worker] = self._clock()
                         break
-                    items, wait_s, wide = self._next_batch_locked(worker)
+                    run_, wait_s, wide = self._next_run_locked(worker)
+                    items = run_.items if run_ is not None else None
                     if items:
                         if self._depth and len(self._threads) > 1:
                             self._cond.notify_all()  # more work queued: an idle worker may take it
@@ -475,6 +616,8 @@ class DynamicBatcher:
                             job_future.set_result(fn())
                         except BaseException as exc:  # the probe reports; the worker goes on
                             job_future.set_exception(exc)
+                elif run_ is not None and not wide and (run_.resumable is not None or self._starts[worker]):
+                    self._run_steps(worker, run_, release)
                 else:
                     self._run_batch(
                         items,
@@ -503,6 +646,94 @@ class DynamicBatcher:
             self._busy_since_ns[worker] = None
             if wide and self._depth:
                 self._cond.notify_all()  # items queued during the wide batch may go now
+
+    def _run_steps(self, worker: int, run: Run, release: Callable[[], None]) -> None:
+        """Run ``run`` layer group by layer group, switching at each boundary to what
+        ``yield_point`` picks, until one run completes (the worker then starts over: a suspended
+        run may be next). Items stay cancellable until delivered: a run whose every client left
+        is dropped at its next boundary."""
+        start = self._starts[worker]
+        assert start is not None  # only preemptible workers come here
+        current: Run | None = run
+        while current is not None:
+            if all(it.future.cancelled() for it in current.items):
+                if current.resumable is not None:
+                    current.resumable.close()
+                if self._on_drop:
+                    self._on_drop(len(current.items))
+                return
+            try:
+                if current.resumable is None:  # a new batch: its pass starts
+                    live = [it for it in current.items if not it.future.cancelled()]
+                    if len(live) < len(current.items) and self._on_drop:
+                        self._on_drop(len(current.items) - len(live))
+                    current.items = live
+                    current.padded_len = self._padded_len(current.bucket, [it.length for it in live])
+                    current.inference_start_ns = self._clock()
+                    current.resumable = start([it.payload for it in live], current.padded_len)
+                    current.steps = current.resumable.steps
+                done = current.resumable.step()
+            except Exception as exc:
+                self._fail_run(worker, current, exc)
+                return
+            if done:
+                self._deliver(worker, current, release)
+                return
+            current = self.yield_point(worker, current)
+
+    def _info(self, run: Run, end_ns: int) -> BatchInfo:
+        lengths = [it.length for it in run.items]
+        return BatchInfo(
+            next(self._batch_ids),
+            self.buckets.upper(run.bucket),
+            len(run.items),
+            run.padded_len,
+            sum(lengths),
+            run.started_ns,
+            run.inference_start_ns or end_ns,
+            end_ns,
+            False,
+            run.preempted_ns,
+            run.yields,
+        )
+
+    def _deliver(self, worker: int, run: Run, release: Callable[[], None]) -> None:
+        assert run.resumable is not None
+        try:
+            outputs = np.asarray(run.resumable.result())  # (B, ...)
+            if outputs.ndim < 1 or outputs.shape[0] != len(run.items):
+                raise RuntimeError(f"the model returned shape {outputs.shape} for a batch of {len(run.items)}")
+        except Exception as exc:
+            self._fail_run(worker, run, exc)
+            return
+        info = self._info(run, self._clock())
+        busy_s = max((info.inference_end_ns - run.started_ns - run.preempted_ns) / 1e9, 1e-6)
+        rate = len(run.items) / busy_s
+        self._items_per_s = rate if self._items_per_s == 0 else 0.8 * self._items_per_s + 0.2 * rate
+        release()
+        dropped = 0
+        for row, item in enumerate(run.items):
+            if item.future.set_running_or_notify_cancel():
+                item.future.set_result(ItemResult(outputs[row], info))
+            else:
+                dropped += 1
+        if dropped and self._on_drop:
+            self._on_drop(dropped)
+        self._notify(info, True)
+
+    def _fail_run(self, worker: int, run: Run, exc: Exception) -> None:
+        """A resumable pass raised: its items rerun alone on the whole-batch path (``_isolate``)."""
+        if run.resumable is not None:
+            run.resumable.close()
+        log.exception("batch of %d items (T=%d) failed in the model", len(run.items), run.padded_len)
+        self._notify(self._info(run, self._clock()), False)
+        live = [it for it in run.items if it.future.set_running_or_notify_cancel()]
+        if len(live) < len(run.items) and self._on_drop:
+            self._on_drop(len(run.items) - len(live))
+        if len(live) > 1:
+            self._isolate(live, self._runs[worker], self.buckets.upper(run.bucket), False)
+        elif live:
+            live[0].future.set_exception(BatchFailedError(f"inference failed for this input: {type(exc).__name__}"))
 
     def _run_batch(
         self,

@@ -50,6 +50,10 @@ class BatchPolicy:
     # stays: the tail ratio got worse (benchmarks/slo_model.py, docs/benchmarks.md). One client's
     # requests never overlap, so it keeps the wide engine. 0 = wide whenever the server is idle.
     wide_quiet_ms: float = 1000.0
+    # Layer-granular preemption (scheduler.preemption): a running batch yields between layers to
+    # a queued one with less work; only backends that can yield (NumPy) do. Measured in
+    # docs/benchmarks.md, "Preemption".
+    preempt: bool = True
 
     def __post_init__(self) -> None:
         for name in ("max_batch_size", "max_batch_tokens", "max_queue", "surge_items"):

@@ -47,6 +47,7 @@ class ServerConfig:
     max_age_ms: float = _P.max_age_ms
     short_lane_tokens: int = _P.short_lane_tokens
     wide_quiet_ms: float = _P.wide_quiet_ms
+    preempt: bool = _P.preempt  # layer-granular preemption (NumPy backend only; ONNX Runtime cannot yield)
     max_queue: int = _P.max_queue  # queued items per model, not requests
     # Queued tokens per model; None: what the engine drains in 80% of the grace period, measured at
     # start-up (lifecycle.queue_token_cap), so a full queue never outlasts a drain. A request
@@ -123,6 +124,7 @@ class ServerConfig:
             max_age_ms=self.max_age_ms,
             short_lane_tokens=self.short_lane_tokens,
             wide_quiet_ms=self.wide_quiet_ms,
+            preempt=self.preempt,
         )
 
     def worker_count(self, cores: int) -> int:

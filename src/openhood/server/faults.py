@@ -7,6 +7,8 @@ it is set):
                       (an "engine exception" that fails exactly that batch → 500).
 - ``embed_sleep=S``   every ``embed`` call first sleeps S seconds (holds work in flight, fills
                       the queue, makes the worker look wedged).
+- ``step_sleep=S``    every layer group of a resumable pass (preemption) first sleeps S seconds
+                      (holds preempted work in flight: the drain test).
 - ``prepare_chars=N`` a single-pass model's preprocessor raises for a request holding an input of
                       exactly N characters (one request's preprocessing fails → that request 500).
 - ``sample_max_tokens=N`` a generator's sampler raises for every sequence asking for exactly N
@@ -25,14 +27,14 @@ from typing import Any
 
 import numpy as np
 
-from openhood.backends.base import Backend
+from openhood.backends.base import Backend, Resumable, resumable_start
 from openhood.generate.generator import GenerationConfig, Sampler
 from openhood.models import Served, ServedModel
 from openhood.models.generation import ServedGenerator
 from openhood.models.served import Prepared, Preprocessor
 
 ENV_VAR = "OPENHOOD_FAULT_INJECT"
-VALUED = ("embed_len", "embed_sleep", "prepare_chars", "sample_max_tokens", "forward_token")
+VALUED = ("embed_len", "embed_sleep", "step_sleep", "prepare_chars", "sample_max_tokens", "forward_token")
 
 
 class InjectedFault(RuntimeError):
@@ -69,8 +71,10 @@ class FaultInjectingBackend:
         self.name, self.precision = inner.name, inner.precision
         self.input_names, self.output_names = inner.input_names, inner.output_names
         self.threads = inner.threads
+        if resumable_start(inner) is not None:  # resumable exactly when the wrapped backend is
+            self.start = self._start
 
-    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def _fire(self, feeds: Mapping[str, np.ndarray]) -> None:
         if "embed_sleep" in self.faults:
             time.sleep(float(self.faults["embed_sleep"]))
         mask = feeds.get("attention_mask")
@@ -80,10 +84,41 @@ class FaultInjectingBackend:
             and (np.asarray(mask).sum(axis=1) == int(self.faults["embed_len"])).any()
         ):
             raise InjectedFault("injected engine failure (embed_len)")
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        self._fire(feeds)
         return self.inner.run(feeds)
+
+    def _start(self, feeds: Mapping[str, np.ndarray]) -> Resumable:
+        self._fire(feeds)
+        start = resumable_start(self.inner)
+        assert start is not None  # set only for a resumable inner backend
+        return SlowSteps(start(feeds), float(self.faults.get("step_sleep", 0.0)))
 
     def replicate(self, threads: int | None = None) -> FaultInjectingBackend:
         return FaultInjectingBackend(self.inner.replicate(threads), self.faults)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class SlowSteps:
+    """A resumable pass whose every step first sleeps ``seconds`` (``step_sleep``)."""
+
+    def __init__(self, inner: Resumable, seconds: float):
+        self.inner, self.seconds = inner, seconds
+
+    @property
+    def steps(self) -> int:
+        return self.inner.steps
+
+    def step(self) -> bool:
+        if self.seconds:
+            time.sleep(self.seconds)
+        return self.inner.step()
+
+    def result(self) -> dict[str, np.ndarray]:
+        return self.inner.result()
 
     def close(self) -> None:
         self.inner.close()

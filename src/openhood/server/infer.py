@@ -104,7 +104,8 @@ def observe_stages(
         "total": (t_end - record.start_ns) / 1e9,
         "tokenize": (t_prep1 - t_prep0) / 1e9,
         "queue": (last.started_ns - t_prep1) / 1e9,
-        "inference": (last.inference_end_ns - last.inference_start_ns) / 1e9,
+        "inference": (last.inference_end_ns - last.inference_start_ns - last.preempted_ns) / 1e9,
+        "preempted": last.preempted_ns / 1e9,
         "postprocess": (t_end - t_post0) / 1e9,
     }
     rt.metrics.observe_request(stages, bucket, list(lengths), truncated)
@@ -114,6 +115,8 @@ def observe_stages(
         wide=last.wide,
         queue_ms=round(stages["queue"] * 1000, 3),
         inference_ms=round(stages["inference"] * 1000, 3),
+        preempted_ms=round(stages["preempted"] * 1000, 3),
+        yields=last.yields,
         postprocess_ms=round(stages["postprocess"] * 1000, 3),
     )
     return stages, batches
@@ -270,6 +273,8 @@ def finish(
             "openhood.batch_padded_len": b.padded_len,
             "openhood.batch_tokens": b.real_tokens,
             "openhood.bucket": b.bucket,
+            "openhood.batch_yields": b.yields,  # preempted this often (its inference span includes the wait)
+            "openhood.batch_preempted_ms": round(b.preempted_ns / 1e6, 3),
         }
         child("queue", t_tok1, b.started_ns, **batch_attrs)
         child("inference", b.inference_start_ns, b.inference_end_ns, **batch_attrs)

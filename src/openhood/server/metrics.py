@@ -7,8 +7,12 @@ set fixed at start-up); process-wide ones (HTTP status per route, RSS, in-flight
 - ``openhood_requests_total{model,route,outcome}`` and ``openhood_request_failures_total{model,
   route,error}`` — TEI's request count / success / failure per served model and API route
   (``model=""`` when refused before routing; ``error`` is the bounded error code, never text).
-- ``openhood_request_stage_seconds{stage}`` — total / tokenize / queue / inference / postprocess
-  of each embeddings request: which stage a slow request spent its time in.
+- ``openhood_request_stage_seconds{stage}`` — total / tokenize / queue / inference / preempted /
+  postprocess of each embeddings request: which stage a slow request spent its time in
+  ("preempted": the time its batch was suspended for shorter ones, ``scheduler.preemption``; it
+  is not part of "inference").
+- ``openhood_preemptions_total`` — yields: a running batch suspended at a layer boundary for a
+  shorter one (``/stats`` shows it beside the batches that yielded).
 - ``openhood_request_seconds_by_length{length_bucket}`` — total latency per input-length bucket
   (fixed labels 0-32 … 257+, so cardinality is bounded): a slow bucket shows at once.
 - ``openhood_input_tokens`` / ``openhood_batch_size`` / ``openhood_batch_tokens`` /
@@ -49,7 +53,7 @@ from openhood.scheduler.generation import GenerationScheduler, StepInfo
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0)
 TOKEN_BUCKETS = (8, 16, 32, 48, 64, 80, 96, 128, 160, 192, 256, 384, 512)
-STAGES = ("total", "tokenize", "queue", "inference", "postprocess")
+STAGES = ("total", "tokenize", "queue", "inference", "preempted", "postprocess")
 THROUGHPUT_WINDOW_S = 10.0
 INTER_TOKEN_BUCKETS = (0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.5)
 REJECT_REASONS = ("queue_full", "draining")
@@ -132,6 +136,12 @@ class ServerMetrics:
         self.wide_batches = Counter(
             "openhood_wide_batches",
             "Engine calls run on the all-cores engine (a lone batch on an idle server)",
+            m,
+            registry=r,
+        )
+        self.preemptions = Counter(
+            "openhood_preemptions",
+            "Yields: a running batch suspended at a layer boundary for a shorter one",
             m,
             registry=r,
         )
@@ -270,6 +280,9 @@ class ModelMetrics:
         self.truncated, self.dropped = s.truncated.labels(name), s.dropped.labels(name)
         self.ready = s.ready.labels(name)
         self.wide_batches = s.wide_batches.labels(name)
+        self.preemptions = s.preemptions.labels(name)
+        self._yields = 0  # for /stats: the counter's value without reading the registry
+        self._preempted_batches = 0
         # Children resolved once: ``labels()`` takes a lock and builds a key on every call.
         self._stage = {stage: s.stage_seconds.labels(name, stage) for stage in STAGES}
         self._by_length = {label: s.by_length.labels(name, label) for label in LENGTH_LABELS}
@@ -294,10 +307,18 @@ class ModelMetrics:
         self.inference_seconds.observe((info.inference_end_ns - info.inference_start_ns) / 1e9)
         if info.wide:
             self.wide_batches.inc()
+        if info.yields:
+            self.preemptions.inc(info.yields)
+            self._yields += info.yields
+            self._preempted_batches += 1
         if ok:
             self.padded_tokens.inc(info.padded_tokens)
             self.real_tokens.inc(info.real_tokens)
             self.observe_tokens(info.real_tokens)
+
+    def preemption(self) -> dict[str, int]:
+        """/stats: yields so far and the batches that yielded at least once."""
+        return {"yields": self._yields, "preempted_batches": self._preempted_batches}
 
     def observe_tokens(self, n: int) -> None:
         """``n`` real tokens processed now (the tokens/s gauge's window)."""

@@ -88,6 +88,7 @@ class ModelRuntime:
             on_drop=self.metrics.dropped.inc,
             name=model.name.rsplit("/", 1)[-1],
             wide_run=model.wide_runner(),
+            start=[model.starter(w) for w in range(model.workers)],
         )
         self.readiness = ReadinessProbe(
             self.scheduler, model, timeout_s=config.health_timeout_s, stall_timeout_s=config.stall_timeout_s
@@ -161,6 +162,7 @@ class ModelRuntime:
         cal = measured.calibration
         if cal is not None:
             self.scheduler.set_token_budgets(cal.budgets)
+            self.scheduler.set_token_costs([cal.cost_per_token[t] for t in self.buckets.bounds])
             log.info(
                 "model %s: token budgets %s %s in %.2f s",
                 self.model.name,

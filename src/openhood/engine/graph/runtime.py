@@ -10,6 +10,7 @@ nodes per forward), negligible beside the GEMMs at any useful batch size.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -253,11 +254,25 @@ class Executor:
             for v in n.inputs:
                 last_use[v] = i
         keep = set(graph.outputs) | set(graph.inputs)
-        self._free_after = [
+        self.free_after = [
             [v for v in set(n.inputs) if last_use[v] == i and v not in keep] for i, n in enumerate(graph.nodes)
         ]
+        self.groups = layer_groups(graph)  # start node of each step of a resumable pass
 
     def run(self, feeds: dict[str, np.ndarray], profiler: OpProfiler | None = None) -> dict[str, np.ndarray]:
+        run = self.start(feeds, profiler)
+        try:
+            while not run.step():
+                pass
+            return run.result()
+        finally:
+            run.close()
+
+    def start(self, feeds: dict[str, np.ndarray], profiler: OpProfiler | None = None) -> Resumable:
+        """A pass over ``feeds`` that runs one layer group per ``step()`` (``run`` is start, step
+        until done, result): between steps it holds only the values still to be read (the
+        hidden states, the mask bias, the packing), so the caller may run other passes on this
+        executor in between and resume it later, on the same thread or another one in turn."""
         first = feeds[self.graph.inputs[0]]
         layout = self.graph.meta.get("input_layout", ("batch", "seq"))  # e.g. (batch, height, width, channels)
         if first.ndim != len(layout):
@@ -270,23 +285,111 @@ class Executor:
         token_outputs = self.graph.meta.get("token_outputs")
         if token_outputs is not None and "attention_mask" in feeds:
             ctx.packing = TokenPacking.from_mask(feeds["attention_mask"])
+        return Resumable(self, dict(feeds), ctx, profiler)
+
+    def close(self) -> None:
+        self.splitter.close()
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()  # the thread pool is released however the block ends
+
+
+_LAYER_NAME = re.compile(r"^([A-Za-z_]+\.\d+)\.")  # "layer.3.ffn.up" → "layer.3"; "blocks.4.mbconv" → "blocks.4"
+
+
+def layer_groups(graph: Graph) -> list[int]:
+    """Start index of each layer group: a run of nodes of one numbered layer (``layer.3.*``,
+    ``blocks.4.*``); nodes outside any layer (embeddings, stem, pooling, head) join the group
+    they follow, or the first layer's when they come first. A graph without numbered layers is
+    one group."""
+    starts = [0]
+    current: str | None = None
+    for i, node in enumerate(graph.nodes):
+        m = _LAYER_NAME.match(node.name)
+        if m is None:
+            continue
+        if current is not None and m.group(1) != current:
+            starts.append(i)
+        current = m.group(1)
+    return starts
+
+
+class Resumable:
+    """One pass of an ``Executor`` in steps of one layer group (``Executor.start``).
+
+    State between steps: the values still to be read (for BERT the (N, C) hidden states and the
+    attention-mask bias; for the CNN the block's (B, H, W, C) output) and the ``RunContext``
+    (packing). ``step()`` runs the next group and says whether the pass is done; ``result()``
+    gives the outputs; ``close()`` lets go of the state (a pass dropped half-way: its arrays
+    are freed, its pool buffers are not lent any more). BLAS threads are set per step, as
+    ``run`` set them per call: the pass may be resumed after another one changed them.
+    The trade-off: a step ends only at a group boundary, so a long batch yields once per layer
+    (~1/L of its time), never inside a GEMM.
+    """
+
+    def __init__(self, executor: Executor, env: dict[str, Any], ctx: RunContext, profiler: OpProfiler | None):
+        self._executor = executor
+        self._env: dict[str, Any] | None = env  # arrays; the attention-mask bias may be None
+        self._ctx = ctx
+        self._profiler = profiler
+        self._starts = executor.groups
+        self._group = 0
+        self._outputs: dict[str, np.ndarray] | None = None
+
+    @property
+    def steps(self) -> int:
+        """Layer groups in the pass."""
+        return len(self._starts)
+
+    @property
+    def steps_done(self) -> int:
+        return self._group
+
+    def step(self) -> bool:
+        """Run the next layer group; True when the pass is complete (then ``result()``)."""
+        if self._outputs is not None:
+            return True
+        env = self._env
+        if env is None:
+            raise RuntimeError("the pass was closed")
+        ex = self._executor
+        graph = ex.graph
+        lo = self._starts[self._group]
+        hi = self._starts[self._group + 1] if self._group + 1 < len(self._starts) else len(graph.nodes)
         # A graph whose ops do their own threading (the CNN: row-blocked convs) keeps BLAS on one
         # thread for the whole pass: waking OpenBLAS's idle pool costs more than a small GEMM on
         # the loaded 2-core VM (measured: 28 conv blocks of 112x40 @ 40x240 took 468 ms with
         # the pool, 0.8 ms without; the 1280x1000 classifier at batch 8, 22 ms vs 1 ms).
-        blas_threads = self.graph.meta.get("blas_threads")
+        blas_threads = graph.meta.get("blas_threads")
         previous = blas().set_threads_local(blas_threads) if blas_threads else 0
         try:
-            return self._run(feeds, ctx, profiler)
+            self._run_nodes(env, lo, hi)
+        except BaseException:
+            self.close()
+            ex.buffers.forget_lent()  # what the failed kernel took is not coming back
+            raise
         finally:
-            self.buffers.forget_lent()  # what is still out (the outputs) now belongs to the caller
             if previous:
                 blas().set_threads_local(previous)
+        self._group += 1
+        if self._group < len(self._starts):
+            return False
+        ctx = self._ctx
+        if ctx.packing is not None:  # per-token outputs back to the caller's (B*T, C) rows, padding zero
+            for name in graph.meta["token_outputs"]:
+                env[name] = ctx.packing.unpack(env[name])
+        self._outputs = {name: env[name] for name in graph.outputs}
+        self._env = None
+        ex.buffers.forget_lent()  # what is still out (the outputs) now belongs to the caller
+        return True
 
-    def _run(self, feeds: dict[str, np.ndarray], ctx: RunContext, profiler: OpProfiler | None) -> dict[str, np.ndarray]:
-        env: dict[str, Any] = dict(feeds)  # arrays; the attention-mask bias may be None
-        release = self.buffers.release
-        for node, free in zip(self.graph.nodes, self._free_after, strict=True):
+    def _run_nodes(self, env: dict[str, Any], lo: int, hi: int) -> None:
+        ex, ctx, profiler = self._executor, self._ctx, self._profiler
+        release = ex.buffers.release
+        for node, free in zip(ex.graph.nodes[lo:hi], ex.free_after[lo:hi], strict=True):
             kernel = KERNELS[node.op]
             if profiler is None:
                 result = kernel(node, ctx, *[env[v] for v in node.inputs])[0]
@@ -298,16 +401,15 @@ class Executor:
             env[node.outputs[0]] = result
             for v in free:
                 release(env.pop(v, None))
-        if ctx.packing is not None:  # per-token outputs back to the caller's (B*T, C) rows, padding zero
-            for name in self.graph.meta["token_outputs"]:
-                env[name] = ctx.packing.unpack(env[name])
-        return {name: env[name] for name in self.graph.outputs}
+
+    def result(self) -> dict[str, np.ndarray]:
+        if self._outputs is None:
+            raise RuntimeError("the pass is not complete: step() until it returns True")
+        return self._outputs
 
     def close(self) -> None:
-        self.splitter.close()
-
-    def __enter__(self) -> Executor:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()  # the thread pool is released however the block ends
+        """Drop the pass's state; pool buffers it holds go back to the executor's pool."""
+        env, self._env = self._env, None
+        if env is not None:
+            for value in env.values():
+                self._executor.buffers.release(value)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 from starlette.responses import PlainTextResponse, Response
 
+from openhood.scheduler import DynamicBatcher
 from openhood.server.errors import json_response
 from openhood.server.state import ServerState
 
@@ -65,6 +66,11 @@ def register(app: FastAPI, state: ServerState) -> None:
             name: {
                 **rt.metrics.window.table(),
                 "queue_depth": rt.scheduler.queue_depth,
+                "preemption": {
+                    "enabled": isinstance(rt.scheduler, DynamicBatcher) and rt.scheduler.preemptive,
+                    "suspended": rt.scheduler.suspended if isinstance(rt.scheduler, DynamicBatcher) else 0,
+                    **rt.metrics.preemption(),
+                },
                 "buckets": list(rt.buckets.bounds) if rt.buckets else None,
             }
             for name, rt in state.runtimes.items()
