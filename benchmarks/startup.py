@@ -119,6 +119,13 @@ print(json.dumps(stages))
 """
 
 
+def has_llama_cpp() -> bool:
+    """Whether ``make bench-env`` built llama-cpp-python (the (c) anchor)."""
+    if not REF_PYTHON.exists():
+        return False
+    return subprocess.run([str(REF_PYTHON), "-c", "import llama_cpp"], capture_output=True).returncode == 0
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -245,6 +252,7 @@ def main() -> int:
             shutil.rmtree(cold_dir, ignore_errors=True)
             c = cold()
             rows[name] = {"cold": c, "warm": [warm() for _ in range(args.repeats)]}
+            print(f"{name}: {rows[name]}", file=sys.stderr, flush=True)  # progress; the tables come at the end
 
         t = lambda cmd: lambda: run_timed(cmd, env)[0]  # noqa: E731
         rows["python -c pass"] = {"cold": None, "warm": [t([py, "-c", "pass"])() for _ in range(args.repeats)]}
@@ -259,12 +267,15 @@ def main() -> int:
             t([py, "-m", "openhood.cli", "embed", "x"]),
             t([py, "-m", "openhood.cli", "embed", "x"]),
         )
-        if REF_PYTHON.exists():
+        # Stage splits right after their row, on the cache it filled (the next row empties it).
+        emb_stages = json.loads(run_timed([py, "-c", EMBED_DRIVER], env)[1])
+        if has_llama_cpp():
             lc = [str(REF_PYTHON), str(llama), gguf, str(prompt_file)]
             rows["anchor: llama-cpp-python, 1 token"] = {"cold": None, "warm": [t(lc)() for _ in range(args.repeats)]}
         prompt = prompt_file.read_text(encoding="utf-8")
         gen = [py, "-m", "openhood.cli", "generate", "--raw", "--temperature", "0", "--max-tokens", "1", prompt]
         row("(c) openhood generate --max-tokens 1", t(gen), t(gen))
+        gen_stages = json.loads(run_timed([py, "-c", GENERATE_DRIVER, gguf, str(prompt_file)], env)[1])
         serve_runs: dict[str, list[dict]] = {}
 
         def serve_row(name: str, serve_args: list[str]) -> None:
@@ -278,9 +289,6 @@ def main() -> int:
 
         serve_row("(d) serve -> /health/ready (default model)", [])
         serve_row("(e) serve -> /health/ready (4 models)", four)
-        # Stage splits (warm cache: the one the last row filled).
-        emb_stages = json.loads(run_timed([py, "-c", EMBED_DRIVER], env)[1])
-        gen_stages = json.loads(run_timed([py, "-c", GENERATE_DRIVER, gguf, str(prompt_file)], env)[1])
         mem = run_serve(env, [], tmp / "serve-memory.log", requests=args.requests)
         mini_rss = int(run_timed(mini, env)[1].split("RSS")[1])
 
