@@ -285,6 +285,27 @@ def test_decode_cost_reads_the_header_only():
     spec = ImageSpec(resize_short=256, crop=224, resample="bilinear", **IMAGENET)
     png = encode(photo(300, 200), "PNG")
     cut = png[: png.index(b"IDAT") + 40]
-    assert decode_cost(cut, spec) == decode_cost(png, spec) == 300 * 200 * 4 + 8 * 256 * 300
+    assert decode_cost(cut, spec) == decode_cost(png, spec) == 300 * 200 * 4 + 8 * (256 * 300 + 384 * 256)
     with pytest.raises(CorruptImage):
         preprocess(cut, spec)
+
+
+def test_a_thin_image_whose_resize_would_be_huge_is_refused_from_its_header():
+    # Hostile pass: a 6 KB 8x100000 PNG resized to 256x3,200,000 took a decode worker to 3.4 GB.
+    import io
+
+    from PIL import Image
+
+    from openhood.data.image import ImageSpec, ImageTooLarge, decode_cost, preprocess
+
+    spec = ImageSpec(256, 224, (0.5,) * 3, (0.5,) * 3, "bilinear")
+    buf = io.BytesIO()
+    Image.new("RGB", (8, 100_000), (10, 20, 30)).save(buf, format="PNG")
+    data = buf.getvalue()
+    assert len(data) < 100_000
+    for fn in (decode_cost, preprocess):
+        with pytest.raises(ImageTooLarge, match="aspect ratio"):
+            fn(data, spec)
+    buf = io.BytesIO()
+    Image.new("RGB", (64, 4000), (10, 20, 30)).save(buf, format="PNG")  # thin but fine: 256x16000
+    assert preprocess(buf.getvalue(), spec).shape == (224, 224, 3)

@@ -105,6 +105,7 @@ def test_errors_follow_the_convention_every_route_shares(digits_server):
             (json.dumps({"input": [[0.0] * 64] * 2049}).encode(), 413, "too_many_inputs", "input"),
             (json.dumps({"input": "x"}).encode(), 422, "invalid_schema", "input"),
             (json.dumps({"model": 3, "input": [[0.0] * 64]}).encode(), 422, "invalid_schema", "model"),
+            (b"[" * 5000 + b"]" * 5000, 400, "invalid_json", None),  # deeper than Python's parser goes
         ]
         for body, status, code, param in cases:
             r = c.post("/v1/classify", content=body, headers={"content-type": "application/json"})

@@ -309,3 +309,39 @@ def test_default_limits_agree_a_full_queue_drains_within_the_grace_period(srv):
     assert not [e for e in lines if e.get("event") == "grace_check"]
     caps = [e for e in lines if e.get("event") == "queue_cap"]
     assert caps and all(e["drain_s"] <= 0.8 * 30 + 1e-6 and e["max_queue_tokens"] > 0 for e in caps)
+
+
+def test_a_refused_body_closes_the_connection_instead_of_being_swallowed(srv):
+    # Hostile pass: after the 413 the server kept reading a 10 GB body (6.7 GB in 20 s).
+    import socket
+
+    host, port = "127.0.0.1", int(srv.url.rsplit(":", 1)[1])
+    with socket.create_connection((host, port), timeout=30) as s:
+        s.sendall(
+            b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 10000000000\r\n\r\n" + b"x" * 65536
+        )
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += s.recv(4096)
+        assert head.startswith(b"HTTP/1.1 413") and b"connection: close" in head.lower()
+        closed = False
+        deadline = time.monotonic() + 20
+        try:
+            while time.monotonic() < deadline:
+                s.sendall(b"x" * 65536)  # the server must stop reading: the socket breaks
+                time.sleep(0.01)
+        except OSError:
+            closed = True
+        assert closed, "the server kept reading a body it had refused"
+
+
+def test_a_chat_of_many_messages_is_answered_in_linear_time(srv):
+    # Hostile pass: 60,000 one-letter messages kept the server busy for over 3 minutes (the
+    # content spans were found by a quadratic scan). Now it is answered (400: too long) at once.
+    messages = [{"role": "user", "content": "a"}] * 20000
+    with srv.client(timeout=TIMEOUT) as c:
+        t0 = time.monotonic()
+        r = c.post("/v1/chat/completions", json={"model": "smollm2", "messages": messages, "max_tokens": 1})
+        assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded", r.text
+        assert time.monotonic() - t0 < 60

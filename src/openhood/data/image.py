@@ -183,6 +183,7 @@ def preprocess(
     saves allocating and page-faulting a fresh 6–25 MB array per photo (15–30% of the
     preprocess time measured on 1080p–4K JPEGs)."""
     img = open_checked(data, max_pixels=max_pixels)
+    check_resized(*img.size, spec, max_pixels)
     draft_short = spec.resize_short if spec.draft else None
     if _simplejpeg_path(img):
         rgb = Image.fromarray(_decode_jpeg(data, img, draft_short, scratch))
@@ -201,9 +202,11 @@ def decode_cost(data: bytes, spec: ImageSpec, *, max_pixels: int = MAX_PIXELS) -
     per_pixel = _peak_bytes_per_pixel(img)
     if _header_orientation(img) != 1:
         per_pixel += 4  # the rotated copy of Pillow's 4-byte pixels beside the original
-    # Pillow resizes in two passes: the first leaves (resize_short, long side) 4-byte pixels; the
-    # resized image and its crop are smaller still. 2x covers the decoder's row buffers.
-    return w * h * per_pixel + 2 * 4 * spec.resize_short * max(w, h)
+    # Pillow resizes in two passes: the first leaves (resize_short, long side) 4-byte pixels, the
+    # second the resized image (larger than the source for a thin image, which upscales); the
+    # crop is smaller still. 2x covers the decoder's row buffers.
+    nw, nh = check_resized(w, h, spec, max_pixels)
+    return w * h * per_pixel + 2 * 4 * (spec.resize_short * max(w, h) + nw * nh)
 
 
 def _header_orientation(img: Image.Image) -> int:
@@ -229,15 +232,33 @@ def _peak_bytes_per_pixel(img: Image.Image) -> int:
     return 20  # alpha composited on white (source, RGBA copy, white, result, RGB), CMYK and others
 
 
+def resized_size(w: int, h: int, spec: ImageSpec) -> tuple[int, int]:
+    """torchvision's ``Resize(spec.resize_short)``: the short side becomes ``resize_short``, the
+    long side ``int(s * long / short)`` (truncated). A thin image grows: 8x100000 → 256x3200000.
+
+    >>> resized_size(640, 480, ImageSpec(256, 224, (0.5,) * 3, (0.5,) * 3, "bilinear"))
+    (341, 256)
+    """
+    s = spec.resize_short
+    return (s, int(s * h / w)) if w <= h else (int(s * w / h), s)
+
+
+def check_resized(w: int, h: int, spec: ImageSpec, max_pixels: int = MAX_PIXELS) -> tuple[int, int]:
+    """``resized_size``, refused (``ImageTooLarge``) when the resized image would hold more than
+    ``max_pixels``: a few-KB image of extreme aspect ratio must not cost gigabytes to resize."""
+    nw, nh = resized_size(w, h, spec)
+    if nw * nh > max_pixels:
+        raise ImageTooLarge(
+            f"image is {w}x{h}: resizing its short side to {spec.resize_short} makes {nw}x{nh} = "
+            f"{nw * nh:,} pixels, more than the {max_pixels:,} allowed (aspect ratio too extreme)"
+        )
+    return nw, nh
+
+
 def resize_crop(img: Image.Image, spec: ImageSpec) -> Image.Image:
     """torchvision ``Resize(spec.resize_short)`` then ``CenterCrop(spec.crop)`` on an RGB image."""
     w, h = img.size
-    s = spec.resize_short
-    # torchvision: the short side becomes s, the long side int(s * long / short) (truncated).
-    if w <= h:
-        nw, nh = s, int(s * h / w)
-    else:
-        nw, nh = int(s * w / h), s
+    nw, nh = resized_size(w, h, spec)
     if (nw, nh) != (w, h):
         img = img.resize((nw, nh), _RESAMPLE[spec.resample])
     c = spec.crop

@@ -19,6 +19,8 @@ content it rewrote beyond finding is refused (400 at the route) rather than gues
 
 from __future__ import annotations
 
+import re
+
 
 class ChatTemplateError(ValueError):
     """The template is missing, or failed to render these messages."""
@@ -26,6 +28,7 @@ class ChatTemplateError(ValueError):
 
 # Private-use code points frame each placeholder: nothing a template adds contains them.
 _OPEN, _CLOSE = "\ue000", "\ue001"
+_MARK = re.compile(_OPEN + r"(\d+)" + _CLOSE)
 
 
 class ChatTemplate:
@@ -52,15 +55,20 @@ class ChatTemplate:
         framed = self.render(
             [{**m, "content": mark} for m, mark in zip(messages, marks, strict=True)], add_generation_prompt
         )
-        if all(framed.count(mark) == 1 for mark in marks) and framed.count(_OPEN) == len(marks):
-            text, spans, pos = "", [], 0
-            for start, i in sorted((framed.index(mark), i) for i, mark in enumerate(marks)):
+        # One scan (linear in the text: a request may carry tens of thousands of messages).
+        marked = [(m.start(), m.end(), int(m.group(1))) for m in _MARK.finditer(framed)]
+        if sorted(i for _, _, i in marked) == list(range(len(messages))) and framed.count(_OPEN) == len(marked):
+            parts, spans, pos, length = [], [], 0, 0
+            for start, end, i in marked:
                 content = messages[i]["content"]
-                text += framed[pos:start]
-                spans.append((len(text), len(text) + len(content)))
-                text += content
-                pos = start + len(marks[i])
-            text += framed[pos:]
+                parts.append(framed[pos:start])
+                length += start - pos
+                spans.append((length, length + len(content)))
+                parts.append(content)
+                length += len(content)
+                pos = end
+            parts.append(framed[pos:])
+            text = "".join(parts)
             if text == self.render(messages, add_generation_prompt):  # contents went in unchanged
                 return text, spans
         text = self.render(messages, add_generation_prompt)  # the template rewrote a content

@@ -49,8 +49,14 @@ async def read_body(request: Request, limit: int, timeout_s: float) -> bytes:
 
 
 def too_large(size: int, limit: int) -> APIError:
+    """413, and the connection closes after it: the rest of the refused body is never read (kept
+    open, the server would go on swallowing whatever the client sends)."""
     return APIError(
-        413, f"request body is {size} bytes or more; the limit is {limit} bytes", code="body_too_large", param=None
+        413,
+        f"request body is {size} bytes or more; the limit is {limit} bytes",
+        code="body_too_large",
+        param=None,
+        headers={"Connection": "close"},
     )
 
 

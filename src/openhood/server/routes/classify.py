@@ -59,7 +59,7 @@ def parse(body: bytes, max_inputs: int) -> tuple[str | None, list[Any], int | No
     except orjson.JSONDecodeError:
         try:  # NaN / Infinity literals (Python's json.dumps writes them): parse, so the check names the feature
             req = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nesting deeper than Python parses
             req = load_json_object(body)  # raises the one 400 invalid_json every route gives
     if not isinstance(req, dict):
         req = load_json_object(body)  # the 422 for JSON that is not an object
