@@ -30,7 +30,7 @@ from typing import TextIO
 
 import numpy as np
 
-from openhood.models import EngineOptions, ModelSpec, ServedModel, load_model
+from openhood.models import EngineOptions, ModelSpec, ModelSpecError, ServedModel, load_model
 from openhood.models.tasks import Task
 from openhood.models.text import TextPreprocessor
 from openhood.progress import StatusLine, bar
@@ -39,7 +39,7 @@ from openhood.progress import StatusLine, bar
 class Embedder:
     def __init__(self, model: ServedModel):
         if model.task != Task.EMBED:
-            raise ValueError(f"model {model.name!r} does the {model.task!r} task, not embed")
+            raise ModelSpecError(f"model {model.name!r} does the '{model.task.value}' task, not embed")
         self.model = model
         self.model_name = model.name
         self.max_length = model.max_length
@@ -64,7 +64,9 @@ class Embedder:
         options = EngineOptions(backend=backend, precision=precision, threads=threads, fusion=fusion, workers=workers)
         model = load_model(ModelSpec(path=None if path is None else str(path)), options)
         if not isinstance(model, ServedModel):
-            raise ValueError(f"{model.name} does the {model.task} task: an Embedder needs a text embedding model")
+            raise ModelSpecError(
+                f"{model.name} does the '{model.task.value}' task: an Embedder needs a text embedding model"
+            )
         return cls(model)
 
     @property

@@ -308,7 +308,7 @@ class ServerState:
         if rt.model.task != task:
             raise APIError(
                 400,
-                f"model '{rt.model.name}' does the {rt.model.task!r} task, not {task!r}",
+                f"model '{rt.model.name}' does the '{rt.model.task.value}' task, not '{task.value}'",
                 code="wrong_task",
                 param="model",
             )
