@@ -338,7 +338,8 @@ def test_a_refused_body_closes_the_connection_instead_of_being_swallowed(srv):
 
 def test_a_chat_of_many_messages_is_answered_in_linear_time(srv):
     # Hostile pass: 60,000 one-letter messages kept the server busy for over 3 minutes (the
-    # content spans were found by a quadratic scan). Now it is answered (400: too long) at once.
+    # content spans and the special tokens inside them were matched by quadratic scans). Now it is
+    # answered (400: too long) at once.
     messages = [{"role": "user", "content": "a"}] * 20000
     with srv.client(timeout=TIMEOUT) as c:
         t0 = time.monotonic()

@@ -18,6 +18,7 @@ strings; ``StreamDecoder`` holds a partial UTF-8 character back until its last b
 
 from __future__ import annotations
 
+import bisect
 import codecs
 import json
 import re
@@ -214,10 +215,17 @@ class BPETokenizer:
         (character ranges, e.g. chat message contents, where that text is ordinary text)."""
         if self._special_re is None:
             return []
+        spans = sorted(literal_spans)
+        starts = [a for a, _ in spans]
+
+        def literal(start: int, end: int) -> bool:  # overlaps a span? (bisect: a prompt may hold 10^4 spans)
+            i = bisect.bisect_left(starts, end) - 1  # the last span starting before ``end``
+            return i >= 0 and spans[i][1] > start
+
         return [
             (m.start(), m.end(), self.spec.specials[m.group()])
             for m in self._special_re.finditer(text)
-            if not any(a < m.end() and m.start() < b for a, b in literal_spans)
+            if not (spans and literal(m.start(), m.end()))
         ]
 
     def _split(self, text: str, parse_special: bool, literal_spans: Sequence[tuple[int, int]] = ()) -> list[str | int]:
