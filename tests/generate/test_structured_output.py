@@ -1,11 +1,13 @@
 """Structured output: the schema → byte-DFA compiler accepts what the schema allows (in our compact
 form) and nothing else, refuses what is outside its subset by name; the vectorized token masks equal
 the per-token reference walk on SmolLM2's real vocabulary; and 50 prompt/schema pairs sampled from
-the real model (temperature 1, tight budgets) all parse and validate with ``jsonschema``."""
+the real model (temperature 1, tight budgets) through the continuous-batching scheduler, beside
+unconstrained sequences, all parse and validate with ``jsonschema``."""
 
 from __future__ import annotations
 
 import json
+import threading
 
 import jsonschema
 import numpy as np
@@ -15,6 +17,8 @@ from openhood.generate.generator import GenerationConfig
 from openhood.generate.json_grammar import SchemaError, response_format_dfa
 from openhood.generate.sampling import SamplingParams
 from openhood.generate.token_mask import ends_fast, ends_reference
+from openhood.scheduler.generation import FinishEvent, GenerationScheduler
+from openhood.scheduler.policy import GenerationPolicy
 
 OBJ = {"type": "json_object"}
 
@@ -150,13 +154,63 @@ def test_the_vectorized_token_walk_equals_the_reference_on_the_real_vocabulary(s
         assert np.array_equal(fast, ends_reference(grammar.dfa, grammar.vocab, int(state)))
 
 
-def test_fifty_sampled_outputs_parse_and_validate(smollm2_gen):
-    outputs = 0
+@pytest.mark.timeout(900)  # ~2k tokens through the real model: minutes on two shared cores
+def test_fifty_sampled_outputs_parse_and_validate_under_continuous_batching(smollm2_gen):
+    """50 prompt/schema pairs (temperature 1, budgets tight enough that many answers are steered to
+    finish by ``max_tokens``) decoded together in 16 slots beside unconstrained sequences."""
+    gen = smollm2_gen
+    sched = GenerationScheduler(
+        gen.model,
+        GenerationPolicy(max_running=16, max_context=512, timeout_s=3600),  # a time cut would end a text early
+        eos_ids=gen.eos_ids,
+        new_decoder=lambda: gen.tokenizer.stream_decoder(skip_special=True),
+        context_length=gen.model.config.context_length,
+    )
+    jobs = []
     for i, schema in enumerate(SCHEMAS):
-        grammar = smollm2_gen.grammars.get(json.dumps(schema), lambda s=schema: response_format_dfa(fmt(s)))
-        budget = grammar.min_tokens + 24  # tight: many answers are steered to finish by the budget
-        config = GenerationConfig(budget, SamplingParams(temperature=1.0, seed=i), grammar=grammar)
-        for result in smollm2_gen.generate_batch(PROMPTS, config):
-            jsonschema.validate(json.loads(result.text), schema)
-            outputs += 1
-    assert outputs == 50
+        grammar = gen.grammars.get(json.dumps(schema), lambda s=schema: response_format_dfa(fmt(s)))
+        for j, prompt in enumerate(PROMPTS):
+            config = GenerationConfig(
+                grammar.min_tokens + 8, SamplingParams(temperature=1.0, seed=10 * i + j), grammar=grammar
+            )
+            jobs.append((schema, gen.encode_prompt(prompt), config))
+    free = [
+        (None, gen.encode_prompt(p), GenerationConfig(8, SamplingParams(temperature=1.0, seed=j)))
+        for j, p in enumerate(PROMPTS[:4])
+    ]
+    sinks = []
+    for _, ids, config in jobs + free:
+        sinks.append(Sink())
+        sched.submit(ids, config, sinks[-1])
+    sched.start()
+    try:
+        texts = [k.text() for k in sinks]
+    finally:
+        sched.stop(30)
+    bad = [(text, schema) for (schema, _, _), text in zip(jobs, texts, strict=False) if not _valid(text, schema)]
+    assert not bad
+    assert len(jobs) == 50 and all(texts[len(jobs) :])
+
+
+def _valid(text: str, schema: dict) -> bool:
+    try:
+        jsonschema.validate(json.loads(text), schema)
+    except (ValueError, jsonschema.ValidationError):
+        return False
+    return True
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.events: list = []
+        self.done = threading.Event()
+
+    def __call__(self, event) -> None:
+        self.events.append(event)
+        if isinstance(event, FinishEvent):
+            self.done.set()
+
+    def text(self) -> str:
+        assert self.done.wait(600)
+        assert self.events[-1].finish_reason in ("stop", "length") and not self.events[-1].cut
+        return "".join(e.text for e in self.events)
