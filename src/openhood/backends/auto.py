@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from openhood.backends import BACKENDS, load_backend
 from openhood.cachedir import cache_root
+from openhood.formats.errors import ModelFileError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -215,13 +216,19 @@ def choose(
         return built[name]
 
     if verdict is None:
+        failures: list[Exception] = []
         for name in BACKENDS:
             try:
                 base(name)
-            except Exception as exc:  # any failure means "not a candidate here"
+            except ModelFileError:  # the model's own file is unreadable: no backend can help
+                raise
+            except Exception as exc:  # any other failure means "not a candidate here"
+                failures.append(exc)
                 log.warning("backend %s unavailable for %s (%s: %s)", name, folder.name, type(exc).__name__, exc)
         if not built:
-            raise RuntimeError(f"no backend could load {folder}")
+            # The first backend's own error (e.g. a damaged file, an int8 model without its plan: one
+            # line and exit 2 from the command), not a generic one that would hide it.
+            raise failures[0]
         lone = {n: (b if lone_threads in (None, threads) else b.replicate(lone_threads)) for n, b in built.items()}
         ms = measure({"lone": lone, "batch": dict(built)}, shapes, feeds)
         verdict = Verdict(

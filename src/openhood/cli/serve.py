@@ -206,6 +206,7 @@ def load_served_models(config: ServerConfig, specs: list) -> list:
     """Every model (one backend per worker), memory reported per model; fault injection if asked."""
     import logging
 
+    from openhood.engine.kernels import isa
     from openhood.engine.kernels.cores import core_budget
     from openhood.models import EngineOptions, load_models
     from openhood.server import planted_leak
@@ -224,8 +225,9 @@ def load_served_models(config: ServerConfig, specs: list) -> list:
     )
     models = load_models(specs, options)  # before any log line: a usage mistake stays one line on stderr
     log.info(
-        "cpu: %s; %d workers x %d engine threads, wide engine for lone requests: %s",
+        "cpu: %s; kernels at %s; %d workers x %d engine threads, wide engine for lone requests: %s",
         budget.describe(),
+        isa.level().label,
         options.workers,
         options.threads,
         f"{options.wide_threads} threads" if options.wide_threads else "off",
@@ -234,6 +236,8 @@ def load_served_models(config: ServerConfig, specs: list) -> list:
                 "event": "cpu_layout",
                 "message": "cores detected and threads sized",
                 "cpu": budget.describe(),
+                "isa": isa.describe(),
+                "kernels": isa.level().label,
                 "cores": cores,
                 "affinity": budget.affinity,
                 "cgroup_quota": budget.quota,

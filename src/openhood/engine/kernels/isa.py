@@ -168,7 +168,9 @@ def level() -> Level:
     h = host()
     chosen = choose_level(os.environ.get(ENV_VAR), h.level)
     forced = f", forced by {ENV_VAR}" if chosen != h.level else ""
-    log.info("isa: %s; kernels at %s%s", describe(h), chosen.label, forced)
+    # debug: a command reports the choice once it runs (serve's cpu_layout line), so a usage
+    # mistake found while loading a model stays the one line on stderr.
+    log.debug("isa: %s; kernels at %s%s", describe(h), chosen.label, forced)
     return chosen
 
 
