@@ -163,7 +163,7 @@ def test_fifty_sampled_outputs_parse_and_validate_under_continuous_batching(smol
         gen.model,
         GenerationPolicy(max_running=16, max_context=512, timeout_s=3600),  # a time cut would end a text early
         eos_ids=gen.eos_ids,
-        new_decoder=lambda: gen.tokenizer.stream_decoder(skip_special=True),
+        new_decoder=lambda: gen.tokenizer.stream_decoder(skip_special_tokens=True),
         context_length=gen.model.config.context_length,
     )
     jobs = []
