@@ -160,7 +160,9 @@ async def images(request: Request, st: ServerState, decoders: dict[str, ImageDec
     if content_type.startswith("multipart/form-data"):
         # The MIME parser is pure Python (~1 ms per part on this box): count the parts first and
         # parse off the event loop, so 20,000 tiny fields cannot stall every other connection.
-        count_checked(multipart_parts(content_type, body) - MULTIPART_FIELDS, config.max_inputs_per_request, "images")
+        parts = multipart_parts(content_type, body)
+        if parts > config.max_inputs_per_request + MULTIPART_FIELDS:  # too many images whatever the fields
+            count_checked(parts - MULTIPART_FIELDS, config.max_inputs_per_request, "images")
         requested, blobs, top_k = await asyncio.to_thread(_parse_multipart, content_type, body)
     elif content_type.startswith("image/"):
         requested, blobs, top_k = _parse_raw(request, body)
