@@ -32,21 +32,11 @@ from pathlib import Path
 import httpx
 import psutil
 
+from openhood.diskcache import cpu_model
 from openhood.soak.launch import LaunchedServer
 from openhood.soak.runner import wait_ready
 
 ASSETS = ("/console", "/console/console.js", "/console/console.css")
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 class Streams:

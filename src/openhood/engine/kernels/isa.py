@@ -31,6 +31,7 @@ import os
 import platform
 from dataclasses import dataclass
 
+from openhood.diskcache import cpu_model
 from openhood.engine.kernels.cores import available_cores
 
 ENV_VAR = "OPENHOOD_ISA"
@@ -101,18 +102,6 @@ def parse_llvm_features(flat: str) -> frozenset[str]:
     return frozenset(f[1:] for f in flat.split(",") if f.startswith("+"))
 
 
-def _cpu_model() -> str:
-    """The marketing name (``/proc/cpuinfo``'s ``model name``) where readable, else platform's."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown CPU"
-
-
 def _os_allows_amx() -> bool:
     """Whether the Linux kernel supports AMX tile data for processes (x86-64 only). Asking for the
     supported components changes nothing; a process still requests permission before first use."""
@@ -136,7 +125,7 @@ def host() -> Host:
     llvm.initialize_native_target()
     features = parse_llvm_features(llvm.get_host_cpu_features().flatten())
     amx = any(f in features for f in AMX_FEATURES) and _os_allows_amx()
-    return Host(_cpu_model(), llvm.get_host_cpu_name(), features, amx)
+    return Host(cpu_model(), llvm.get_host_cpu_name(), features, amx)
 
 
 def choose_level(requested: str | None, host_level: Level) -> Level:
