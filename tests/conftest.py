@@ -21,17 +21,9 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 @pytest.fixture(scope="session", autouse=True)
-def backend_choice_cache(tmp_path_factory):
-    """``--backend auto``'s verdicts go to a file of this session (servers started by the tests
-    inherit the variable), never into the user's cache: each session measures afresh."""
-    path = tmp_path_factory.mktemp("backend-choice") / "backend-choice.json"
-    os.environ["OPENHOOD_BACKEND_CACHE"] = str(path)
-    return path
-
-
-@pytest.fixture(scope="session", autouse=True)
 def start_up_records(tmp_path_factory):
-    """Start-up records (openhood.diskcache: calibrated budgets) go to this session's directory,
+    """Start-up records (openhood.diskcache: calibrated budgets, ``--backend auto``'s verdicts) go
+    to this session's directory,
     so no test reads a record a developer's own server wrote; numba's compiled kernels stay in
     the user's cache (``import openhood`` already fixed NUMBA_CACHE_DIR), or every session would
     compile them all again."""

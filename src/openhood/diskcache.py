@@ -66,6 +66,19 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def files_fingerprint(path: Path) -> list[tuple[str, int, int]]:
+    """(relative name, size, mtime ns) of the model's files: a file, or a folder's files (sorted)."""
+    if path.is_file():
+        st = path.stat()
+        return [(path.name, st.st_size, st.st_mtime_ns)]
+    out = []
+    for p in sorted(path.rglob("*")):
+        if p.is_file() and "__pycache__" not in p.parts:
+            st = p.stat()
+            out.append((str(p.relative_to(path)), st.st_size, st.st_mtime_ns))
+    return out
+
+
 def machine_key() -> dict:
     """What a measurement of speed depends on besides the model: the CPU and the cores we may use."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()

@@ -8,7 +8,9 @@ import logging
 
 import pytest
 
+from openhood import diskcache
 from openhood.backends import auto
+from openhood.cachedir import ENV_VAR
 from openhood.models import EngineOptions
 from openhood.models.classify import load_classifier
 
@@ -16,10 +18,11 @@ OPTIONS = EngineOptions(backend="auto", threads=1, workers=2, batch_rows=8)
 
 
 @pytest.fixture
-def cache_file(tmp_path, monkeypatch):
-    path = tmp_path / "choice.json"
-    monkeypatch.setenv(auto.ENV_VAR, str(path))
-    return path
+def cache_file(tmp_path, monkeypatch, digits_mlp_dir):
+    """The verdict's record file for the digits model with OPTIONS (in a test's own cache dir)."""
+    monkeypatch.setenv(ENV_VAR, str(tmp_path))
+    shapes = [auto.Shape("lone", 1, auto.LENGTH, 1), auto.Shape("batch", 8, auto.LENGTH, 1)]
+    return diskcache.record_path(auto.cache_key(digits_mlp_dir, "fp32", shapes))
 
 
 def _load(folder):
@@ -39,9 +42,8 @@ def test_first_start_measures_both_backends_per_shape_and_later_starts_read_the_
     assert first.info["backend"] == choice["batch"] == first.backends[0].name == first.backends[1].name
     # the lone winner serves lone requests: as the wide engine when it is not the batch winner
     assert (first.wide is None) == (choice["lone"] == choice["batch"])
-    stored = json.loads(cache_file.read_text())["entries"]
-    (entry,) = stored.values()
-    assert entry["key"]["isa"] and entry["key"]["cores"] >= 1 and len(entry["key"]["model"]) == 64
+    entry = json.loads(cache_file.read_text())
+    assert entry["key"]["isa"] and entry["key"]["machine"]["cores"] >= 1 and entry["key"]["files"]
 
     again = _load(digits_mlp_dir)
     assert again.info["backend_choice"] == {**choice, "source": "cache"}
@@ -60,22 +62,22 @@ def test_a_named_backend_is_not_measured(digits_mlp_dir, cache_file):
     "text",
     [
         "{not json",
-        '{"entries": []}',
-        "ENTRY",  # a valid file whose entry for this model names no known backend
+        '{"entries": []}',  # valid JSON, not a record of this key
+        "ENTRY",  # a valid record for this model that names no known backend
     ],
 )
 def test_a_corrupt_cache_is_ignored_with_one_log_line_and_rebuilt(digits_mlp_dir, cache_file, caplog, text):
     _load(digits_mlp_dir)
     if text == "ENTRY":
-        data = json.loads(cache_file.read_text())
-        for entry in data["entries"].values():
-            entry["lone"] = "tensorflow"
-        text = json.dumps(data)
-    cache_file.write_text(text)
-    with caplog.at_level(logging.INFO, logger=auto.log.name):
+        record = json.loads(cache_file.read_text())
+        diskcache.write(record["key"], {**record["value"], "lone": "tensorflow"})  # hash-valid
+    else:
+        cache_file.write_text(text)
+    loggers = (auto.log.name, diskcache.log.name)
+    with caplog.at_level(logging.INFO):
         model = _load(digits_mlp_dir)
-    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and r.name == auto.log.name]
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and r.name in loggers]
     assert len(warnings) == 1 and "corrupt" in warnings[0].getMessage()
     assert model.info["backend_choice"]["source"] == "measured at this start"
-    (entry,) = json.loads(cache_file.read_text())["entries"].values()
+    entry = json.loads(cache_file.read_text())["value"]
     assert entry["lone"] in ("numpy", "onnxruntime")

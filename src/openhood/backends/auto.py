@@ -6,22 +6,19 @@ one's threads) and a full batch (``batch_rows`` rows on a worker's threads), bot
 tokens long; each backend is timed on each shape, runs interleaved so background load hits all
 alike, the median kept. The verdict may differ per shape (ONNX Runtime for lone requests and the
 NumPy engine for batches, say): the workers then run the batch winner and the lone-request
-engine the lone winner. It is cached in a small JSON file (``OPENHOOD_BACKEND_CACHE``, default
-the user's cache directory) under a key of CPU model, LLVM CPU name, usable cores, ISA level,
-model content hash, precision and shapes; a corrupt file or entry is ignored with one log line,
-measured again and rewritten.
+engine the lone winner. It is kept as an ``openhood.diskcache`` record (hash-checked, atomic,
+in openhood's one cache directory) under a key of the machine (CPU model, usable cores), LLVM
+CPU name, ISA level, the model files' names, sizes and mtimes, precision and shapes; a corrupt
+record, or one naming a backend this build lacks, is ignored with one log line and measured again.
 
 The trade-off: the first start of a model on a machine pays both backends' construction and a
-few dozen forward passes (seconds) and one noisy measurement decides until the cache file is
-deleted; later starts hash the model folder (a read of its files) and build only the winners.
+few dozen forward passes (seconds) and one noisy measurement decides until the record is
+deleted; later starts stat the model's files and build only the winners.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import os
 import statistics
 import time
 from collections.abc import Callable, Mapping
@@ -29,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from openhood import diskcache
 from openhood.backends import BACKENDS, load_backend
-from openhood.cachedir import cache_root
 from openhood.formats.errors import ModelFileError
 
 if TYPE_CHECKING:
@@ -40,10 +37,8 @@ if TYPE_CHECKING:
     from openhood.engine.graph.graph import Graph
 
 AUTO = "auto"
-ENV_VAR = "OPENHOOD_BACKEND_CACHE"
 LENGTH = 48  # tokens of the timed inputs: a short sentence padded to the server's first default bucket
 REPEATS = {"lone": 9, "batch": 3}  # timed runs per backend and shape (after one warm-up each)
-CACHE_VERSION = 1
 log = logging.getLogger("openhood.backends.auto")
 
 Feeds = Callable[[int, int], Mapping[str, "np.ndarray"]]  # (rows, length) → the model's inputs
@@ -84,85 +79,42 @@ class Verdict:
         }
 
 
-def cache_path() -> Path:
-    """``OPENHOOD_BACKEND_CACHE``, else ``backend-choice.json`` in openhood's one cache directory
-    (``openhood.cachedir``: ``OPENHOOD_CACHE_DIR``, else the XDG cache)."""
-    override = os.environ.get(ENV_VAR)
-    return Path(override) if override else Path(cache_root()) / "backend-choice.json"
-
-
-def model_hash(folder: Path) -> str:
-    """SHA-256 over the model's files (names and contents; a file is hashed on its own)."""
-    digest = hashlib.sha256()
-    paths = [folder] if folder.is_file() else sorted(p for p in folder.rglob("*") if p.is_file())
-    for path in paths:
-        digest.update(str(path.relative_to(folder) if path != folder else path.name).encode())
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                digest.update(chunk)
-    return digest.hexdigest()
+KIND = "openhood.backends.auto/1"  # bump when the record's meaning changes
 
 
 def cache_key(folder: Path, precision: str, shapes: list[Shape]) -> dict:
     """What a verdict depends on: the machine (CPU, cores, ISA level), the model and the shapes."""
     from openhood.engine.kernels import isa
-    from openhood.engine.kernels.cores import available_cores
 
-    host = isa.host()
     return {
-        "cpu": host.cpu_model,
-        "llvm_cpu": host.llvm_cpu,
-        "cores": available_cores(),
+        "kind": KIND,
+        "machine": diskcache.machine_key(),
+        "llvm_cpu": isa.host().llvm_cpu,
         "isa": isa.level().label,
-        "model": model_hash(folder),
+        "files": diskcache.files_fingerprint(folder),
         "precision": precision,
         "shapes": {s.name: [s.rows, s.length, s.threads] for s in shapes},
     }
 
 
-def _digest(key: dict) -> str:
-    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
-
-
-def read_cached(path: Path, key: dict) -> Verdict | None:
-    """The verdict stored for ``key``, or None (absent; corrupt: one log line, measured again)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        log.warning("backend cache %s unreadable (%s): measuring again", path, exc.strerror)
+def read_cached(key: dict) -> Verdict | None:
+    """The verdict stored for ``key``, or None (absent; corrupt or naming an unknown backend: one
+    log line, measured again)."""
+    value = diskcache.read(key)
+    if value is None:
         return None
     try:
-        entry = json.loads(text)["entries"].get(_digest(key))
-        if entry is None:
-            return None
-        verdict = Verdict(entry["lone"], entry["batch"], entry["ms"], cached=True, shapes=key["shapes"])
+        verdict = Verdict(value["lone"], value["batch"], value["ms"], cached=True, shapes=key["shapes"])
         if verdict.lone not in BACKENDS or verdict.batch not in BACKENDS or not isinstance(verdict.ms, dict):
             raise ValueError("unknown backend name")
         return verdict
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        log.warning("backend cache %s: corrupt entry ignored (%s), measuring again", path, type(exc).__name__)
+    except (ValueError, KeyError, TypeError) as exc:
+        log.warning("backend choice record corrupt (%s): measuring again", type(exc).__name__)
         return None
 
 
-def write_cached(path: Path, key: dict, verdict: Verdict) -> None:
-    """Store ``verdict`` under ``key`` beside the file's other valid entries (atomic rename)."""
-    entries: dict = {}
-    try:
-        old = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(old, dict) and isinstance(old.get("entries"), dict):
-            entries = old["entries"]
-    except (OSError, ValueError):
-        pass  # absent or corrupt: rebuilt from this entry
-    entries[_digest(key)] = {"key": key, "lone": verdict.lone, "batch": verdict.batch, "ms": verdict.ms}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"version": CACHE_VERSION, "entries": entries}, indent=1), encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError as exc:  # a read-only home: the verdict still serves this process
-        log.warning("backend cache %s not written (%s)", path, exc.strerror)
+def write_cached(key: dict, verdict: Verdict) -> None:
+    diskcache.write(key, {"lone": verdict.lone, "batch": verdict.batch, "ms": verdict.ms})
 
 
 def _median_ms(backend: Backend, feeds: Mapping[str, np.ndarray]) -> Callable[[], float]:
@@ -206,8 +158,7 @@ def choose(
     thread counts do). Backends that fail to build (a model ONNX cannot express) are left out."""
     shapes = [Shape("lone", 1, LENGTH, lone_threads or threads), Shape("batch", batch_rows, LENGTH, threads)]
     key = cache_key(folder, precision, shapes)
-    path = cache_path()
-    verdict = read_cached(path, key)
+    verdict = read_cached(key)
     built: dict[str, Backend] = {}
 
     def base(name: str) -> Backend:
@@ -237,7 +188,7 @@ def choose(
             ms=ms,
             shapes=key["shapes"],
         )
-        write_cached(path, key, verdict)
+        write_cached(key, verdict)
         for name, engine in lone.items():
             if name != verdict.lone and engine is not built[name]:
                 engine.close()

@@ -37,25 +37,12 @@ class Measured:
     cached: bool  # read from the cache (no timing ran)
 
 
-def files_fingerprint(path: Path) -> list[tuple[str, int, int]]:
-    """(relative name, size, mtime ns) of the model's files: a file, or a folder's files (sorted)."""
-    if path.is_file():
-        st = path.stat()
-        return [(path.name, st.st_size, st.st_mtime_ns)]
-    out = []
-    for p in sorted(path.rglob("*")):
-        if p.is_file() and "__pycache__" not in p.parts:
-            st = p.stat()
-            out.append((str(p.relative_to(path)), st.st_size, st.st_mtime_ns))
-    return out
-
-
 def cache_key(model: ServedModel, bounds: tuple[int, ...], surge: int, rows: int, calibrated: bool) -> dict[str, Any]:
     backends = [*model.backends, *([model.wide] if model.wide is not None else [])]
     return {
         "kind": KIND,
         "machine": diskcache.machine_key(),
-        "files": files_fingerprint(Path(model.folder)),
+        "files": diskcache.files_fingerprint(Path(model.folder)),
         "engine": {
             **{k: v for k, v in model.info.items() if isinstance(v, str | int | float | bool) or v is None},
             "threads": [int(b.threads) for b in backends],
