@@ -172,6 +172,19 @@ def test_live_numbers_move_while_loadtest_runs(page, console_server):
         '[data-model="minilm"] svg.bars rect', "(rects) => rects.map((r) => Number(r.getAttribute('height')))"
     )
     assert max(heights) > 0, heights
+    # preemption (the NumPy engine yields between layers): its stage in the split, its yields
+    # counted as /stats counts them (the console's total never ahead of the server's)
+    assert page.locator('[data-model="minilm"] [data-k="stage-preempted"]').count() == 1
+    stats = httpx.get(console_server.url + "/stats", timeout=10).json()["models"]["minilm"]["preemption"]
+    if stats["enabled"]:
+        page.wait_for_function(
+            """() => /\\(\\d+\\)$/.test(document.querySelector('[data-model="minilm"] [data-k="yields"]').textContent)"""
+        )
+        shown = int(card_value(page, "minilm", "yields").rsplit("(", 1)[1].rstrip(")"))
+        later = httpx.get(console_server.url + "/stats", timeout=10).json()["models"]["minilm"]["preemption"]
+        assert shown <= later["yields"], (shown, later)
+    else:
+        assert page.locator('[data-model="minilm"] [data-k="yields"]').count() == 0
 
 
 def test_a_closed_tab_ends_its_stream(browser, page, console_server):

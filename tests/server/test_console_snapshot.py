@@ -38,7 +38,9 @@ def test_a_slow_listener_skips_ticks_and_a_closed_one_stops_the_sampler(monkeypa
 
     seen, listeners, stopped = asyncio.run(run())
     gaps = [b - a for a, b in itertools.pairwise(seen)]
-    assert min(gaps) >= 3, seen  # the ticks it missed were dropped, not queued for it
+    # the ticks it missed were dropped, not queued for it (queued, every gap would be 1); >= 2, not
+    # the 5 ticks the sleep spans: on a loaded machine a tick's snapshot itself takes tens of ms
+    assert min(gaps) >= 2, seen
     assert listeners == 0 and stopped
 
 

@@ -30,6 +30,7 @@ from prometheus_client import CollectorRegistry
 
 from openhood.growth import fit_growth
 from openhood.models.tasks import Task
+from openhood.scheduler import DynamicBatcher
 from openhood.server.state import ServerState
 
 TICK_S = 1.0  # one snapshot a second for every browser together
@@ -219,6 +220,15 @@ class ConsoleSampler:
                 },
             },
         }
+        if isinstance(rt.scheduler, DynamicBatcher) and rt.scheduler.preemptive:
+            # Layer-granular preemption (scheduler.preemption): yields per second and in all, and
+            # batches suspended right now; its stage ("preempted") is in stages_p50_ms above.
+            yields = total(cur, "openhood_preemptions_total", model=name)
+            out["preemption"] = {
+                "total": yields,
+                "per_s": per_s(yields, total(base, "openhood_preemptions_total", model=name)),
+                "suspended": rt.scheduler.suspended,
+            }
         if rt.model.task is Task.GENERATE:
             out["running_sequences"] = total(cur, "openhood_generation_running_sequences", model=name)
             out["waiting_sequences"] = total(cur, "openhood_generation_waiting_sequences", model=name)

@@ -7,7 +7,7 @@
   const $ = (id) => document.getElementById(id);
   const SVG = "http://www.w3.org/2000/svg";
   const HISTORY = 120; // sparkline points kept per series (2 minutes at one tick a second)
-  const STAGES = [["queue", "queue"], ["tokenize", "preprocess"], ["inference", "inference"], ["postprocess", "postprocess"]];
+  const STAGES = [["queue", "queue"], ["tokenize", "preprocess"], ["inference", "inference"], ["preempted", "preempted"], ["postprocess", "postprocess"]];
   let apiKey = "";
   let models = []; // /v1/models entries
   let ticks = 0;
@@ -213,6 +213,7 @@
     if (m.task === "generate") addField("kv", "KV cache used");
     if (m.task === "image-classify") addField("decoding", "decode pool busy");
     if (m.task === "image-classify") addField("pending", "images waiting to decode");
+    if (m.preemption) addField("yields", "preemptions/s (total)");
     const errors = card.appendChild(el("div", { class: "errors", "aria-live": "polite" }, ""));
     const charts = card.appendChild(el("div", { class: "charts" }));
     let bars = null, barsTitle = null;
@@ -261,6 +262,7 @@
       if (fields.kv) text(fields.kv, bytes(s.kv_cache_bytes));
       if (fields.decoding) text(fields.decoding, fmt(s.decode_pool.busy, 0) + " / " + fmt(s.decode_pool.workers, 0));
       if (fields.pending) text(fields.pending, fmt(s.decode_pool.pending, 0));
+      if (fields.yields) text(fields.yields, fmt(s.preemption.per_s, 1) + " (" + fmt(s.preemption.total, 0) + ")");
       const errs = Object.entries(s.errors);
       errors.classList.toggle("none", !errs.length);
       text(errors, errs.length ? "errors: " + errs.map(([code, e]) => code + " " + fmt(e.total, 0) + " (" + fmt(e.per_s, 2) + "/s)").join(", ") : "no errors");
