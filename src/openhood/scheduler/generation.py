@@ -66,6 +66,7 @@ from openhood.generate.logprobs import TokenLogprobs, token_logprobs
 from openhood.scheduler.batcher import QueueFullError, SchedulerStoppedError
 from openhood.scheduler.kv_manager import new_manager
 from openhood.scheduler.policy import GenerationPolicy
+from openhood.scheduler.prefix_cache import SlotPrefixIndex
 from openhood.scheduler.step_budget import StepBudget
 
 log = logging.getLogger("openhood.scheduler")
@@ -195,7 +196,6 @@ class GenerationScheduler:
         self.max_context = min(policy.max_context, context_length)
         self.kv = new_manager(decoder, policy, self.max_context)  # slots, reservations, prefixes: worker thread only
         self.prefill_computed = 0  # prompt tokens run through the forward (the rest came from the prefix cache)
-        self.bytes_per_token = self.kv.bytes_per_token
         self.budget = StepBudget(policy.prefill_chunk, policy.step_stretch)  # worker thread only
         self._on_step = on_step
         self._on_thread_start = on_thread_start  # e.g. set the worker thread's BLAS threads
@@ -228,7 +228,12 @@ class GenerationScheduler:
         return self._thread.is_alive()
 
     @property
-    def prefix(self) -> Any:
+    def bytes_per_token(self) -> int:
+        """KV-cache bytes one position of one sequence takes (the KV manager's figure)."""
+        return self.kv.bytes_per_token
+
+    @property
+    def prefix(self) -> SlotPrefixIndex:
         """The prefix cache's index and counters (hits, cached tokens, evictions)."""
         return self.kv.prefix
 

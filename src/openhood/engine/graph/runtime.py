@@ -344,10 +344,6 @@ class Resumable:
         """Layer groups in the pass."""
         return len(self._starts)
 
-    @property
-    def steps_done(self) -> int:
-        return self._group
-
     def step(self) -> bool:
         """Run the next layer group; True when the pass is complete (then ``result()``)."""
         if self._outputs is not None:
