@@ -16,7 +16,7 @@ Sections, each printed as a table with ratios against anchors measured in the sa
    at batch > 1 its column is sequential, not batched), transformers (float32, CPU) runs
    batch 1. Each peer runs at its own defaults: llama.cpp with its default ``n_batch`` (its
    batched prompt path; ``--llamacpp-n-batch 1`` for a build that dies on multi-token batches)
-   and no ``OMP_WAIT_POLICY`` (PASSIVE is set for openhood's and torch's processes only). openhood runs twice: float32
+   and no ``OMP_WAIT_POLICY`` for any engine (PASSIVE slows every one of them). openhood runs twice: float32
    weights (BLAS) and quantized weights (our Q4_1/Q8_0 kernels on repacked blocks). Each engine runs in its own
    process, so no two thread pools (OpenBLAS, OpenMP of llama.cpp/numba/torch) share the cores;
 3. RSS of a fresh openhood process (each weight mode) after generating at batch 16, against
@@ -364,9 +364,10 @@ def _worker(name: str, args, *extra: str) -> str:
         *(["--llamacpp-n-batch", str(args.llamacpp_n_batch)] if args.llamacpp_n_batch is not None else []),
         *extra,
     ]
-    # OpenMP threads (numba, torch) sleep instead of spinning between calls in openhood's and
-    # torch's processes; llama.cpp keeps its own default (PASSIVE cut its decode by a third).
-    env = {**os.environ} if name == "llamacpp" else {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
+    # Every engine at its own OpenMP defaults, alone in its process (no load generator shares the
+    # cores here): OMP_WAIT_POLICY=PASSIVE cut llama.cpp's decode by a third and openhood's
+    # quantized decode from 37-38 to 24-27 tokens/s (6 Dec, AMD EPYC, `openhood`'s numba threads).
+    env = dict(os.environ)
     return subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=1200, env=env).stdout
 
 

@@ -1,4 +1,4 @@
-"""Prefix caching's effect on SmolLM2 through the generation scheduler (in process, float32 weights, one thread).
+"""Prefix caching's effect on SmolLM2 through the generation scheduler (in process, the server's weights, one thread).
 
 1. A ~400-token shared system prompt: the first request's time to first token vs the second's
    (another question after the same system prompt), cache on; the issue's goal: >= 3x lower.
@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 
 from openhood.generate import GenerationConfig, Generator, SamplingParams
+from openhood.models.options import EngineOptions
 from openhood.scheduler.generation import FinishEvent, GenerationScheduler
 from openhood.scheduler.policy import GenerationPolicy
 
@@ -50,7 +51,7 @@ def ask(s: GenerationScheduler, ids: list[int], max_tokens: int) -> tuple[str, F
 
 
 def main() -> None:
-    gen = Generator(weights="float32")
+    gen = Generator(weights=EngineOptions.decoder_weights)  # the server's default (--gen-weights)
     answers = {}
     for on in (True, False):
         s = scheduler(gen, on)

@@ -17,7 +17,9 @@ def gguf_file(smollm2_path):
 
 
 @pytest.mark.parametrize("name", ["blk.0.ffn_gate.weight", "blk.5.ffn_down.weight", "token_embd.weight"])
-@pytest.mark.parametrize("rows", [1, 3, 16, 70])  # gemv (1); gemm: remainder rows only (3), full passes (16), both (70)
+# gemv (1); packed gemm: remainder rows only (3), full passes (16), both (31); BLAS sgemm on the
+# dequantized matrix from BLAS_ROWS on (32, 70; the 49k-row embedding stays on the packed gemm)
+@pytest.mark.parametrize("rows", [1, 3, 16, 31, 32, 70])
 def test_packed_matmul_equals_dequantized_reference(gguf_file, name, rows):
     t = gguf_file.tensors[name]
     x = np.random.default_rng(rows).standard_normal((rows, t.shape[1]), dtype=np.float32)
@@ -28,7 +30,7 @@ def test_packed_matmul_equals_dequantized_reference(gguf_file, name, rows):
 
 
 @pytest.mark.parametrize("kind", ["Q4_1", "Q8_0"])
-@pytest.mark.parametrize("rows", [1, 5])
+@pytest.mark.parametrize("rows", [1, 5, 40])
 def test_packed_matmul_pads_a_ragged_last_chunk(gguf_file, kind, rows):
     name = "blk.0.ffn_gate.weight" if kind == "Q4_1" else "token_embd.weight"
     full = QuantMatrix.from_tensor(gguf_file.tensors[name])

@@ -218,6 +218,7 @@ def load_served_models(config: ServerConfig, specs: list) -> list:
     options = EngineOptions(
         backend=config.backend,
         precision=config.precision,
+        decoder_weights=config.decoder_weights,
         threads=config.engine_threads(cores),
         workers=config.worker_count(cores),
         wide_threads=config.wide_threads(cores),

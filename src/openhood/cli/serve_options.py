@@ -261,6 +261,13 @@ SERVE_OPTIONS: tuple[Option, ...] = (
         help="seconds an idle keep-alive connection stays open",
     ),
     Option(
+        flags=("--gen-weights",),
+        field="decoder_weights",
+        choices=("quantized", "float32"),
+        group="generation",
+        help="a decoder's weights: the GGUF's quantized blocks (packed kernels, ~1/5 of the memory) or float32 dequantized at load (BLAS)",
+    ),
+    Option(
         flags=("--gen-max-running",),
         field="generation.max_running",
         type=v.positive_int,

@@ -102,17 +102,14 @@ def decoder_threads(options: EngineOptions) -> int:
 
 
 def load_generator(name: str, path: Path, options: EngineOptions) -> ServedGenerator:
-    """A llama-architecture GGUF file → the served generator, on float32 weights: a server steps
-    many streams at once and reads prompts in chunks beside them, where BLAS sgemm on float32
-    beats the quantized kernels at wide batches and in prefill (docs/decoder.md § Weights, figures
-    from benchmarks/decoder.py) at ~5× the weights' memory. ``openhood generate`` (one stream)
-    keeps the quantized default."""
-    gen = Generator(path, weights="float32")
+    """A llama-architecture GGUF file → the served generator, on ``options.decoder_weights``
+    (``--gen-weights``; which one wins where: docs/decoder.md § Weights)."""
+    gen = Generator(path, weights=options.decoder_weights)
     threads = decoder_threads(options)
     c = gen.model.config
-    info = {
+    info: dict[str, object] = {
         "backend": "numpy",
-        "precision": "fp32",
+        "precision": "fp32" if gen.weights == "float32" else "gguf-quantized",  # the file's Q4_1/Q8_0 blocks
         "weights": gen.weights,
         "format": "gguf",
         "layers": c.n_layers,

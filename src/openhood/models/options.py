@@ -33,6 +33,13 @@ class EngineOptions:
     fusion: bool = True
     wide_threads: int | None = None  # None: no wide engine (the workers' engines already use every core)
     batch_rows: int = 32  # rows of a full batch (the server's max batch size): the shape ``auto`` times
+    # A server's decoder weights (engine.models.llama.WEIGHT_MODES): "float32" dequantizes at load
+    # for BLAS sgemm, "quantized" keeps the GGUF's blocks for the packed kernels (~1/5 of the
+    # weights' memory). float32 by measurement: with the server's mix of chunked prefill and
+    # batched decode it gave 89.0 against 47.6 output tokens/s at 16 streams, TTFT P50 482 against
+    # 2,113 ms (benchmarks/generation_serving.py, docs/decoder.md § Weights). `openhood generate`
+    # (one stream) keeps generate.DEFAULT_WEIGHTS, the quantized blocks.
+    decoder_weights: str = "float32"
 
 
 def worker_backends(first: Backend, options: EngineOptions) -> tuple[list[Backend], Backend | None]:

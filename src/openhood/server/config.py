@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from openhood.models.options import EngineOptions
 from openhood.scheduler.policy import BatchPolicy, GenerationPolicy
 
 _P = BatchPolicy  # the defaults below are the policy's, read from its class
@@ -25,6 +26,7 @@ DEFAULT_BUCKETS = (48, 80, 160, 256)
 class ServerConfig:
     backend: str = "auto"  # for every model that does not name its own (TOML `backend`)
     precision: str = "fp32"
+    decoder_weights: str = EngineOptions.decoder_weights  # generation models: "quantized" or "float32"
     # Inference worker threads per model, each with its own engine instance; None = 2 where there
     # are 2+ cores. Measured with `openhood loadtest` (docs/benchmarks.md): two 1-thread engines let
     # a short request start while a long batch holds the other core.

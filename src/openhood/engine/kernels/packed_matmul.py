@@ -23,13 +23,20 @@ file's size rather than 1.2× it, and a decode step reads 1/6 fewer bytes. Two k
   panel ``(K, CH)`` that stays in cache, then 4 input rows at a time stream over it, so the
   unpacking cost is paid once per weight per call whatever M is.
 
-Both are parallel over chunks (numba ``prange``; threads = numba's setting). The trade-off:
+From ``BLAS_ROWS`` input rows on (prompt chunks, wide batches) neither runs: the whole matrix is
+dequantized once into a per-thread float32 scratch (``_dequant_*``, W.T layout) and multiplied by
+BLAS sgemm, whose blocking beats the panel loop by several times at large M; the scratch is one
+matrix's float32 copy (7 MB for SmolLM2's gate/up), not the whole model's. Matrices above
+``BLAS_MAX_ELEMENTS`` (the 49k-row output head) always stay on the packed gemm.
+
+All are parallel over chunks (numba ``prange``; threads = numba's setting). The trade-off:
 the repack is a one-off copy at load (~1 s), and results differ from ``x @ dequantize(W).T``
 only by float32 summation order (the tests bound it against the float64 reference).
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,6 +47,12 @@ from openhood.formats.gguf import QK
 
 CH = 64  # rows per chunk: 8 AVX2 / 4 AVX-512 vectors per inner loop, and a unit of parallel work
 ROWS_PER_PASS = 4  # input rows sharing one pass over a dequantized panel (4 accumulators per weight load)
+# From this many input rows on, dequantize the matrix once and call BLAS sgemm (packed_linear).
+# Measured with benchmarks/generation_serving.py (docs/decoder.md § Weights): the packed gemm's
+# 4-row panel loop made the server's 128-token prompt chunks ~4x slower than float32 sgemm; at 16
+# rows (a 16-stream decode step) the packed gemm is still the faster of the two.
+BLAS_ROWS = 32
+BLAS_MAX_ELEMENTS = 8 * 2**20  # bigger matrices (the 28M-weight output head) keep the packed gemm
 
 
 @dataclass(frozen=True)
@@ -196,6 +209,44 @@ def _gemm_q8_0(x: np.ndarray, d: np.ndarray, q: np.ndarray, out: np.ndarray) -> 
         _panel_times_rows(x, panel, c * ch, min(ch, N - c * ch), acc, out)
 
 
+# ---- many input rows: the whole matrix dequantized once, for BLAS ------------------------------
+@njit(fastmath=True, cache=True, nogil=True)
+def _dequant_q4_1(d: np.ndarray, m: np.ndarray, q: np.ndarray, wt: np.ndarray) -> None:  # wt (K, n_chunks * CH)
+    nc, nb, _half, ch = q.shape
+    for c in range(nc):
+        dc, mc, bits = np.empty((nb, ch), np.float32), np.empty((nb, ch), np.float32), np.empty(nb * ch, np.uint32)
+        _widen_f16(d[c], dc, bits)
+        _widen_f16(m[c], mc, bits)
+        _panel_q4_1(dc, mc, q, c, wt[:, c * ch : (c + 1) * ch])
+
+
+@njit(fastmath=True, cache=True, nogil=True)
+def _dequant_q8_0(d: np.ndarray, q: np.ndarray, wt: np.ndarray) -> None:  # wt (K, n_chunks * CH)
+    nc, nb, _qk, ch = q.shape
+    for c in range(nc):
+        dc, bits = np.empty((nb, ch), np.float32), np.empty(nb * ch, np.uint32)
+        _widen_f16(d[c], dc, bits)
+        _panel_q8_0(dc, q, c, wt[:, c * ch : (c + 1) * ch])
+
+
+_scratch = threading.local()  # each calling thread's float32 buffer for one dequantized matrix
+
+
+def dequantized_t(w: PackedMatrix) -> np.ndarray:
+    """W.T as float32 (cols, rows), in this thread's scratch: valid until its next call."""
+    nc, nb = w.q.shape[0], w.q.shape[1]
+    K, n_pad = nb * QK, nc * CH
+    buf = getattr(_scratch, "buf", None)
+    if buf is None or buf.size < K * n_pad:
+        buf = _scratch.buf = np.empty(K * n_pad, np.float32)
+    wt = buf[: K * n_pad].reshape(K, n_pad)
+    if w.m is not None:
+        _dequant_q4_1(w.d, w.m, w.q, wt)
+    else:
+        _dequant_q8_0(w.d, w.q, wt)
+    return wt[:, : w.shape[0]]
+
+
 # ---- one input row: integer weights times x, scaled once per block ----------------------------
 @njit(parallel=True, fastmath=True, cache=True, nogil=True)
 def _gemv_q4_1(x: np.ndarray, d: np.ndarray, m: np.ndarray, q: np.ndarray, out: np.ndarray) -> None:  # x (K,), out (N,)
@@ -257,6 +308,8 @@ def packed_linear(x: np.ndarray, w: PackedMatrix) -> np.ndarray:
             _gemv_q4_1(x2[0], w.d, w.m, w.q, out[0])
         else:
             _gemv_q8_0(x2[0], w.d, w.q, out[0])
+    elif x2.shape[0] >= BLAS_ROWS and w.shape[0] * w.shape[1] <= BLAS_MAX_ELEMENTS:
+        np.matmul(x2, dequantized_t(w), out=out)
     elif w.m is not None:
         _gemm_q4_1(x2, w.d, w.m, w.q, out)
     else:
