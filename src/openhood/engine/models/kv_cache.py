@@ -25,7 +25,7 @@ class KVCacheFullError(RuntimeError):
     """A sequence would grow beyond its slot's ``max_len`` positions."""
 
 
-def lazy_zeros(shape: tuple[int, ...], dtype=np.float32) -> np.ndarray:
+def lazy_zeros(shape: tuple[int, ...], dtype: type = np.float32) -> np.ndarray:
     """Zeros in a private anonymous mapping whose pages fault in one small page at a time as they
     are written (no RSS until then). numpy advises transparent huge pages (``MADV_HUGEPAGE``) for
     large arrays; for a cache written a few positions at a time in many separate regions that made
@@ -51,7 +51,7 @@ class KVCache:
     @property
     def bytes_per_token(self) -> int:
         n_layers, _, n_kv_heads, _, head_dim = self.k.shape
-        return 2 * n_layers * n_kv_heads * head_dim * self.k.itemsize
+        return int(2 * n_layers * n_kv_heads * head_dim * self.k.itemsize)
 
     @property
     def nbytes(self) -> int:
