@@ -166,6 +166,28 @@ def hard_timeout(plan: ClientPlan) -> float:
     return plan.pool_timeout + plan.connect_timeout + 10 * plan.read_timeout
 
 
+async def _send(client, url: str, body: bytes):
+    """POST ``body`` and wait for the response's headers: (the streaming response, reconnects).
+
+    A pooled keep-alive connection that the server had closed without answering (httpx:
+    "Server disconnected without sending a response"; llama.cpp's llama-server closes it after
+    each stream, with no "Connection: close") means the request never reached it, so it goes
+    once more on a new connection, as the openai SDK retries connection errors. A second close,
+    or any failure once the response has begun, is the caller's error to count."""
+    import httpx
+
+    headers = {"content-type": "application/json", "accept": "text/event-stream"}
+    reconnects = 0
+    while True:
+        try:
+            request = client.build_request("POST", url, content=body, headers=headers)
+            return await client.send(request, stream=True), reconnects
+        except httpx.RemoteProtocolError:
+            if reconnects == MAX_RECONNECTS:
+                raise
+            reconnects += 1
+
+
 async def stream_one(
     client,
     url: str,
@@ -181,7 +203,6 @@ async def stream_one(
     ``deadline`` (seconds from ``t0``): the client closes the stream then and marks it unfinished.
     ``first_token`` is set when the first text chunk arrives (for callers that act mid-stream).
     """
-    import httpx
     import orjson
 
     clock = time.perf_counter
@@ -197,49 +218,36 @@ async def stream_one(
     reconnects = 0
     try:
         async with asyncio.timeout(hard):
-            while True:
-                try:
-                    async with client.stream(
-                        "POST",
-                        url,
-                        content=body,
-                        headers={"content-type": "application/json", "accept": "text/event-stream"},
-                    ) as resp:
-                        status = resp.status_code
-                        if status == 200:
-                            accepted = True
-                            parser = SseParser()
-                            async for chunk in resp.aiter_bytes():
-                                now = clock() - t0
-                                for data in parser.feed(chunk):
-                                    if data == "[DONE]":
-                                        continue
-                                    event = orjson.loads(data)
-                                    if "error" in event:  # an error reported inside the stream (after the 200)
-                                        status = "stream_error"
-                                        continue
-                                    for choice in event.get("choices") or ():
-                                        text = (choice.get("delta") or {}).get("content") or choice.get("text")
-                                        if text:
-                                            times.append(now)
-                                            if first_token is not None:
-                                                first_token.set()
-                                        finish = choice.get("finish_reason") or finish
-                                    usage = event.get("usage")
-                                    if usage:
-                                        prompt_tokens = int(usage.get("prompt_tokens", -1))
-                                        completion_tokens = int(usage.get("completion_tokens", -1))
-                        else:
-                            await resp.aread()
-                    break
-                except httpx.RemoteProtocolError:
-                    # The server closed a pooled keep-alive connection without a response (llama.cpp's
-                    # llama-server closes it after each stream, with no "Connection: close"): the
-                    # request never reached it, so it goes once more on a new connection, as the
-                    # openai SDK retries connection errors. Anything else, or a second time, counts.
-                    if status != 0 or reconnects >= MAX_RECONNECTS:
-                        raise
-                    reconnects += 1
+            resp, reconnects = await _send(client, url, body)
+            try:
+                status = resp.status_code
+                if status == 200:
+                    accepted = True
+                    parser = SseParser()
+                    async for chunk in resp.aiter_bytes():
+                        now = clock() - t0
+                        for data in parser.feed(chunk):
+                            if data == "[DONE]":
+                                continue
+                            event = orjson.loads(data)
+                            if "error" in event:  # an error reported inside the stream (after the 200)
+                                status = "stream_error"
+                                continue
+                            for choice in event.get("choices") or ():
+                                text = (choice.get("delta") or {}).get("content") or choice.get("text")
+                                if text:
+                                    times.append(now)
+                                    if first_token is not None:
+                                        first_token.set()
+                                finish = choice.get("finish_reason") or finish
+                            usage = event.get("usage")
+                            if usage:
+                                prompt_tokens = int(usage.get("prompt_tokens", -1))
+                                completion_tokens = int(usage.get("completion_tokens", -1))
+                else:
+                    await resp.aread()
+            finally:
+                await resp.aclose()
     except asyncio.CancelledError:
         raise
     except TimeoutError:
