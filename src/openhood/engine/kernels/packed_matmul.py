@@ -145,6 +145,25 @@ def _panel_q8_0(d: np.ndarray, q: np.ndarray, c: int, panel: np.ndarray) -> None
 
 
 @njit(fastmath=True, cache=True, nogil=True)
+def _chunk_q4_1(d: np.ndarray, m: np.ndarray, q: np.ndarray, c: int, panel: np.ndarray) -> None:
+    """Chunk ``c`` of a packed Q4_1 matrix dequantized into ``panel`` (K, CH): its factors widened, then unpacked."""
+    nb, ch = q.shape[1], q.shape[3]
+    dc, mc, bits = np.empty((nb, ch), np.float32), np.empty((nb, ch), np.float32), np.empty(nb * ch, np.uint32)
+    _widen_f16(d[c], dc, bits)
+    _widen_f16(m[c], mc, bits)
+    _panel_q4_1(dc, mc, q, c, panel)
+
+
+@njit(fastmath=True, cache=True, nogil=True)
+def _chunk_q8_0(d: np.ndarray, q: np.ndarray, c: int, panel: np.ndarray) -> None:
+    """Chunk ``c`` of a packed Q8_0 matrix dequantized into ``panel`` (K, CH)."""
+    nb, ch = q.shape[1], q.shape[3]
+    dc, bits = np.empty((nb, ch), np.float32), np.empty(nb * ch, np.uint32)
+    _widen_f16(d[c], dc, bits)
+    _panel_q8_0(dc, q, c, panel)
+
+
+@njit(fastmath=True, cache=True, nogil=True)
 def _panel_times_rows(
     x: np.ndarray, panel: np.ndarray, row0: int, n_rows: int, acc: np.ndarray, out: np.ndarray
 ) -> None:
@@ -184,49 +203,39 @@ def _panel_times_rows(
 def _gemm_q4_1(
     x: np.ndarray, d: np.ndarray, m: np.ndarray, q: np.ndarray, out: np.ndarray
 ) -> None:  # x (M, K), out (M, N)
-    nc, nb, _half, ch = q.shape
+    nc, _nb, _half, ch = q.shape
     N = out.shape[1]
     for c in prange(nc):
         panel = np.empty((x.shape[1], ch), np.float32)
         acc = np.empty((ROWS_PER_PASS, ch), np.float32)
-        dc, mc, bits = np.empty((nb, ch), np.float32), np.empty((nb, ch), np.float32), np.empty(nb * ch, np.uint32)
-        _widen_f16(d[c], dc, bits)
-        _widen_f16(m[c], mc, bits)
-        _panel_q4_1(dc, mc, q, c, panel)
+        _chunk_q4_1(d, m, q, c, panel)
         _panel_times_rows(x, panel, c * ch, min(ch, N - c * ch), acc, out)
 
 
 @njit(parallel=True, fastmath=True, cache=True, nogil=True)
 def _gemm_q8_0(x: np.ndarray, d: np.ndarray, q: np.ndarray, out: np.ndarray) -> None:  # x (M, K), out (M, N)
-    nc, nb, _qk, ch = q.shape
+    nc, _nb, _qk, ch = q.shape
     N = out.shape[1]
     for c in prange(nc):
         panel = np.empty((x.shape[1], ch), np.float32)
         acc = np.empty((ROWS_PER_PASS, ch), np.float32)
-        dc, bits = np.empty((nb, ch), np.float32), np.empty(nb * ch, np.uint32)
-        _widen_f16(d[c], dc, bits)
-        _panel_q8_0(dc, q, c, panel)
+        _chunk_q8_0(d, q, c, panel)
         _panel_times_rows(x, panel, c * ch, min(ch, N - c * ch), acc, out)
 
 
 # ---- many input rows: the whole matrix dequantized once, for BLAS ------------------------------
 @njit(fastmath=True, cache=True, nogil=True)
 def _dequant_q4_1(d: np.ndarray, m: np.ndarray, q: np.ndarray, wt: np.ndarray) -> None:  # wt (K, n_chunks * CH)
-    nc, nb, _half, ch = q.shape
-    for c in range(nc):
-        dc, mc, bits = np.empty((nb, ch), np.float32), np.empty((nb, ch), np.float32), np.empty(nb * ch, np.uint32)
-        _widen_f16(d[c], dc, bits)
-        _widen_f16(m[c], mc, bits)
-        _panel_q4_1(dc, mc, q, c, wt[:, c * ch : (c + 1) * ch])
+    ch = q.shape[3]
+    for c in range(q.shape[0]):
+        _chunk_q4_1(d, m, q, c, wt[:, c * ch : (c + 1) * ch])
 
 
 @njit(fastmath=True, cache=True, nogil=True)
 def _dequant_q8_0(d: np.ndarray, q: np.ndarray, wt: np.ndarray) -> None:  # wt (K, n_chunks * CH)
-    nc, nb, _qk, ch = q.shape
-    for c in range(nc):
-        dc, bits = np.empty((nb, ch), np.float32), np.empty(nb * ch, np.uint32)
-        _widen_f16(d[c], dc, bits)
-        _panel_q8_0(dc, q, c, wt[:, c * ch : (c + 1) * ch])
+    ch = q.shape[3]
+    for c in range(q.shape[0]):
+        _chunk_q8_0(d, q, c, wt[:, c * ch : (c + 1) * ch])
 
 
 _scratch = threading.local()  # each calling thread's float32 buffer for one dequantized matrix
