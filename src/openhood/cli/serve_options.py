@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from openhood.cli import validate as v
-from openhood.engine.models import WEIGHT_MODES
 from openhood.scheduler.policy import PRIORITIES
 from openhood.server.config import ServerConfig
 
@@ -264,7 +263,7 @@ SERVE_OPTIONS: tuple[Option, ...] = (
     Option(
         flags=("--gen-weights",),
         field="decoder_weights",
-        choices=WEIGHT_MODES,
+        choices=("quantized", "float32"),
         group="generation",
         help="a decoder's weights: the GGUF's quantized blocks (packed kernels, ~1/5 of the memory) or float32 dequantized at load (BLAS)",
     ),

@@ -122,7 +122,7 @@ class SequenceState:
         return out
 
 
-DEFAULT_WEIGHTS = "quantized"  # one of engine.models.WEIGHT_MODES
+DEFAULT_WEIGHTS = "quantized"  # one of engine.models.llama.WEIGHT_MODES
 
 
 class Generator:
@@ -133,8 +133,7 @@ class Generator:
     load (~540 MB for SmolLM2-135M), faster for prefill and wide batches (docs/decoder.md)."""
 
     def __init__(self, path: str | Path | None = None, weights: str = DEFAULT_WEIGHTS):
-        from openhood.engine.models import WEIGHT_MODES
-        from openhood.engine.models.llama import Llama
+        from openhood.engine.models.llama import WEIGHT_MODES, Llama
         from openhood.formats.gguf import GGUFFile
         from openhood.generate.bundled import default_gguf_path
         from openhood.generate.chat import ChatTemplate

@@ -33,7 +33,7 @@ class EngineOptions:
     fusion: bool = True
     wide_threads: int | None = None  # None: no wide engine (the workers' engines already use every core)
     batch_rows: int = 32  # rows of a full batch (the server's max batch size): the shape ``auto`` times
-    # A server's decoder weights (engine.models.WEIGHT_MODES): "float32" dequantizes at load
+    # A server's decoder weights (engine.models.llama.WEIGHT_MODES): "float32" dequantizes at load
     # for BLAS sgemm, "quantized" keeps the GGUF's blocks for the packed kernels (~1/5 of the
     # weights' memory). float32 by measurement: 16 streams 103.1 against 63.8 output tokens/s, TTFT
     # P50 392 against 773 ms, at 953 against 419 MiB peak RSS (benchmarks/generation_serving.py,

@@ -8,8 +8,3 @@ loop), with its ``llama_ops`` (RMSNorm, RoPE, SwiGLU, masked softmax) and ``kv_c
 The trade-off: what only one architecture needs stays beside it rather than on a lower floor,
 so the floors below grow only with what two or more share.
 """
-
-# Llama.from_gguf's ``weights``: the GGUF's blocks kept (packed kernels), or dequantized to float32
-# at load. Here, not in ``llama``, so that the command line can list them without importing the
-# decoder and its kernels (~0.6 s).
-WEIGHT_MODES = ("quantized", "float32")

@@ -33,9 +33,10 @@ import numpy as np
 
 from openhood.engine.kernels.gguf_matmul import QuantMatrix
 from openhood.engine.kernels.packed_matmul import PackedMatrix, packed_linear
-from openhood.engine.models import WEIGHT_MODES
 from openhood.engine.models.kv_cache import KVCache
 from openhood.engine.models.llama_ops import masked_softmax_, rms_norm, rope_at, rope_half, swiglu
+
+WEIGHT_MODES = ("quantized", "float32")  # Llama.from_gguf's ``weights``: blocks kept, or dequantized at load
 
 Matrix = np.ndarray | PackedMatrix  # a weight as held: float32 array or packed quantized blocks
 
