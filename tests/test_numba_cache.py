@@ -1,6 +1,7 @@
 """Finding 10: compiled kernels are cached on disk between processes, in openhood's per-user
 directory unless NUMBA_CACHE_DIR says otherwise: the second process loads every kernel (tokenizer
-and engine) from the cache and compiles none."""
+and engine) from the cache and compiles none. This is numba's JIT cache, the fallback of the
+ahead-of-time kernels (tests/test_aot.py), so the probe runs with them switched off."""
 
 from __future__ import annotations
 
@@ -13,13 +14,14 @@ from pathlib import Path
 PROBE = """
 import json
 from openhood import Embedder
-from openhood.engine.kernels import numba_rows
+from openhood.engine.kernels import rows
 from openhood.tokenizer import kernel
 import openhood
 
 emb = Embedder.from_pretrained()
 emb.embed(["[MASK] warm \\x00 cache"])
-dispatchers = [kernel.encode_batch_kernel, kernel.encode_one_kernel] + [k._compiled for k in numba_rows.KERNELS if k._compiled]
+assert rows.ROWS.backing == "jit"
+dispatchers = [kernel.encode_batch_kernel, kernel.encode_one_kernel] + list(rows.ROWS._functions.values())
 print(json.dumps({
     "dir": openhood.NUMBA_CACHE_DIR,
     "hits": sum(sum(d.stats.cache_hits.values()) for d in dispatchers),
@@ -38,6 +40,7 @@ def _probe(env: dict) -> dict:
 def test_kernels_load_from_the_per_user_cache_in_a_second_process(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "OPENHOOD_CACHE_DIR")}
     env["XDG_CACHE_HOME"] = str(tmp_path)
+    env["OPENHOOD_AOT"] = "0"
     first = _probe(env)
     assert first["dir"] == str(tmp_path / "openhood" / "numba") and first["misses"] > 0
     assert any(Path(first["dir"]).rglob("*.nbi"))  # numba's index files, on disk

@@ -95,14 +95,20 @@ def limited(tmp_path_factory):
     assert_all_json(srv)
 
 
-def test_special_token_texts_never_compile_after_load():
+def test_special_token_texts_never_compile_after_load(monkeypatch):
     """Finding 1: [MASK]/[CLS]/NUL texts reach numba specializations (writable arrays) the plain
-    warm-up did not; the tokenizer must compile (or load) them all before it is returned."""
+    warm-up did not; the tokenizer must compile (or load) them all before it is returned. The
+    ahead-of-time library has one signature for both; numba's JIT (its fallback, forced here)
+    types them apart."""
     from openhood import WordPieceTokenizer
     from openhood.models import resolve_model_dir
-    from openhood.tokenizer import kernel
+    from openhood.tokenizer import kernel, wordpiece_kernels
 
+    monkeypatch.setenv("OPENHOOD_AOT", "0")
+    monkeypatch.setattr(wordpiece_kernels.WORDPIECE, "backing", "")
+    monkeypatch.setattr(wordpiece_kernels.WORDPIECE, "_functions", {})
     tok = WordPieceTokenizer.from_pretrained(resolve_model_dir(None))
+    assert wordpiece_kernels.WORDPIECE.backing == "jit"
     before = {k: len(k.signatures) for k in (kernel.encode_batch_kernel, kernel.encode_one_kernel)}
     for text in ("[MASK] is [CLS]", "nul \x00 byte", "[SEP]\x00[PAD]", ""):
         tok.encode(text)

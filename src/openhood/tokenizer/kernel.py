@@ -14,8 +14,11 @@ per-text ``[starts, ends)``; code points ≥ 0x110000 are added-token markers (`
 
 Why numba: this is a loop over characters with data-dependent branches and a trie walk, which
 NumPy cannot vectorize without materializing every candidate prefix; see docs/design.md for the
-measurements. It is compiled on first use and cached on disk (``cache=True``; the directory is
-``openhood.NUMBA_CACHE_DIR``), so only the first process of a machine pays for it.
+measurements. This module is the source only: ``tokenizer/wordpiece_kernels.py`` compiles it
+ahead of time into a library the tokenizer loads without importing numba (``openhood.aot``), or,
+where that cannot be built, through numba's JIT with its disk cache (``cache=True``; the
+directory is ``openhood.NUMBA_CACHE_DIR``). The trie's hash walk (``child``) and its insertion
+kernel live here too, so one library holds everything the tokenizer calls.
 """
 
 from __future__ import annotations
@@ -24,7 +27,65 @@ import numpy as np
 from numba import njit
 
 from openhood.tokenizer.normalizer import DROP, MAX_CODE_POINT, REMAP, SPACE, WORD
-from openhood.tokenizer.trie import child
+from openhood.tokenizer.wordpiece_kernels import (
+    P_CONT_ROOT,
+    P_MASK,
+    P_MAX_CHARS,
+    P_N_PREFIX,
+    P_N_SUFFIX,
+    P_N_SYMBOLS,
+    P_UNK,
+)
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+@njit(inline="always")
+def hash_slot(key, mask):
+    """Fibonacci hashing of a non-negative int64 key into [0, mask]."""
+    return np.int64((np.uint64(key) * _GOLDEN) >> np.uint64(29)) & mask
+
+
+@njit(inline="always")
+def child(node, sym, n_symbols, keys, children, mask):
+    key = np.int64(node) * n_symbols + sym
+    h = hash_slot(key, mask)
+    while True:
+        k = keys[h]
+        if k == key:
+            return children[h]
+        if k == -1:
+            return -1
+        h = (h + 1) & mask
+
+
+@njit(cache=True)
+def _insert_tokens(cps, offsets, ids, symbol, n_symbols, keys, children, mask, token_id, prefix):
+    """Insert token t = cps[offsets[t]:offsets[t+1]] with id ids[t].
+
+    Returns (node count, node reached by walking ``prefix`` or -1): the continuation root.
+    """
+    n_nodes = 1
+    for t in range(offsets.size - 1):
+        node = 0
+        for i in range(offsets[t], offsets[t + 1]):
+            key = np.int64(node) * n_symbols + symbol[cps[i]]
+            h = hash_slot(key, mask)
+            while keys[h] != -1 and keys[h] != key:
+                h = (h + 1) & mask
+            if keys[h] == -1:
+                keys[h] = key
+                children[h] = n_nodes
+                n_nodes += 1
+            node = children[h]
+        token_id[node] = ids[t]
+    node = 0
+    for i in range(prefix.size):
+        s = symbol[prefix[i]]
+        node = child(node, s, n_symbols, keys, children, mask) if s >= 0 else -1
+        if node < 0:
+            break
+    return n_nodes, node
 
 
 @njit(inline="always")
@@ -59,12 +120,6 @@ def _wordpiece(buf, ws, we, out, p, symbol, token_id, keys, children, mask, n_sy
         p += 1
         start = best_end
     return p
-
-
-# Layout of the int64 ``params`` array (one array instead of eight scalars: every argument of a
-# numba call costs unboxing time, which dominates single short-text latency).
-P_MASK, P_N_SYMBOLS, P_CONT_ROOT, P_UNK, P_MAX_CHARS, P_N_PREFIX, P_N_SUFFIX = range(7)
-N_PARAMS = 7
 
 
 @njit(inline="always")

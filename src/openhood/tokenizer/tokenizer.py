@@ -3,7 +3,7 @@
 Batch path (no Python loop per character or token): join the texts with U+0000 (which NFD and
 lowercasing leave alone, and which we check no text contains), run the C-speed string part of
 normalization once on the joined string, view it as a uint32 code point array, find the text
-boundaries with one vectorized comparison, and hand everything to ``encode_batch_kernel``. Texts that
+boundaries with one vectorized comparison, and hand everything to the compiled batch kernel (``wordpiece_kernels.encode_batch``). Texts that
 contain an added token (e.g. ``[SEP]`` written in the text) or a U+0000 take a per-text path:
 split on the added tokens (matched on the raw text, leftmost-longest, as HF does), normalize
 each piece, and mark the tokens with code points above U+10FFFF; the kernel is the same.
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from openhood.tokenizer import kernel
+from openhood.tokenizer import wordpiece_kernels as kernel
 from openhood.tokenizer.batch import RaggedBatch
 from openhood.tokenizer.config import TokenizerSpec, load_spec
 from openhood.tokenizer.normalizer import MAX_CODE_POINT
@@ -119,8 +119,9 @@ class WordPieceTokenizer:
         self.declared_max_length = spec.truncation_max_length
         self.declared_padding_length = spec.padding_length
         t0 = time.perf_counter()
-        # Compiles (or loads from numba's disk cache) every specialization a request can reach,
-        # so none compiles later on a server's event loop: numba types a read-only array (plain
+        # Loads the compiled kernels now (openhood.aot: the ahead-of-time library, or numba's JIT
+        # where it cannot be built), every specialization a request can reach, so none compiles
+        # later on a server's event loop: under the JIT, numba types a read-only array (plain
         # text, np.frombuffer) apart from a writable one (texts holding an added token such as
         # [MASK], or a NUL, are concatenated), and each type is a separate compilation.
         special = (self._added_contents[0] + " ") if self._added_contents else ""
@@ -164,7 +165,7 @@ class WordPieceTokenizer:
         """Ids of one text, special tokens included; ``max_length`` counts them (HF semantics)."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, not {type(text).__name__}")
-        return kernel.encode_one_kernel(self._code_points(text), self._limit(max_length), *self._tables)
+        return kernel.encode_one(self._code_points(text), self._limit(max_length), *self._tables)
 
     def batch_code_points(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The string half of batch encoding: (N,) uint32 code points, (n,) starts, (n,) ends.
@@ -219,7 +220,7 @@ class WordPieceTokenizer:
         out = np.empty(cps.size + n * self._n_special, dtype=np.int32)
         lengths = np.empty(n, dtype=np.int64)
         truncated = np.empty(n, dtype=np.bool_)
-        used = kernel.encode_batch_kernel(cps, starts, ends, limit, *self._tables, out, lengths, truncated)
+        used = kernel.encode_batch(cps, starts, ends, limit, *self._tables, out, lengths, truncated)
         return RaggedBatch(
             out[:used].copy(),
             lengths,

@@ -1,4 +1,4 @@
-"""A vocabulary trie over code points, stored as flat arrays a numba kernel can walk.
+"""A vocabulary trie over code points, stored as flat arrays a compiled kernel can walk.
 
 Layout (all NumPy, no Python objects, so the kernel never touches the interpreter):
 
@@ -19,59 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
+from openhood.tokenizer import wordpiece_kernels
 from openhood.tokenizer.normalizer import MAX_CODE_POINT
-
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-
-
-@njit(inline="always")
-def hash_slot(key, mask):
-    """Fibonacci hashing of a non-negative int64 key into [0, mask]."""
-    return np.int64((np.uint64(key) * _GOLDEN) >> np.uint64(29)) & mask
-
-
-@njit(inline="always")
-def child(node, sym, n_symbols, keys, children, mask):
-    key = np.int64(node) * n_symbols + sym
-    h = hash_slot(key, mask)
-    while True:
-        k = keys[h]
-        if k == key:
-            return children[h]
-        if k == -1:
-            return -1
-        h = (h + 1) & mask
-
-
-@njit(cache=True)
-def _insert_tokens(cps, offsets, ids, symbol, n_symbols, keys, children, mask, token_id, prefix):
-    """Insert token t = cps[offsets[t]:offsets[t+1]] with id ids[t].
-
-    Returns (node count, node reached by walking ``prefix`` or -1): the continuation root.
-    """
-    n_nodes = 1
-    for t in range(offsets.size - 1):
-        node = 0
-        for i in range(offsets[t], offsets[t + 1]):
-            key = np.int64(node) * n_symbols + symbol[cps[i]]
-            h = hash_slot(key, mask)
-            while keys[h] != -1 and keys[h] != key:
-                h = (h + 1) & mask
-            if keys[h] == -1:
-                keys[h] = key
-                children[h] = n_nodes
-                n_nodes += 1
-            node = children[h]
-        token_id[node] = ids[t]
-    node = 0
-    for i in range(prefix.size):
-        s = symbol[prefix[i]]
-        node = child(node, s, n_symbols, keys, children, mask) if s >= 0 else -1
-        if node < 0:
-            break
-    return n_nodes, node
 
 
 @dataclass(frozen=True)
@@ -87,7 +37,7 @@ class VocabTrie:
     @classmethod
     def build(cls, vocab: dict[str, int], continuing_prefix: str) -> VocabTrie:
         tokens = list(vocab)
-        # All tokens back to back as code points; numba inserts them (a Python loop took 0.45 s).
+        # All tokens back to back as code points; a compiled kernel inserts them (a Python loop took 0.45 s).
         cps = np.frombuffer("".join(tokens).encode("utf-32-le"), dtype=np.uint32)  # (total_chars,)
         offsets = np.zeros(len(tokens) + 1, dtype=np.int64)
         np.cumsum(np.fromiter(map(len, tokens), np.int64, len(tokens)), out=offsets[1:])
@@ -101,5 +51,7 @@ class VocabTrie:
         token_id = np.full(cps.size + 1, -1, dtype=np.int32)
         ids = np.fromiter(vocab.values(), np.int32, len(tokens))
         prefix = np.frombuffer(continuing_prefix.encode("utf-32-le"), dtype=np.uint32)
-        n_nodes, cont = _insert_tokens(cps, offsets, ids, symbol, n_symbols, keys, children, size - 1, token_id, prefix)
+        n_nodes, cont = wordpiece_kernels.insert_tokens(
+            cps, offsets, ids, symbol, n_symbols, keys, children, size - 1, token_id, prefix
+        )
         return cls(symbol, keys, children, token_id[:n_nodes].copy(), n_symbols, size - 1, cont)

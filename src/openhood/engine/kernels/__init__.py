@@ -1,7 +1,7 @@
 """openhood.engine.kernels: the ground floor, numeric kernels and what runs them.
 
-Compiled kernels, each beside the naive reference the tests hold it to: ``numba_rows`` (row
-kernels of the elementwise epilogues) under ``ops`` (the encoder's ops: GELU, LayerNorm,
+Compiled kernels, each beside the naive reference the tests hold it to: ``rows`` (row kernels
+of the elementwise epilogues, numba source ``numba_rows``, compiled ahead of time) under ``ops`` (the encoder's ops: GELU, LayerNorm,
 softmax, pooling, attention), ``panel_gemm`` (packed-panel GEMM, LLVM IR), ``pointwise_simd``
 and ``depthwise_simd`` (the CNN's 1×1 and k×k convolutions), ``conv_kernels`` (numba im2col and
 border pixels), ``gguf_matmul`` and ``packed_matmul`` (GGUF Q4_1 / Q8_0 blocks). ``linear`` is

@@ -1,4 +1,4 @@
-"""Compiled (numba) kernels of the CNN ops: im2col, depthwise convolution, the conv epilogue.
+"""Compiled kernels of the CNN ops (numba source, built ahead of time): im2col, depthwise convolution, the conv epilogue.
 
 All arrays are float32, C-contiguous, channels last: activations (N, H, W, C). Each kernel
 takes a row range ``[r0, r1)`` over the N*OH output rows so ``RowSplitter`` can hand one range
@@ -21,18 +21,24 @@ to each thread (the kernels release the GIL).
 - ``bias_act_rows``: y (M, C) ← clip(y + bias [+ residual], lo, hi), the epilogue of a GEMM:
   ReLU is (0, +inf), ReLU6 is (0, 6), none is (-inf, +inf); residual has 0 rows when absent.
 
-Trade-off: one compile per kernel at first use (about a second each, once per process).
+The functions below are numba source, compiled for one explicit signature each: ahead of time
+into a library loaded without numba (``openhood.aot``; the 3×3 and 5×5 depthwise variants that
+EfficientNet uses included), or by numba's JIT where that library cannot be built. Trade-off: a
+build of a few seconds once per machine and kernel source; another depthwise size is compiled by
+the JIT at its first use (about a second, once per process).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import numpy as np
-from numba import types
 
-from openhood.engine.kernels.numba_rows import LazyKernel
+from openhood.aot import Export, KernelSet
+from openhood.engine.kernels.rows import OPTIONS
 
 
 def _im2col_rows(
@@ -157,29 +163,56 @@ def _bias_act_rows(y: np.ndarray, bias: np.ndarray, residual: np.ndarray, lo: fl
                 row[j] = min(max(row[j] + bias[j], lo), hi)
 
 
-_IN4 = types.Array(types.float32, 4, "C", readonly=True)
-_IN3 = types.Array(types.float32, 3, "C", readonly=True)
-_IN2 = types.Array(types.float32, 2, "C", readonly=True)
-_IN1 = types.Array(types.float32, 1, "C", readonly=True)
-_I = types.int64
-_F = types.float32
+_depthwise_3 = _depthwise_kernel(3)  # module attributes, so the ahead-of-time build can name them
+_depthwise_5 = _depthwise_kernel(5)
 
-im2col_rows = LazyKernel(_im2col_rows, types.void(_IN4, types.float32[:, ::1], _I, _I, _I, _I, _I, _I, _I, _I, _I))
-_DEPTHWISE_SIGNATURE = types.void(
-    _IN4, _IN3, _IN1, types.float32[:, :, :, ::1], _I, _I, _I, _F, _F, _I, _I, _I, _I, _I, _I, _I, _I
+_SOURCE = "openhood.engine.kernels.conv_kernels"
+_I, _F = "i8", "f4"
+# x (N, HX, W, C), weight (k, k, CW), bias (CW,), out (N, OHX, OW, C), then the scalars (see _depthwise_kernel)
+_DEPTHWISE_ARGS = ("f4[:, :, :, ::1]", "f4[:, :, ::1]", "f4[::1]", "f4[:, :, :, ::1]", _I, _I, _I, _F, _F, *(_I,) * 8)
+
+
+def _depthwise_export(k: int, source: str) -> Export:
+    return Export(f"depthwise_{k}", source, _DEPTHWISE_ARGS, readonly=(0, 1, 2), options=OPTIONS)
+
+
+CONV = KernelSet(
+    "conv",
+    (
+        # x (N, H, W, C) → patches (rows*OW, KH*KW*C), then the geometry (see _im2col_rows)
+        Export(
+            "im2col_rows",
+            f"{_SOURCE}:_im2col_rows",
+            ("f4[:, :, :, ::1]", "f4[:, ::1]", *(_I,) * 9),
+            readonly=(0,),
+            options=OPTIONS,
+        ),
+        # y (M, C), bias (C,), residual (M, C) or (0, C), lo, hi
+        Export(
+            "bias_act_rows",
+            f"{_SOURCE}:_bias_act_rows",
+            ("f4[:, ::1]", "f4[::1]", "f4[:, ::1]", _F, _F),
+            readonly=(1, 2),
+            options=OPTIONS,
+        ),
+        _depthwise_export(3, f"{_SOURCE}:_depthwise_3"),
+        _depthwise_export(5, f"{_SOURCE}:_depthwise_5"),
+    ),
+    sources=(Path(__file__), Path(__file__).with_name("rows.py")),
 )
-bias_act_rows = LazyKernel(_bias_act_rows, types.void(types.float32[:, ::1], _IN1, _IN2, _F, _F))
-_depthwise_variants: dict[int, LazyKernel] = {}
+im2col_rows = CONV.kernel("im2col_rows")
+bias_act_rows = CONV.kernel("bias_act_rows")
+_depthwise_variants: dict[int, Callable[..., Any]] = {3: CONV.kernel("depthwise_3"), 5: CONV.kernel("depthwise_5")}
 _variants_lock = threading.Lock()
 
 
-def depthwise(kernel_size: int) -> LazyKernel:
-    """The compiled depthwise kernel for a ``kernel_size``² filter (one variant per size, made
-    on first use; EfficientNet uses 3 and 5)."""
+def depthwise(kernel_size: int) -> Callable[..., Any]:
+    """The compiled depthwise kernel for a ``kernel_size``² filter: 3 and 5 (EfficientNet's) from
+    the ahead-of-time set, any other size compiled by numba's JIT on first use."""
     with _variants_lock:
         if kernel_size not in _depthwise_variants:
-            _depthwise_variants[kernel_size] = LazyKernel(_depthwise_kernel(kernel_size), _DEPTHWISE_SIGNATURE)
+            from openhood.engine.kernels.numba_rows import LazyKernel  # imports numba: only for an odd size
+
+            signature = _depthwise_export(kernel_size, "").numba_signature()
+            _depthwise_variants[kernel_size] = LazyKernel(_depthwise_kernel(kernel_size), signature)
         return _depthwise_variants[kernel_size]
-
-
-KERNELS = (im2col_rows, depthwise(3), depthwise(5), bias_act_rows)

@@ -18,12 +18,12 @@ as before (Eigen's x·P(x²)/Q(x²), |error| < 4e-7); softmax's exp is a range r
 to ``contract`` (FMA), ``reassoc`` (vector partial sums in reductions) and ``nsz``: no ``afn``
 (approximate functions) and no ``nnan``/``ninf``, so NaN and infinity still propagate.
 
-Trade-off: compile time at first use. Each kernel is compiled for ONE explicit signature on its
-first call and cached on disk (``cache=True``, in openhood's per-user numba cache directory: the
-project's own locally compiled code, never models or data), so later processes load it (``compile_all``
-compiles and times them all, for ``benchmarks/engine.py``; the seconds are tabled in
-docs/benchmarks.md § Engine). A call with another layout
-(non-contiguous rows, float64) raises ``TypeError`` instead of silently compiling a copy.
+This module is the kernels' source. ``engine/kernels/rows.py`` gives each its one explicit
+signature and compiles them ahead of time into a library loaded without numba (``openhood.aot``),
+or through numba's JIT where that cannot be built; a call with another layout (non-contiguous
+rows, float64) raises ``TypeError`` instead of silently compiling a copy. ``LazyKernel`` is the
+JIT-only way the CNN kernels (``conv_kernels``) still take: compiled for one explicit signature
+on first call, cached on disk (``cache=True``, openhood's per-user numba cache directory).
 """
 
 from __future__ import annotations
@@ -35,10 +35,11 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from numba import njit, types
+from numba import njit
 
-# fastmath flags: FMA contraction and reassociation (vectorized reductions) only; see above.
-_FASTMATH = {"contract", "reassoc", "nsz"}
+from openhood.engine.kernels.rows import FASTMATH, OPTIONS
+
+_FASTMATH = set(FASTMATH)  # FMA contraction and reassociation only; see rows.py
 
 _F = np.float32
 # erf(x) ~= x P(x^2) / Q(x^2) on x in [-4, 4] (erf is +-1 in float32 beyond): Eigen / XLA.
@@ -195,25 +196,12 @@ def _softmax_rows(y: np.ndarray, bias: np.ndarray, rows_per_bias: int, scale: fl
             row[j] *= inv
 
 
-_ROWS = types.float32[:, ::1]  # written in place
-_IN_ROWS = types.Array(types.float32, 2, "C", readonly=True)  # read only (writable arrays convert)
-_IN_VEC = types.Array(types.float32, 1, "C", readonly=True)
-_SIGNATURES = {
-    _gelu_rows: types.void(_ROWS, _IN_VEC),
-    _relu_rows: types.void(_ROWS, _IN_VEC),
-    _add_rows: types.void(_ROWS, _IN_VEC),
-    _layernorm_rows: types.void(_ROWS, _IN_VEC, _IN_ROWS, _IN_VEC, _IN_VEC, types.float32),
-    _softmax_rows: types.void(_ROWS, _IN_ROWS, types.int64, types.float32, types.int32[::1]),
-}
-
-
 class LazyKernel:
-    """A kernel compiled for its one explicit signature on first call (thread-safe); the
-    signature comes from ``_SIGNATURES`` unless given (other kernel modules pass their own)."""
+    """A kernel compiled by numba's JIT for its one explicit signature on first call (thread-safe)."""
 
-    def __init__(self, py_func: Callable[..., None], signature: Any = None):
+    def __init__(self, py_func: Callable[..., None], signature: Any):
         self.py_func = py_func
-        self.signature = signature if signature is not None else _SIGNATURES[py_func]
+        self.signature = signature
         self.name = py_func.__name__.lstrip("_")
         self.compile_seconds = 0.0
         self._compiled: Callable[..., None] | None = None
@@ -223,26 +211,9 @@ class LazyKernel:
         with self._lock:
             if self._compiled is None:
                 t0 = time.perf_counter()
-                self._compiled = njit(self.signature, nogil=True, fastmath=_FASTMATH, error_model="numpy", cache=True)(
-                    self.py_func
-                )
+                self._compiled = njit(self.signature, cache=True, **OPTIONS)(self.py_func)
                 self.compile_seconds = time.perf_counter() - t0
         return self._compiled
 
     def __call__(self, *args: object) -> None:
         return (self._compiled or self.compile())(*args)
-
-
-gelu_rows = LazyKernel(_gelu_rows)
-relu_rows = LazyKernel(_relu_rows)
-add_rows = LazyKernel(_add_rows)
-layernorm_rows = LazyKernel(_layernorm_rows)
-softmax_rows = LazyKernel(_softmax_rows)
-KERNELS = (gelu_rows, relu_rows, add_rows, layernorm_rows, softmax_rows)
-
-
-def compile_all() -> dict[str, float]:
-    """Compile every kernel not compiled yet; returns the seconds each one's compilation took."""
-    for k in KERNELS:
-        k.compile()
-    return {k.name: k.compile_seconds for k in KERNELS}

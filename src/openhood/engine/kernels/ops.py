@@ -2,11 +2,12 @@
 
 The ``*_naive`` functions are the definition: float64, whole-array, written as the formula
 reads, used only by tests. The fast versions are float32 and in place: elementwise epilogues
-(bias, GELU, ReLU, LayerNorm, softmax) call the compiled row kernels of ``engine.kernels.numba_rows``
-on each thread's row range (``RowSplitter``); matrix products (attention's per-head GEMMs,
-pooling) stay NumPy/BLAS. The trade-off: a numba compile per kernel at first use (~1 s each,
-once per process) in exchange for one pass per row instead of a chain of ~20 ufunc calls;
-below ~64k elements everything runs on one thread.
+(bias, GELU, ReLU, LayerNorm, softmax) call the compiled row kernels of ``engine.kernels.rows``
+(numba source in ``numba_rows``) on each thread's row range (``RowSplitter``); matrix products
+(attention's per-head GEMMs, pooling) stay NumPy/BLAS. The trade-off: the kernels are compiled
+once per machine and kernel source (``openhood.aot``; a few seconds, then a millisecond to load
+per process) in exchange for one pass per row instead of a chain of ~20 ufunc calls; below ~64k
+elements everything runs on one thread.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from openhood.engine.kernels import numba_rows
+from openhood.engine.kernels import rows
 from openhood.engine.kernels.parallel import MIN_PARALLEL_ELEMENTWISE, RowSplitter
 
 MASK_NEG = np.float32(-1e9)  # additive bias of a padded key: exp() of it is exactly 0.
@@ -100,7 +101,7 @@ def l2_normalize_naive(x: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- fast kernels (float32, in place)
-# Thin wrappers over the compiled row kernels of ``engine.kernels.numba_rows``: check the layout, fill in
+# Thin wrappers over the compiled row kernels of ``engine.kernels.rows``: check the layout, fill in
 # "no bias" / "no residual", and split the rows over the threads (the kernels release the GIL).
 
 
@@ -141,13 +142,13 @@ def _split(fn: Callable[[int, int], None], y: np.ndarray, splitter: RowSplitter)
 def gelu_(y: np.ndarray, splitter: RowSplitter, bias: np.ndarray | None = None) -> np.ndarray:
     """y (N, F) ← GELU(y + bias) in place (exact-erf GELU)."""
     b = _bias_or_zeros(bias, y.shape[1])
-    return _split(lambda s, e: numba_rows.gelu_rows(y[s:e], b), y, splitter)
+    return _split(lambda s, e: rows.gelu_rows(y[s:e], b), y, splitter)
 
 
 def relu_(y: np.ndarray, splitter: RowSplitter, bias: np.ndarray | None = None) -> np.ndarray:
     """y (N, F) ← max(y + bias, 0) in place."""
     b = _bias_or_zeros(bias, y.shape[1])
-    return _split(lambda s, e: numba_rows.relu_rows(y[s:e], b), y, splitter)
+    return _split(lambda s, e: rows.relu_rows(y[s:e], b), y, splitter)
 
 
 def softmax_(y: np.ndarray, splitter: RowSplitter, bias: np.ndarray | None = None) -> np.ndarray:
@@ -157,14 +158,14 @@ def softmax_(y: np.ndarray, splitter: RowSplitter, bias: np.ndarray | None = Non
     one = np.float32(1.0)
 
     def run(s: int, e: int) -> None:
-        numba_rows.softmax_rows(y[s:e], b, max(1, e - s), one, splitter.scratch("bits", (f,), "int32"))
+        rows.softmax_rows(y[s:e], b, max(1, e - s), one, splitter.scratch("bits", (f,), "int32"))
 
     return _split(run, y, splitter)
 
 
 def add_(y: np.ndarray, bias: np.ndarray, splitter: RowSplitter) -> np.ndarray:
     """y (N, F) += bias (F,), in place."""
-    return _split(lambda s, e: numba_rows.add_rows(y[s:e], bias), y, splitter)
+    return _split(lambda s, e: rows.add_rows(y[s:e], bias), y, splitter)
 
 
 def layernorm_(
@@ -183,9 +184,9 @@ def layernorm_(
     eps32 = np.float32(eps)
     if residual is None:
         none = _NO_RESIDUAL  # the kernel's "no residual": zero rows
-        return _split(lambda s, e: numba_rows.layernorm_rows(y[s:e], b, none, gamma, beta, eps32), y, splitter)
+        return _split(lambda s, e: rows.layernorm_rows(y[s:e], b, none, gamma, beta, eps32), y, splitter)
     res = _rows(residual)
-    return _split(lambda s, e: numba_rows.layernorm_rows(y[s:e], b, res[s:e], gamma, beta, eps32), y, splitter)
+    return _split(lambda s, e: rows.layernorm_rows(y[s:e], b, res[s:e], gamma, beta, eps32), y, splitter)
 
 
 def attention_mask_bias(attention_mask: np.ndarray) -> np.ndarray | None:
@@ -247,7 +248,7 @@ def attention_(
             scores = splitter.scratch("scores", (g1 - g0, heads, t, t))
             np.matmul(qh[g0:g1], kt[g0:g1], out=scores)  # (g, H, T, T)
             # scale, mask and softmax in one compiled pass per row, (g*H*T, T)
-            numba_rows.softmax_rows(
+            rows.softmax_rows(
                 scores.reshape(-1, t), mask_rows[g0:g1] if bias is not None else mask_rows, rows_per_mask, scale32, bits
             )
             np.matmul(scores, vh[g0:g1], out=oh[g0:g1])  # (g, H, T, dh)

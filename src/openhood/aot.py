@@ -1,0 +1,398 @@
+"""Kernels compiled ahead of time: numba functions built once into a CPython extension, loaded without numba.
+
+What: a ``KernelSet`` names numba source functions and one explicit signature each. The first
+process that needs the set on a machine compiles it with numba's ahead-of-time compiler
+(``numba.pycc``, for the host CPU) into a shared library in the cache directory
+(``<cache>/aot/``); every later process loads that library in about a millisecond, without
+importing numba (~0.4 s) or building its typing context and loading cached kernels (~0.5 s more;
+docs/design.md § Start-up has the measurements).
+
+Keyed on everything the machine code depends on: the set's exports, the bytes of its source
+files, numba's and NumPy's versions, the Python ABI and the CPU (model and feature flags), so a
+changed kernel or a cache copied to another machine is a different file, never a wrong one.
+Each library has a JSON sidecar holding its key and SHA-256: a library whose hash or key does
+not match (corrupted, truncated, foreign) is reported in one warning line, deleted and rebuilt.
+Builds take an exclusive lock per key and write to a temporary directory renamed into place, so
+two processes starting at once build once and neither reads half a file.
+
+Safety at the boundary: a pycc function does not check what it is given (a float64 array where
+it expects float32 is read as garbage or crashes the process), so each call goes through a
+wrapper that checks every array's dtype, dimensions and C order and raises ``TypeError``.
+
+The trade-off: the first start on a machine (or after a kernel's source changes) pays numba's
+import plus the ahead-of-time build (a few seconds, about what numba's JIT needed anyway), and
+the build needs a C compiler (pycc compiles a small C wrapper). Where the build fails (no
+compiler, ``OPENHOOD_AOT=0``), the set falls back to numba's JIT with one log line: slower to
+start, the same results. ``numba.pycc`` is marked deprecated upstream; the fallback is the
+plan for the day it goes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib
+import importlib.machinery
+import importlib.util
+import json
+import logging
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from openhood.cachedir import cache_root
+
+log = logging.getLogger("openhood.aot")
+
+ENV_VAR = "OPENHOOD_AOT"  # "0": never build or load ahead-of-time kernels, use numba's JIT
+SUBDIR = "aot"
+FORMAT = 1  # bump when the library layout or the sidecar changes
+
+
+@dataclass(frozen=True)
+class Export:
+    """One compiled function: its name in the set, the numba source (``"module:function"``, a
+    plain function or an ``@njit`` dispatcher), its argument types and its return type.
+
+    Types are numba's signature spelling, restricted to what the call-time check understands:
+    C-contiguous arrays ``"f4[::1]"``, ``"u4[:, ::1]"`` (dtype code, one ``:`` per dimension) and
+    scalars ``"i8"``, ``"f4"``. ``readonly``: the indices of array arguments the function only
+    reads, typed read-only so that read-only arrays (a memory-mapped weight) are accepted by the
+    JIT fallback too. ``options``: numba options of the compiled function (fastmath…).
+    """
+
+    name: str
+    source: str
+    args: tuple[str, ...]
+    returns: str = "void"
+    readonly: tuple[int, ...] = ()
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def signature(self) -> str:
+        return f"{self.returns}({', '.join(self.args)})"
+
+    def numba_signature(self) -> Any:
+        """The signature as numba types (numba must be importable: build and JIT time only)."""
+        from numba.core import sigutils
+
+        args, returns = sigutils.normalize_signature(self.signature())
+        args = tuple(a.copy(readonly=True) if i in self.readonly else a for i, a in enumerate(args))
+        return returns(*args)
+
+
+def _array_spec(code: str) -> tuple[np.dtype, int] | None:
+    """``"f4[:, ::1]"`` → (float32, 2); a scalar code → None.
+
+    >>> _array_spec("u4[::1]"), _array_spec("i8")
+    ((dtype('uint32'), 1), None)
+    """
+    if "[" not in code:
+        return None
+    dtype, dims = code.split("[", 1)
+    if not dims.endswith("::1]"):
+        raise ValueError(f"{code!r}: only C-contiguous arrays (ending in ::1]) are supported")
+    return np.dtype(dtype), dims.count(":") - 1
+
+
+def _checked(name: str, fn: Callable[..., Any], args: tuple[str, ...]) -> Callable[..., Any]:
+    """``fn`` behind a check of every array argument (pycc's own entry points check nothing)."""
+    specs = [_array_spec(a) for a in args]
+    n = len(args)
+    ndarray = np.ndarray
+
+    def call(*values: Any) -> Any:
+        if len(values) != n:
+            raise TypeError(f"{name}() takes {n} arguments, got {len(values)}")
+        for i, spec in enumerate(specs):
+            if spec is not None:
+                v = values[i]
+                if not (
+                    type(v) is ndarray
+                    and (v.dtype is spec[0] or v.dtype == spec[0])
+                    and v.ndim == spec[1]
+                    and v.flags.c_contiguous
+                ):
+                    raise TypeError(
+                        f"{name}(): argument {i} must be a C-contiguous {spec[1]}-d {spec[0]} array, "
+                        f"got {getattr(v, 'dtype', type(v).__name__)} with ndim {getattr(v, 'ndim', '-')}"
+                    )
+        return fn(*values)
+
+    call.__name__ = name
+    return call
+
+
+def _resolve(source: str) -> Any:
+    module, _, attr = source.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def _cpu_identity() -> str:
+    """The CPU's model name and feature flags (Linux: /proc/cpuinfo's first processor)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            text = f.read(1 << 16)
+    except OSError:
+        return f"{platform.machine()} {platform.processor()}"
+    wanted = ("model name", "flags", "Features", "CPU part", "cpu model")
+    lines = [ln.strip() for ln in text.split("\n\n", 1)[0].splitlines() if ln.split(":")[0].strip() in wanted]
+    return f"{platform.machine()} " + " | ".join(lines)
+
+
+def _package_version_bytes(package: str) -> bytes:
+    """A fingerprint of an installed package's version without importing it (numba's import is
+    what this module exists to avoid): the bytes of its ``_version.py``/``version.py``, else its
+    distribution metadata's version."""
+    spec = importlib.util.find_spec(package)
+    if spec is not None and spec.origin:
+        root = Path(spec.origin).parent
+        for name in ("_version.py", "version.py"):
+            if (root / name).is_file():
+                return (root / name).read_bytes()
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package).encode()
+    except PackageNotFoundError:
+        return b"absent"
+
+
+class KernelSet:
+    """Numba functions compiled together into one ahead-of-time library (see the module docstring).
+
+    ``kernel(name)`` returns a callable that loads (or builds) the whole set on its first call;
+    ``load()`` does it now and returns the backing ("aot" or "jit")."""
+
+    def __init__(self, name: str, exports: tuple[Export, ...], sources: tuple[Path, ...]):
+        self.name = name
+        self.exports = {e.name: e for e in exports}
+        self.sources = sources
+        self.backing = ""  # "aot" or "jit" once loaded
+        self.load_seconds = 0.0
+        self._functions: dict[str, Callable[..., Any]] = {}
+        self._lock = threading.Lock()
+
+    # -- identity -------------------------------------------------------------------------------
+
+    def key(self) -> str:
+        h = hashlib.sha256()
+        for part in (
+            f"format {FORMAT} set {self.name}".encode(),
+            json.dumps(
+                sorted((e.name, e.source, e.signature(), e.readonly, e.options) for e in self.exports.values()),
+                sort_keys=True,
+                default=sorted,  # a set of fastmath flags, in a stable order
+            ).encode(),
+            *(p.read_bytes() for p in self.sources),
+            _package_version_bytes("numba"),
+            np.__version__.encode(),
+            f"{sys.implementation.cache_tag} {sys.version} {importlib.machinery.EXTENSION_SUFFIXES[0]}".encode(),
+            _cpu_identity().encode(),
+        ):
+            h.update(hashlib.sha256(part).digest())
+        return h.hexdigest()
+
+    def module_name(self) -> str:
+        return f"openhood_aot_{self.name}"
+
+    def paths(self, key: str, root: Path | None = None) -> tuple[Path, Path]:
+        """(library, sidecar) for ``key`` under ``root`` (the cache's ``aot/`` by default)."""
+        folder = root if root is not None else Path(cache_root()) / SUBDIR
+        stem = f"{self.name}-{key[:24]}"
+        return folder / f"{stem}.so", folder / f"{stem}.json"
+
+    # -- loading --------------------------------------------------------------------------------
+
+    def kernel(self, name: str) -> Callable[..., Any]:
+        """A callable for export ``name`` that loads the set on first use."""
+        if name not in self.exports:
+            raise KeyError(f"kernel set {self.name!r} has no export {name!r}")
+
+        def call(*args: Any) -> Any:
+            fn = self._functions.get(name)
+            if fn is None:
+                self.load()
+                fn = self._functions[name]
+            return fn(*args)
+
+        call.__name__ = name
+        return call
+
+    def load(self) -> str:
+        """Load the set (building it if needed); returns ``"aot"`` or ``"jit"``. Thread-safe."""
+        with self._lock:
+            if not self.backing:
+                t0 = time.perf_counter()
+                module = None
+                if os.environ.get(ENV_VAR, "1") != "0":
+                    module = self._load_or_build()
+                if module is not None:
+                    self._functions = {n: _checked(n, getattr(module, n), e.args) for n, e in self.exports.items()}
+                    self.backing = "aot"
+                else:
+                    self._functions = self._jit_functions()
+                    self.backing = "jit"
+                self.load_seconds = time.perf_counter() - t0
+        return self.backing
+
+    def _load_or_build(self) -> Any:
+        key = self.key()
+        library, sidecar = self.paths(key)
+        module = self._try_load(key, library, sidecar)
+        if module is not None:
+            return module
+        try:
+            library.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            log.warning(
+                "ahead-of-time kernels %r: cache directory not writable (%s); using numba's JIT", self.name, exc
+            )
+            return None
+        with _exclusive(library.with_suffix(".lock")):
+            module = self._try_load(key, library, sidecar, quiet=True)  # another process built it meanwhile
+            if module is not None:
+                return module
+            log.info("building ahead-of-time kernels %r for this CPU (once per kernel source and machine)", self.name)
+            try:
+                seconds = self.build(key, library, sidecar)
+            except Exception as exc:  # no C compiler, pycc gone from numba, …: the JIT still works
+                log.warning(
+                    "ahead-of-time kernels %r could not be built (%s: %s); using numba's JIT",
+                    self.name,
+                    type(exc).__name__,
+                    str(exc).splitlines()[0] if str(exc) else "",
+                )
+                return None
+            log.info("built ahead-of-time kernels %r in %.1f s", self.name, seconds)
+            return self._try_load(key, library, sidecar)
+
+    def _try_load(self, key: str, library: Path, sidecar: Path, quiet: bool = False) -> Any:
+        """The library's module if the entry is whole and ours; a bad entry is reported and removed."""
+        if not sidecar.exists() or not library.exists():
+            return None
+        problem = ""
+        try:
+            meta = json.loads(sidecar.read_text())
+            if meta.get("key") != key:
+                problem = "it belongs to another key (foreign)"
+            elif meta.get("sha256") != hashlib.sha256(library.read_bytes()).hexdigest():
+                problem = "its hash does not match (corrupted or truncated)"
+        except (OSError, ValueError, AttributeError) as exc:
+            problem = f"its record does not read ({type(exc).__name__})"
+        if not problem:
+            try:
+                loader = importlib.machinery.ExtensionFileLoader(self.module_name(), str(library))
+                spec = importlib.util.spec_from_file_location(self.module_name(), library, loader=loader)
+                assert spec is not None
+                module = importlib.util.module_from_spec(spec)
+                loader.exec_module(module)
+                if all(hasattr(module, n) for n in self.exports):
+                    return module
+                problem = "it lacks exported functions"
+            except ImportError as exc:
+                problem = f"it does not load ({exc})"
+        if not quiet or problem:
+            log.warning("ahead-of-time kernels %r: ignoring %s: %s; rebuilding", self.name, library.name, problem)
+        for path in (library, sidecar):
+            with contextlib.suppress(OSError):
+                path.unlink()
+        return None
+
+    def build(self, key: str, library: Path, sidecar: Path) -> float:
+        """Compile the set with numba.pycc into ``library`` (+ ``sidecar``); returns the seconds."""
+        import warnings
+
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # pycc's pending-deprecation notice, once per build
+            from numba import njit
+            from numba.core.registry import CPUDispatcher
+            from numba.pycc import CC
+
+            scratch = Path(tempfile.mkdtemp(prefix=f".{self.name}-", dir=library.parent))
+            try:
+                cc = CC(self.module_name())
+                cc.output_dir = str(scratch)
+                cc.target_cpu = "host"
+                cc.verbose = False
+                for export in self.exports.values():
+                    fn = _resolve(export.source)
+                    inner = fn if isinstance(fn, CPUDispatcher) else njit(**export.options)(fn)
+                    cc.export(export.name, export.numba_signature())(_forwarder(export.name, len(export.args), inner))
+                with _quiet_fds():
+                    cc.compile()
+                built = next(p for p in scratch.iterdir() if p.name.startswith(self.module_name()))
+                digest = hashlib.sha256(built.read_bytes()).hexdigest()
+                os.replace(built, library)  # same directory: atomic
+                record = scratch / "sidecar.json"
+                seconds = time.perf_counter() - t0
+                record.write_text(json.dumps({"key": key, "sha256": digest, "build_seconds": round(seconds, 2)}))
+                os.replace(record, sidecar)
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+        return seconds
+
+    def _jit_functions(self) -> dict[str, Callable[..., Any]]:
+        """The same functions through numba's JIT (its own disk cache): an ``@njit`` source is used
+        as it is (it may specialize on read-only arrays); a plain one is compiled for its signature."""
+        from numba import njit
+        from numba.core.registry import CPUDispatcher
+
+        out = {}
+        for name, export in self.exports.items():
+            fn = _resolve(export.source)
+            if not isinstance(fn, CPUDispatcher):
+                fn = njit(export.numba_signature(), cache=True, **export.options)(fn)
+            out[name] = fn
+        return out
+
+
+def _forwarder(name: str, n_args: int, inner: Any) -> Callable[..., Any]:
+    """A plain function ``name(a0, …) → inner(a0, …)`` for pycc to export: it keeps ``inner``'s
+    own numba options (fastmath, inlining), which an export signature cannot carry."""
+    params = ", ".join(f"a{i}" for i in range(n_args))
+    namespace: dict[str, Any] = {"inner": inner}
+    exec(f"def {name}({params}):\n    return inner({params})\n", namespace)
+    return namespace[name]
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    """An exclusive advisory lock held for the block (no-op where fcntl is absent)."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    with open(lock_path, "a+b") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def _quiet_fds() -> Iterator[None]:
+    """Silence the C compiler's command lines, which distutils prints to stdout: a command's
+    stdout (``openhood embed``'s vectors) must hold only its output."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
