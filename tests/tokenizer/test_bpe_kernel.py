@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from openhood.generate.bundled import default_gguf_path
 from openhood.tokenizer.bpe import BPETokenizer
-from openhood.tokenizer.bpe_kernel import PieceCache, split_pieces
+from openhood.tokenizer.bpe_kernel import split_pieces
+from openhood.tokenizer.bpe_tables import PieceCache
 from openhood.tokenizer.byte_level import code_point_classes, pattern_classes, pretokenizer_pattern
 
 

@@ -6,7 +6,7 @@ bytes, each byte the id of its one-character token, and adjacent ids are merged 
 first until no ranked pair is left. Merges work on id pairs (``(left, right) → (rank, merged)``)
 rather than strings, so the inner loop is integer work.
 
-The trade-off: a batch is one numba call (``bpe_kernel.encode_texts``): Python joins the texts,
+The trade-off: a batch is one compiled call (``bpe_tables.encode_texts``): Python joins the texts,
 views them as UTF-32 code points and finds the special tokens with one regex scan; the kernel
 pre-tokenizes, looks each piece up in a bounded cache (natural text repeats its words, so most
 pieces are hits), merges the misses and writes the ids of all texts into one array. So nothing
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from openhood.tokenizer.batch import RaggedBatch
-from openhood.tokenizer.bpe_kernel import MergeTable, PieceCache, encode_texts
+from openhood.tokenizer.bpe_tables import MergeTable, PieceCache, encode_texts
 from openhood.tokenizer.byte_level import bytes_to_unicode, code_point_classes, pretokenizer_pattern
 
 if TYPE_CHECKING:
@@ -148,11 +148,15 @@ class BPETokenizer:
             [(a, b, m) for (a, b), (_, m) in sorted(self._merge.items(), key=lambda kv: kv[1][0])], len(spec.tokens)
         )
         self._byte_id_arr = np.asarray(self._byte_id, dtype=np.int32)
-        u2b = {u: b for b, u in b2u.items()}
         # id → bytes: specials are literal text, everything else is spelled in byte-level characters.
+        # str.translate turns the spelling into code points 0..255 and latin-1 makes them bytes, at C
+        # speed (a Python loop over the characters took 0.4 s of start-up for a 49k vocabulary);
+        # a token with a character that spells no byte is literal text, as HF decodes it.
         special_ids = set(spec.specials.values())
+        to_byte = {ord(u): b for b, u in b2u.items()}
+        not_a_byte = re.compile("[^" + re.escape("".join(b2u.values())) + "]")
         self._bytes = [
-            t.encode("utf-8") if i in special_ids or any(c not in u2b for c in t) else bytes(u2b[c] for c in t)
+            t.encode("utf-8") if i in special_ids or not_a_byte.search(t) else t.translate(to_byte).encode("latin-1")
             for i, t in enumerate(spec.tokens)
         ]
         self._special_ids = frozenset(special_ids)
@@ -163,7 +167,7 @@ class BPETokenizer:
         self._joiner = next(c for c in map(chr, range(0x110000)) if not any(c in t for t in alts))
         self._cache = PieceCache(CACHE_LIMIT)
         self._lock = threading.Lock()  # the kernel releases the GIL and mutates the cache
-        self.encode_many(["a 1"])  # load the compiled kernel now (numba's disk cache), not on first use
+        self.encode_many(["a 1"])  # load the compiled kernels now (openhood.aot), not on first use
         self._cache.clear()
 
     @classmethod
@@ -264,7 +268,6 @@ class BPETokenizer:
         """The kernel call: texts ``cps[starts[t]:ends[t]]`` (uint32), special tokens as (start, end, id) rows."""
         sp = specials.reshape(-1, 3)
         t = self._table
-        table = (t.keys, t.ranks, t.merged, t.vocab_size, t.mask)
         with self._lock:
             return encode_texts(
                 cps,
@@ -274,10 +277,14 @@ class BPETokenizer:
                 sp[:, 1].copy(),
                 sp[:, 2].astype(np.int32),
                 self._classes,
-                self.spec.split_digits,
+                bool(self.spec.split_digits),
                 self._byte_id_arr,
-                table,
-                self._cache.arrays(),
+                t.keys,
+                t.ranks,
+                t.merged,
+                t.vocab_size,
+                t.mask,
+                *self._cache.arrays(),
             )
 
     def encode_many(self, texts: list[str], parse_special: bool = True) -> list[list[int]]:

@@ -1,4 +1,4 @@
-"""Byte-level BPE encoding in numba: pre-tokenizer, piece cache and merges for a whole batch in one call.
+"""Byte-level BPE encoding in numba (the source): pre-tokenizer, piece cache and merges for a whole batch in one call.
 
 ``encode_texts`` walks the texts' code points (UTF-32, all texts in one array) with the
 pre-tokenizer compiled by hand into ``_next_piece`` (the alternatives of
@@ -12,6 +12,10 @@ The trade-offs: the regex exists twice (``re`` pattern as the reference, this st
 the fast path; tests compare them); building the merge table costs ~20 ms at load; the merge
 loop is O(n²) per piece, cheap for the short pieces a pre-tokenizer makes (a pathological
 10k-character piece is still fine); the cache is bounded and emptied whole when full.
+
+This module is the kernels' source: ``tokenizer/bpe_tables.py`` holds the tables they read and
+compiles ``fill_merges`` and ``encode_texts_flat`` ahead of time into a library the tokenizer
+loads without numba (``openhood.aot``), or through numba's JIT where that cannot be built.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-EMPTY = -1
+from openhood.tokenizer.bpe_tables import EMPTY
 
 
 @njit(inline="always")
@@ -47,24 +51,9 @@ def _lookup(keys, ranks, key, mask):
     return -1
 
 
-class MergeTable:
-    """(left id, right id) → (rank, merged id) as flat arrays numba can probe."""
-
-    def __init__(self, pairs: list[tuple[int, int, int]], vocab_size: int):
-        size = 1
-        while size < 2 * max(len(pairs), 1):
-            size *= 2
-        self.mask = size - 1
-        self.vocab_size = vocab_size
-        self.keys = np.full(size, EMPTY, dtype=np.int64)
-        self.ranks = np.zeros(size, dtype=np.int32)
-        self.merged = np.zeros(size, dtype=np.int32)
-        arr = np.asarray(pairs, dtype=np.int64).reshape(-1, 3)
-        _fill(self.keys, self.ranks, self.merged, arr, vocab_size, self.mask)
-
-
 @njit(cache=True)
-def _fill(keys, ranks, merged, arr, vocab_size, mask):
+def fill_merges(keys, ranks, merged, arr, vocab_size, mask):
+    """Insert merge rank r = (arr[r, 0], arr[r, 1]) → arr[r, 2] into the table's arrays."""
     for rank in range(arr.shape[0]):
         _insert(keys, ranks, merged, arr[rank, 0] * vocab_size + arr[rank, 1], rank, arr[rank, 2], mask)
 
@@ -163,50 +152,6 @@ def split_pieces(cps, e, cls, split_digits):
         ends[n] = i
         n += 1
     return ends[:n]
-
-
-class PieceCache:
-    """Merged ids of pieces already seen, keyed by their UTF-8 bytes, in flat arrays numba can use.
-
-    An open-addressing table of entry numbers; entry k's key bytes are ``key_bytes[key_start[k]:
-    key_start[k] + key_len[k]]`` and its ids ``values[value_start[k]:...]``. Bounded: when an
-    entry or its bytes do not fit, the kernel empties the whole cache and starts over.
-    """
-
-    def __init__(self, limit: int, bytes_per_entry: int = 16, ids_per_entry: int = 8):
-        size = 1
-        while size < 2 * max(limit, 1):
-            size *= 2
-        self.limit = limit
-        self.slots = np.full(size, EMPTY, dtype=np.int32)
-        self.hashes = np.zeros(limit, dtype=np.int64)
-        self.key_start = np.zeros(limit, dtype=np.int64)
-        self.key_len = np.zeros(limit, dtype=np.int32)
-        self.value_start = np.zeros(limit, dtype=np.int64)
-        self.value_len = np.zeros(limit, dtype=np.int32)
-        self.key_bytes = np.zeros(bytes_per_entry * limit, dtype=np.uint8)
-        self.values = np.zeros(ids_per_entry * limit, dtype=np.int32)
-        self.used = np.zeros(3, dtype=np.int64)  # entries, key bytes, value ids
-
-    def __len__(self) -> int:
-        return int(self.used[0])
-
-    def clear(self) -> None:
-        self.slots.fill(EMPTY)
-        self.used[:] = 0
-
-    def arrays(self) -> tuple:
-        return (
-            self.slots,
-            self.hashes,
-            self.key_start,
-            self.key_len,
-            self.value_start,
-            self.value_len,
-            self.key_bytes,
-            self.values,
-            self.used,
-        )
 
 
 @njit(inline="always")
@@ -335,3 +280,46 @@ def encode_texts(cps, starts, ends, sp_start, sp_end, sp_id, cls, split_digits, 
                 sp += 1
         lengths[t] = w - w0
     return out[:w].copy(), lengths  # the bound can be ~2.5x the ids: don't keep it alive
+
+
+@njit(cache=True, nogil=True)
+def encode_texts_flat(
+    cps,
+    starts,
+    ends,
+    sp_start,
+    sp_end,
+    sp_id,
+    cls,
+    split_digits,
+    byte_id,
+    keys,
+    ranks,
+    merged,
+    vocab_size,
+    mask,
+    slots,
+    hashes,
+    key_start,
+    key_len,
+    value_start,
+    value_len,
+    key_bytes,
+    values,
+    used,
+):
+    """``encode_texts`` with the merge table's and the piece cache's arrays as separate arguments:
+    an ahead-of-time entry point takes arrays and scalars, each checked at the call, not tuples."""
+    return encode_texts(
+        cps,
+        starts,
+        ends,
+        sp_start,
+        sp_end,
+        sp_id,
+        cls,
+        split_digits,
+        byte_id,
+        (keys, ranks, merged, vocab_size, mask),
+        (slots, hashes, key_start, key_len, value_start, value_len, key_bytes, values, used),
+    )
