@@ -15,7 +15,6 @@ command pay for the loading machinery while building its parser.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
 from openhood.models.options import EngineOptions
@@ -75,6 +74,7 @@ def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    # __import__, not importlib.import_module, so that -X importtime lists the submodule
+    value = getattr(__import__(f"{__name__}.{module}", fromlist=[name]), name)
     globals()[name] = value  # later lookups skip this function
     return value
