@@ -61,8 +61,9 @@ def mean_std(values: list[float]) -> str:
 
 
 def accuracy_over_seeds(seeds: int, plot: Path | None) -> None:
+    from openhood.train.config import TrainConfig
     from openhood.train.data import load_digits_dataset
-    from openhood.train.trainer import TrainConfig, train_mlp
+    from openhood.train.trainer import train_mlp
 
     ds = load_digits_dataset()
     accs, secs = [], []
@@ -88,7 +89,8 @@ def accuracy_over_seeds(seeds: int, plot: Path | None) -> None:
 
 
 def train_openhood(ds, epochs, batch, lr, wd, seed):
-    from openhood.train.trainer import TrainConfig, train_mlp
+    from openhood.train.config import TrainConfig
+    from openhood.train.trainer import train_mlp
 
     cfg = TrainConfig(
         hidden=(256,),

@@ -39,8 +39,9 @@ VARIANTS: dict[str, dict] = {
 
 def block_cv(overrides: dict, seeds: int) -> list[float]:
     """Accuracy % of each held-out block, mean over seeds."""
+    from openhood.train.config import TrainConfig
     from openhood.train.data import load_digits_dataset
-    from openhood.train.trainer import TrainConfig, evaluate, train_mlp
+    from openhood.train.trainer import evaluate, train_mlp
 
     ds = load_digits_dataset()
     x, y = ds.x_train, ds.y_train
@@ -83,8 +84,9 @@ def reference_models() -> dict:
 
 def references(seeds: int) -> None:
     """Block-CV accuracy and test-tail accuracy side by side, per model (mean over seeds)."""
+    from openhood.train.config import TrainConfig
     from openhood.train.data import load_digits_dataset
-    from openhood.train.trainer import TrainConfig, evaluate, train_mlp
+    from openhood.train.trainer import evaluate, train_mlp
 
     ds = load_digits_dataset()
     x, y = ds.x_train, ds.y_train

@@ -136,8 +136,9 @@ def smollm2_tok(smollm2_gen):
 def digits_mlp_dir(tmp_path_factory):
     """A small MLP (64 → 32 → 10) trained for a few epochs on the digits, saved as `openhood train` saves it."""
     from openhood.train.checkpoint import model_config, save_model
+    from openhood.train.config import TrainConfig
     from openhood.train.data import load_digits_dataset
-    from openhood.train.trainer import TrainConfig, train_mlp
+    from openhood.train.trainer import train_mlp
 
     ds = load_digits_dataset()
     model, _ = train_mlp(

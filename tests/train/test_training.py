@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from openhood.train.config import TrainConfig
 from openhood.train.data import load_dataset
-from openhood.train.trainer import TrainConfig, evaluate, train_mlp
+from openhood.train.trainer import evaluate, train_mlp
 
 
 @pytest.fixture(scope="module")

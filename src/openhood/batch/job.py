@@ -12,12 +12,9 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from openhood.batch.options import DEFAULT_BATCH_SIZE, DEFAULT_SHARD_ROWS
 from openhood.batch.sources import InputError, ShardSpec, Source, read_shard
 from openhood.batch.tasks import EmbedTask
-
-ENGINES = ("local", "ray")
-DEFAULT_SHARD_ROWS = 4096  # the sort window too: large enough that padding waste is small
-DEFAULT_BATCH_SIZE = 32
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from openhood.batch.job import ENGINES, BatchJob, JobSummary, run_shard
+from openhood.batch.job import BatchJob, JobSummary, run_shard
+from openhood.batch.options import ENGINES
 from openhood.batch.progress import ProgressBar
 from openhood.batch.sources import InputError, plan
 from openhood.batch.store import ShardStore

@@ -23,9 +23,9 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from openhood.batch.options import FORMATS
 from openhood.corpus import EMPTY_TEXT_CODE, blank_text
 
-FORMATS = ("jsonl", "csv", "parquet")
 SUFFIXES = {
     ".jsonl": "jsonl",
     ".ndjson": "jsonl",

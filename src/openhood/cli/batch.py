@@ -15,8 +15,7 @@ from __future__ import annotations
 import argparse
 import functools
 
-from openhood.batch.job import DEFAULT_BATCH_SIZE, DEFAULT_SHARD_ROWS, ENGINES
-from openhood.batch.sources import FORMATS
+from openhood.batch.options import DEFAULT_BATCH_SIZE, DEFAULT_SHARD_ROWS, ENGINES, FORMATS
 from openhood.cli.validate import usage_error
 
 

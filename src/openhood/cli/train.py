@@ -21,7 +21,7 @@ from openhood.cli.validate import usage_error
 
 
 def register(subparsers) -> None:
-    from openhood.train.trainer import TrainConfig
+    from openhood.train.config import TrainConfig  # light: parser building must not import NumPy
 
     d = TrainConfig()
     p = subparsers.add_parser("train", help="train the NumPy MLP (digits, digits28 or a CSV/NPZ file)")
@@ -63,9 +63,10 @@ _fail = functools.partial(usage_error, "train")
 def cmd_train(args: argparse.Namespace) -> int:
     from openhood.engine.kernels.blas import blas
     from openhood.train.checkpoint import model_config, save_model, staged_folder
+    from openhood.train.config import TrainConfig
     from openhood.train.data import DataError, load_dataset
     from openhood.train.metrics import accuracy, confusion_matrix
-    from openhood.train.trainer import TrainConfig, train_mlp
+    from openhood.train.trainer import train_mlp
 
     if args.epochs < 1 or args.batch_size < 1 or min(args.hidden) < 1 or args.lr <= 0 or args.threads < 1:
         return _fail("--epochs, --batch-size, --hidden, --lr and --threads must be positive")

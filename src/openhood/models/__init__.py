@@ -6,9 +6,17 @@ Everything a server serves implements one protocol, ``Served`` (name, ``Task``, 
 (``models.generation.ServedGenerator``). ``load_models(specs, options)`` builds them by task
 (``TASK_LOADERS``). The server and the scheduler use only this package's plain types — never an
 architecture.
+
+The loaders and the served-model types (NumPy, psutil, the backends) load lazily
+(``__getattr__``): ``openhood serve``'s parser reads ``EngineOptions`` for a default, and
+importing a submodule runs this file first, so eager imports here would make every ``openhood``
+command pay for the loading machinery while building its parser.
 """
 
-from openhood.models.loading import TASK_LOADERS, load_model, load_models
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from openhood.models.options import EngineOptions
 from openhood.models.registry import (
     DEFAULT_MODEL_NAME,
@@ -22,8 +30,22 @@ from openhood.models.registry import (
     read_model_file,
     resolve_model_dir,
 )
-from openhood.models.served import OutputSpec, Prepared, Served, ServedModel
 from openhood.models.tasks import Task
+
+if TYPE_CHECKING:
+    from openhood.models.loading import TASK_LOADERS, load_model, load_models
+    from openhood.models.served import OutputSpec, Prepared, Served, ServedModel
+
+# name → the submodule defining it, imported on first use
+_LAZY = {
+    "TASK_LOADERS": "loading",
+    "load_model": "loading",
+    "load_models": "loading",
+    "OutputSpec": "served",
+    "Prepared": "served",
+    "Served": "served",
+    "ServedModel": "served",
+}
 
 __all__ = [
     "DEFAULT_MODEL_NAME",
@@ -46,3 +68,13 @@ __all__ = [
     "read_model_file",
     "resolve_model_dir",
 ]
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # __import__, not importlib.import_module, so that -X importtime lists the submodule
+    value = getattr(__import__(f"{__name__}.{module}", fromlist=[name]), name)
+    globals()[name] = value  # later lookups skip this function
+    return value

