@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from openhood.engine.kernels.gguf_matmul import QuantMatrix
-from openhood.engine.kernels.packed_matmul import PackedMatrix, packed_linear
+from openhood.engine.kernels.packed_layout import PackedMatrix
 from openhood.engine.models.kv_cache import KVCache
 from openhood.engine.models.llama_ops import masked_softmax_, rms_norm, rope_at, rope_half, swiglu
 
@@ -100,6 +100,10 @@ def linear(x: np.ndarray, w: Matrix) -> np.ndarray:
     matrix-matrix product, and batching would buy nothing.
     """
     if isinstance(w, PackedMatrix):
+        # Imported here: the packed kernels are numba's (~0.4 s to import, more to load), which a
+        # decoder holding float32 weights (the server's default) never calls.
+        from openhood.engine.kernels.packed_matmul import packed_linear
+
         return packed_linear(x, w)
     return np.asarray((x.reshape(-1, x.shape[-1]) @ w.T).reshape(*x.shape[:-1], w.shape[0]))
 
