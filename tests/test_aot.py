@@ -95,9 +95,7 @@ def run_probe(code: Path, **env: str) -> subprocess.CompletedProcess:
 
 
 def entry(tmp_cache: Path) -> tuple[Path, Path]:
-    libraries = sorted((tmp_cache / "aot").glob("probe-*.so"))
-    assert len(libraries) == 1, libraries
-    return libraries[0], libraries[0].with_suffix(".json")
+    return entry_in(tmp_cache / "aot")
 
 
 def test_first_process_builds_the_second_loads_without_numba(probe_dir, tmp_path):
@@ -191,3 +189,41 @@ def test_array_specs_and_the_call_check():
         check(np.zeros(3, np.int32), 5)
     with pytest.raises(TypeError, match="1-d"):
         check(np.zeros((1, 3), np.uint32), 5)
+
+
+def test_an_installed_entry_is_used_first_and_a_bad_one_is_left_in_place(probe_dir, tmp_path, monkeypatch):
+    from openhood.cli import main
+
+    installed = tmp_path / "installed"
+    monkeypatch.setenv("OPENHOOD_KERNEL_DIR", str(installed))
+    monkeypatch.setattr("openhood.cli.kernels.KERNEL_SETS", ("aot_probe_set:SET",))
+    sys.modules.pop("aot_probe_set", None)
+    assert main(["kernels", "--build"]) == 0  # what installation runs
+    assert main(["kernels", "--build"]) == 0  # a second time: present, not rebuilt
+    library, _ = entry_in(installed)
+    out = run_probe(probe_dir, OPENHOOD_KERNEL_DIR=str(installed))
+    assert out.stdout.split() == ["aot", "15.0", "10", "False"]
+    assert not (tmp_path / "cache" / "aot").exists()  # nothing built into the cache
+    library.write_bytes(library.read_bytes()[:-100])  # damaged after installation
+    out = run_probe(probe_dir, OPENHOOD_KERNEL_DIR=str(installed))
+    assert out.stdout.split() == ["aot", "15.0", "10", "True"]  # it built its own copy
+    warnings = [ln for ln in out.stderr.splitlines() if "WARNING" in ln]
+    assert len(warnings) == 1 and "looking in the cache" in warnings[0]
+    assert library.exists()  # installation's file is not ours to delete
+    entry(tmp_path / "cache")
+
+
+def test_the_kernels_command_lists_every_set(capsys):
+    from openhood.cli import main
+    from openhood.cli.kernels import KERNEL_SETS
+
+    assert main(["kernels"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [ln.split()[0] for ln in lines] == [ref.split(":")[1].lower() for ref in KERNEL_SETS]
+    assert all(ln.split()[1] in ("installed", "cached", "missing") for ln in lines)
+
+
+def entry_in(folder: Path) -> tuple[Path, Path]:
+    libraries = sorted(folder.glob("probe-*.so"))
+    assert len(libraries) == 1, libraries
+    return libraries[0], libraries[0].with_suffix(".json")

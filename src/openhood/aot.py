@@ -19,9 +19,16 @@ Safety at the boundary: a pycc function does not check what it is given (a float
 it expects float32 is read as garbage or crashes the process), so each call goes through a
 wrapper that checks every array's dtype, dimensions and C order and raises ``TypeError``.
 
-The trade-off: the first start on a machine (or after a kernel's source changes) pays numba's
-import plus the ahead-of-time build (a few seconds, about what numba's JIT needed anyway), and
-the build needs a C compiler (pycc compiles a small C wrapper). Where the build fails (no
+Where: installation builds every set once (``openhood kernels --build``, which ``make``
+runs) into the install folder, ``$OPENHOOD_KERNEL_DIR`` or ``openhood/_aot/`` beside this
+file, like any compiled extension; a process looks there first, then in the cache directory,
+and builds into the cache only what neither holds (a kernel edited after installation, a
+plain ``pip install``). Empty caches therefore cost no compilation where the install built them.
+
+The trade-off: a start that finds no library (no install-time build, or a kernel's source
+changed) pays numba's import plus the ahead-of-time build (several seconds per set, more than
+numba's JIT compile of the same kernels), and the build needs a C compiler (pycc compiles a
+small C wrapper). Where the build fails (no
 compiler, ``OPENHOOD_AOT=0``), the set falls back to numba's JIT with one log line: slower to
 start, the same results. ``numba.pycc`` is marked deprecated upstream; the fallback is the
 plan for the day it goes.
@@ -55,7 +62,20 @@ from openhood.cachedir import cache_root
 log = logging.getLogger("openhood.aot")
 
 ENV_VAR = "OPENHOOD_AOT"  # "0": never build or load ahead-of-time kernels, use numba's JIT
-SUBDIR = "aot"
+DIR_ENV_VAR = "OPENHOOD_KERNEL_DIR"  # where installation builds them (default: openhood/_aot/)
+SUBDIR = "aot"  # the cache directory's sub-folder for what a process had to build itself
+
+
+def install_dir() -> Path:
+    """The folder installation builds the kernel sets into (looked up before the cache)."""
+    return Path(os.environ.get(DIR_ENV_VAR) or Path(__file__).with_name("_aot"))
+
+
+def cache_dir() -> Path:
+    """The cache directory's folder for sets a process built itself."""
+    return Path(cache_root()) / SUBDIR
+
+
 FORMAT = 1  # bump when the library layout or the sidecar changes
 
 
@@ -206,10 +226,30 @@ class KernelSet:
         return f"openhood_aot_{self.name}"
 
     def paths(self, key: str, root: Path | None = None) -> tuple[Path, Path]:
-        """(library, sidecar) for ``key`` under ``root`` (the cache's ``aot/`` by default)."""
-        folder = root if root is not None else Path(cache_root()) / SUBDIR
+        """(library, sidecar) for ``key`` under ``root`` (the cache's folder by default)."""
+        folder = root if root is not None else cache_dir()
         stem = f"{self.name}-{key[:24]}"
         return folder / f"{stem}.so", folder / f"{stem}.json"
+
+    def status(self) -> tuple[str, Path | None]:
+        """Where a process would load the set from now: ("installed" | "cached" | "missing", path)."""
+        key = self.key()
+        for label, root in (("installed", install_dir()), ("cached", cache_dir())):
+            library, sidecar = self.paths(key, root)
+            if library.exists() and sidecar.exists() and not _entry_problem(key, library, sidecar):
+                return label, library
+        return "missing", None
+
+    def build_into(self, root: Path) -> tuple[str, float]:
+        """Build the set into ``root`` unless a whole entry for its key is there already:
+        ("built" | "present", seconds); installation calls it (``openhood kernels --build``)."""
+        key = self.key()
+        library, sidecar = self.paths(key, root)
+        root.mkdir(parents=True, exist_ok=True)
+        with _exclusive(library.with_suffix(".lock")):
+            if not _entry_problem(key, library, sidecar):
+                return "present", 0.0
+            return "built", self.build(key, library, sidecar)
 
     # -- loading --------------------------------------------------------------------------------
 
@@ -247,6 +287,11 @@ class KernelSet:
 
     def _load_or_build(self) -> Any:
         key = self.key()
+        installed = self.paths(key, install_dir())
+        if installed[0].exists():
+            module = self._try_load(key, *installed, remove=False)  # never delete what installation put there
+            if module is not None:
+                return module
         library, sidecar = self.paths(key)
         module = self._try_load(key, library, sidecar)
         if module is not None:
@@ -259,7 +304,7 @@ class KernelSet:
             )
             return None
         with _exclusive(library.with_suffix(".lock")):
-            module = self._try_load(key, library, sidecar, quiet=True)  # another process built it meanwhile
+            module = self._try_load(key, library, sidecar)  # another process built it meanwhile
             if module is not None:
                 return module
             log.info("building ahead-of-time kernels %r for this CPU (once per kernel source and machine)", self.name)
@@ -276,19 +321,12 @@ class KernelSet:
             log.info("built ahead-of-time kernels %r in %.1f s", self.name, seconds)
             return self._try_load(key, library, sidecar)
 
-    def _try_load(self, key: str, library: Path, sidecar: Path, quiet: bool = False) -> Any:
-        """The library's module if the entry is whole and ours; a bad entry is reported and removed."""
+    def _try_load(self, key: str, library: Path, sidecar: Path, remove: bool = True) -> Any:
+        """The library's module if the entry is whole and ours; a bad entry is reported and (in
+        the cache) removed."""
         if not sidecar.exists() or not library.exists():
             return None
-        problem = ""
-        try:
-            meta = json.loads(sidecar.read_text())
-            if meta.get("key") != key:
-                problem = "it belongs to another key (foreign)"
-            elif meta.get("sha256") != hashlib.sha256(library.read_bytes()).hexdigest():
-                problem = "its hash does not match (corrupted or truncated)"
-        except (OSError, ValueError, AttributeError) as exc:
-            problem = f"its record does not read ({type(exc).__name__})"
+        problem = _entry_problem(key, library, sidecar)
         if not problem:
             try:
                 loader = importlib.machinery.ExtensionFileLoader(self.module_name(), str(library))
@@ -301,11 +339,17 @@ class KernelSet:
                 problem = "it lacks exported functions"
             except ImportError as exc:
                 problem = f"it does not load ({exc})"
-        if not quiet or problem:
-            log.warning("ahead-of-time kernels %r: ignoring %s: %s; rebuilding", self.name, library.name, problem)
-        for path in (library, sidecar):
-            with contextlib.suppress(OSError):
-                path.unlink()
+        log.warning(
+            "ahead-of-time kernels %r: ignoring %s: %s; %s",
+            self.name,
+            library,
+            problem,
+            "rebuilding" if remove else "looking in the cache",
+        )
+        if remove:
+            for path in (library, sidecar):
+                with contextlib.suppress(OSError):
+                    path.unlink()
         return None
 
     def build(self, key: str, library: Path, sidecar: Path) -> float:
@@ -355,6 +399,19 @@ class KernelSet:
                 fn = njit(export.numba_signature(), cache=True, **export.options)(fn)
             out[name] = fn
         return out
+
+
+def _entry_problem(key: str, library: Path, sidecar: Path) -> str:
+    """What is wrong with a library and its record ("" when whole and built for ``key``)."""
+    try:
+        meta = json.loads(sidecar.read_text())
+        if meta.get("key") != key:
+            return "it belongs to another key (foreign)"
+        if meta.get("sha256") != hashlib.sha256(library.read_bytes()).hexdigest():
+            return "its hash does not match (corrupted or truncated)"
+    except (OSError, ValueError, AttributeError) as exc:
+        return f"its record does not read ({type(exc).__name__})"
+    return ""
 
 
 def _forwarder(name: str, n_args: int, inner: Any) -> Callable[..., Any]:

@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "openhood.cli.convert",
     "openhood.cli.batch",
     "openhood.cli.train",
+    "openhood.cli.kernels",
 )
 
 
