@@ -17,8 +17,12 @@ Stages: (b) and (c) are also run as in-process drivers that time the same librar
 commands make (imports / model read / tokenizer / first call = kernel load + run, against a
 second call = run alone); (d) and (e) are split by the server's own JSON log lines (models
 loaded, app built, calibration, warm-up per model). "cold" = empty openhood cache (numba's
-compiled kernels and the start-up records: every kernel compiles, calibration runs), "warm" =
-the same cache, filled by the cold run. The OS page cache is never dropped (it is shared with
+JIT-compiled kernels and the start-up records: every JIT kernel compiles, calibration runs),
+"warm" = the same cache, filled by the cold run. The ahead-of-time kernels that installation
+builds (``openhood kernels --build``, run by ``make``) are part of the installation, not of the
+cache, as a compiled extension would be; the header prints where each set loads from, and the
+row "(b) ..., kernels not installed" runs with an empty install folder (``OPENHOOD_KERNEL_DIR``):
+its cold run is a first start that has to build them. The OS page cache is never dropped (it is shared with
 the other users of the machine). Medians of ``--repeats`` warm runs, one cold run per row.
 
 Memory at rest: RSS of ``serve`` (default model) after readiness and after 1,000 sequential
@@ -227,6 +231,12 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=1000, help="requests before the second RSS reading")
     args = ap.parse_args()
     load0 = os.getloadavg()
+    kernels_status = "; ".join(
+        " ".join(line.split()[:2])
+        for line in subprocess.run(
+            [sys.executable, "-m", "openhood.cli", "kernels"], capture_output=True, text=True, check=True, timeout=120
+        ).stdout.splitlines()
+    )
     folder, gguf = str(default_model_dir()), str(default_gguf_path())
     base = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "OPENHOOD_CACHE_DIR")}
     with tempfile.TemporaryDirectory() as tmp_s:
@@ -267,6 +277,9 @@ def main() -> int:
             t([py, "-m", "openhood.cli", "embed", "x"]),
             t([py, "-m", "openhood.cli", "embed", "x"]),
         )
+        bare = {**env, "OPENHOOD_KERNEL_DIR": str(tmp / "no-installed-kernels")}
+        embed_bare = lambda: run_timed([py, "-m", "openhood.cli", "embed", "x"], bare)[0]  # noqa: E731
+        row("(b) openhood embed x, kernels not installed", embed_bare, embed_bare)
         # Stage splits right after their row, on the cache it filled (the next row empties it).
         emb_stages = json.loads(run_timed([py, "-c", EMBED_DRIVER], env)[1])
         if has_llama_cpp():
@@ -295,6 +308,7 @@ def main() -> int:
     load1 = os.getloadavg()
     anchor_b = statistics.median(rows["anchor: minimal tokenizers + onnxruntime"]["warm"])
     print(f"CPU: {cpu_model()}; {len(os.sched_getaffinity(0))} cores usable; Python {sys.version.split()[0]}")
+    print("ahead-of-time kernel sets (openhood kernels): " + kernels_status)
     print(f"load average at start {load0[0]:.2f}, at end {load1[0]:.2f} (1 min)\n")
     print(f"| start-up, fresh process | cold s | warm s (median of {args.repeats}) | warm min s | x anchor |")
     print("|---|---|---|---|---|")
