@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from openhood.lazy import lazy_attributes
+
 if TYPE_CHECKING:
     from openhood.batch.job import BatchJob, JobSummary
     from openhood.batch.run import run_job
@@ -33,11 +35,4 @@ _LAZY = {
 __all__ = ["BatchJob", "InputError", "JobMismatchError", "JobSummary", "run_job"]
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    # __import__, not importlib.import_module, so that -X importtime lists the submodule
-    value = getattr(__import__(f"{__name__}.{module}", fromlist=[name]), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
+__getattr__ = lazy_attributes(__name__, _LAZY, globals())

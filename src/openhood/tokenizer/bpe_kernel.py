@@ -14,7 +14,7 @@ loop is O(n²) per piece, cheap for the short pieces a pre-tokenizer makes (a pa
 10k-character piece is still fine); the cache is bounded and emptied whole when full.
 
 This module is the kernels' source: ``tokenizer/bpe_tables.py`` holds the tables they read and
-compiles ``fill_merges`` and ``encode_texts_flat`` ahead of time into a library the tokenizer
+compiles ``fill_merges`` and ``encode_texts`` ahead of time into a library the tokenizer
 loads without numba (``openhood.aot``), or through numba's JIT where that cannot be built.
 """
 
@@ -202,13 +202,39 @@ def _utf8_len(c):
 
 
 @njit(cache=True, nogil=True)
-def encode_texts(cps, starts, ends, sp_start, sp_end, sp_id, cls, split_digits, byte_id, table, cache):
+def encode_texts(
+    cps,
+    starts,
+    ends,
+    sp_start,
+    sp_end,
+    sp_id,
+    cls,
+    split_digits,
+    byte_id,
+    keys,
+    ranks,
+    merged,
+    vocab_size,
+    mask,
+    slots,
+    hashes,
+    key_start,
+    key_len,
+    value_start,
+    value_len,
+    key_bytes,
+    values,
+    used,
+):
     """Ids of texts ``cps[starts[t]:ends[t]]`` (code points), with special tokens at the given spans.
 
     Returns (ids, lengths): every text's ids back to back and how many each has. Per piece:
     UTF-8 bytes and their hash, a cache probe, and on a miss the byte ids merged and cached.
+    The merge table (keys … mask) and the piece cache (slots … used) come as separate arrays: an
+    ahead-of-time entry point checks each array argument's dtype, which it cannot inside a tuple.
     """
-    keys, ranks, merged, vocab_size, mask = table
+    cache = (slots, hashes, key_start, key_len, value_start, value_len, key_bytes, values, used)
     bound = sp_start.size
     for t in range(starts.size):
         for i in range(starts[t], ends[t]):
@@ -280,46 +306,3 @@ def encode_texts(cps, starts, ends, sp_start, sp_end, sp_id, cls, split_digits, 
                 sp += 1
         lengths[t] = w - w0
     return out[:w].copy(), lengths  # the bound can be ~2.5x the ids: don't keep it alive
-
-
-@njit(cache=True, nogil=True)
-def encode_texts_flat(
-    cps,
-    starts,
-    ends,
-    sp_start,
-    sp_end,
-    sp_id,
-    cls,
-    split_digits,
-    byte_id,
-    keys,
-    ranks,
-    merged,
-    vocab_size,
-    mask,
-    slots,
-    hashes,
-    key_start,
-    key_len,
-    value_start,
-    value_len,
-    key_bytes,
-    values,
-    used,
-):
-    """``encode_texts`` with the merge table's and the piece cache's arrays as separate arguments:
-    an ahead-of-time entry point takes arrays and scalars, each checked at the call, not tuples."""
-    return encode_texts(
-        cps,
-        starts,
-        ends,
-        sp_start,
-        sp_end,
-        sp_id,
-        cls,
-        split_digits,
-        byte_id,
-        (keys, ranks, merged, vocab_size, mask),
-        (slots, hashes, key_start, key_len, value_start, value_len, key_bytes, values, used),
-    )

@@ -34,7 +34,7 @@ BPE = KernelSet(
         #  *table, *cache) → (ids, ids per text)
         Export(
             "encode_texts",
-            f"{_SOURCE}:encode_texts_flat",
+            f"{_SOURCE}:encode_texts",
             (
                 "u4[::1]",
                 "i8[::1]",
