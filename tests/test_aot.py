@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -183,7 +184,8 @@ def test_array_specs_and_the_call_check():
     assert aot._array_spec("f4[:, :, :, ::1]") == (np.dtype("float32"), 4)
     with pytest.raises(ValueError, match="C-contiguous"):
         aot._array_spec("f4[:, :]")
-    check = aot._checked("k", lambda *a: "ran", ("u4[::1]", "i8"))
+    loaded = SimpleNamespace(_functions={"k": lambda *a: "ran"})  # a set whose "k" is loaded
+    check = aot._entry_point(loaded, "k", ("u4[::1]", "i8"))
     assert check(np.zeros(3, np.uint32), 5) == "ran"
     with pytest.raises(TypeError, match="uint32"):
         check(np.zeros(3, np.int32), 5)

@@ -1,23 +1,22 @@
 """Kernels compiled ahead of time: numba functions built once into a CPython extension, loaded without numba.
 
-What: a ``KernelSet`` names numba source functions and one explicit signature each. The first
-process that needs the set on a machine compiles it with numba's ahead-of-time compiler
-(``numba.pycc``, for the host CPU) into a shared library in the cache directory
-(``<cache>/aot/``); every later process loads that library in about a millisecond, without
-importing numba (~0.4 s) or building its typing context and loading cached kernels (~0.5 s more;
-docs/design.md § Start-up has the measurements).
+What: a ``KernelSet`` names numba source functions and one explicit signature each. numba's
+ahead-of-time compiler (``numba.pycc``, for the host CPU) builds the set into a shared library
+(where: below); a process loads it without importing numba or building numba's typing context,
+the fixed cost every process paid for a cached JIT kernel (docs/design.md § Start-up).
 
 Keyed on everything the machine code depends on: the set's exports, the bytes of its source
 files, numba's and NumPy's versions, the Python ABI and the CPU (model and feature flags), so a
 changed kernel or a cache copied to another machine is a different file, never a wrong one.
-Each library has a JSON sidecar holding its key and SHA-256: a library whose hash or key does
-not match (corrupted, truncated, foreign) is reported in one warning line, deleted and rebuilt.
-Builds take an exclusive lock per key and write to a temporary directory renamed into place, so
-two processes starting at once build once and neither reads half a file.
+Each library has a record beside it (``openhood.diskcache``'s format: the key, the library's
+SHA-256, the record's own hash): a library whose record or hash does not match (corrupted,
+truncated, foreign) is reported in one warning line, deleted and rebuilt. Builds take an
+exclusive lock per key and rename whole files into place, so two processes starting at once
+build once and neither reads half a file.
 
 Safety at the boundary: a pycc function does not check what it is given (a float64 array where
-it expects float32 is read as garbage or crashes the process), so each call goes through a
-wrapper that checks every array's dtype, dimensions and C order and raises ``TypeError``.
+it expects float32 is read as garbage or crashes the process), so each call goes through an
+entry point that checks every array's dtype, dimensions and C order and raises ``TypeError``.
 
 Where: installation builds every set once (``openhood kernels --build``, which ``make``
 runs) into the install folder, ``$OPENHOOD_KERNEL_DIR`` or ``openhood/_aot/`` beside this
@@ -28,8 +27,7 @@ plain ``pip install``). Empty caches therefore cost no compilation where the ins
 The trade-off: a start that finds no library (no install-time build, or a kernel's source
 changed) pays numba's import plus the ahead-of-time build (several seconds per set, more than
 numba's JIT compile of the same kernels), and the build needs a C compiler (pycc compiles a
-small C wrapper). Where the build fails (no
-compiler, ``OPENHOOD_AOT=0``), the set falls back to numba's JIT with one log line: slower to
+small C wrapper). Where the build fails (no compiler, ``OPENHOOD_AOT=0``), the set falls back to numba's JIT with one log line: slower to
 start, the same results. ``numba.pycc`` is marked deprecated upstream; the fallback is the
 plan for the day it goes.
 """
@@ -57,6 +55,7 @@ from typing import Any
 
 import numpy as np
 
+from openhood import diskcache
 from openhood.cachedir import cache_root
 
 log = logging.getLogger("openhood.aot")
@@ -76,7 +75,7 @@ def cache_dir() -> Path:
     return Path(cache_root()) / SUBDIR
 
 
-FORMAT = 1  # bump when the library layout or the sidecar changes
+FORMAT = 2  # bump when the library layout or the record changes (2: diskcache records)
 
 
 @dataclass(frozen=True)
@@ -124,16 +123,17 @@ def _array_spec(code: str) -> tuple[np.dtype, int] | None:
     return np.dtype(dtype), dims.count(":") - 1
 
 
-def _checked(name: str, fn: Callable[..., Any], args: tuple[str, ...]) -> Callable[..., Any]:
-    """``fn`` behind a check of every array argument (pycc's own entry points check nothing).
+def _entry_point(kernels: KernelSet, name: str, args: tuple[str, ...]) -> Callable[..., Any]:
+    """The function callers get for export ``name``: it checks every array argument (pycc's own
+    entry points check nothing) and calls the loaded function, loading the set on first use.
 
-    The checking function is generated with one inline test per array argument: a loop over
-    specs doubled the cost of a short text's encoding (11 arguments, a few µs per call).
+    Generated with one inline test per array argument, in one Python frame: a loop over specs
+    doubled the cost of a short text's encoding (11 arguments).
     """
     specs = [_array_spec(a) for a in args]
     params = ", ".join(f"a{i}" for i in range(len(args)))
     lines = [f"def {name}({params}):"]
-    namespace: dict[str, Any] = {"fn": fn, "ndarray": np.ndarray, "_reject": _reject}
+    namespace: dict[str, Any] = {"kernels": kernels, "ndarray": np.ndarray, "_reject": _reject}
     for i, spec in enumerate(specs):
         if spec is not None:
             namespace[f"D{i}"] = spec[0]
@@ -142,7 +142,11 @@ def _checked(name: str, fn: Callable[..., Any], args: tuple[str, ...]) -> Callab
                 f"and a{i}.ndim == {spec[1]} and a{i}.flags.c_contiguous):\n"
                 f"        _reject({name!r}, {i}, D{i}, {spec[1]}, a{i})"
             )
-    lines.append(f"    return fn({params})")
+    lines += [
+        f"    fn = kernels._functions.get({name!r})",
+        f"    if fn is None:\n        fn = kernels.loaded({name!r})",
+        f"    return fn({params})",
+    ]
     exec("\n".join(lines), namespace)
     return namespace[name]
 
@@ -157,18 +161,6 @@ def _reject(name: str, index: int, dtype: np.dtype, ndim: int, value: Any) -> No
 def _resolve(source: str) -> Any:
     module, _, attr = source.partition(":")
     return getattr(importlib.import_module(module), attr)
-
-
-def _cpu_identity() -> str:
-    """The CPU's model name and feature flags (Linux: /proc/cpuinfo's first processor)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            text = f.read(1 << 16)
-    except OSError:
-        return f"{platform.machine()} {platform.processor()}"
-    wanted = ("model name", "flags", "Features", "CPU part", "cpu model")
-    lines = [ln.strip() for ln in text.split("\n\n", 1)[0].splitlines() if ln.split(":")[0].strip() in wanted]
-    return f"{platform.machine()} " + " | ".join(lines)
 
 
 def _package_version_bytes(package: str) -> bytes:
@@ -201,8 +193,9 @@ class KernelSet:
         self.sources = sources
         self.backing = ""  # "aot" or "jit" once loaded
         self.load_seconds = 0.0
-        self._functions: dict[str, Callable[..., Any]] = {}
+        self._functions: dict[str, Callable[..., Any]] = {}  # export name → the loaded function
         self._lock = threading.Lock()
+        self._entry_points = {e.name: _entry_point(self, e.name, e.args) for e in exports}
 
     # -- identity -------------------------------------------------------------------------------
 
@@ -219,7 +212,7 @@ class KernelSet:
             _package_version_bytes("numba"),
             np.__version__.encode(),
             f"{sys.implementation.cache_tag} {sys.version} {importlib.machinery.EXTENSION_SUFFIXES[0]}".encode(),
-            _cpu_identity().encode(),
+            f"{platform.machine()} {diskcache.cpu_model()} {diskcache.cpu_flags()}".encode(),
         ):
             h.update(hashlib.sha256(part).digest())
         return h.hexdigest()
@@ -228,7 +221,8 @@ class KernelSet:
         return f"openhood_aot_{self.name}"
 
     def paths(self, key: str, root: Path | None = None) -> tuple[Path, Path]:
-        """(library, sidecar) for ``key`` under ``root`` (the cache's folder by default)."""
+        """(library, record) for ``key`` under ``root`` (the cache's folder by default); the
+        record is a ``diskcache`` record of the library's SHA-256, keyed on ``key``."""
         folder = root if root is not None else cache_dir()
         stem = f"{self.name}-{key[:24]}"
         return folder / f"{stem}.so", folder / f"{stem}.json"
@@ -237,8 +231,8 @@ class KernelSet:
         """Where a process would load the set from now: ("installed" | "cached" | "missing", path)."""
         key = self.key()
         for label, root in (("installed", install_dir()), ("cached", cache_dir())):
-            library, sidecar = self.paths(key, root)
-            if library.exists() and sidecar.exists() and not _entry_problem(key, library, sidecar):
+            library, record = self.paths(key, root)
+            if not _entry_problem(key, library, record):
                 return label, library
         return "missing", None
 
@@ -246,29 +240,25 @@ class KernelSet:
         """Build the set into ``root`` unless a whole entry for its key is there already:
         ("built" | "present", seconds); installation calls it (``openhood kernels --build``)."""
         key = self.key()
-        library, sidecar = self.paths(key, root)
+        library, record = self.paths(key, root)
         root.mkdir(parents=True, exist_ok=True)
         with _exclusive(library.with_suffix(".lock")):
-            if not _entry_problem(key, library, sidecar):
+            if not _entry_problem(key, library, record):
                 return "present", 0.0
-            return "built", self.build(key, library, sidecar)
+            return "built", self.build(key, library, record)
 
     # -- loading --------------------------------------------------------------------------------
 
     def kernel(self, name: str) -> Callable[..., Any]:
-        """A callable for export ``name`` that loads the set on first use."""
+        """The checked entry point of export ``name`` (it loads the set on first use)."""
         if name not in self.exports:
             raise KeyError(f"kernel set {self.name!r} has no export {name!r}")
+        return self._entry_points[name]
 
-        def call(*args: Any) -> Any:
-            fn = self._functions.get(name)
-            if fn is None:
-                self.load()
-                fn = self._functions[name]
-            return fn(*args)
-
-        call.__name__ = name
-        return call
+    def loaded(self, name: str) -> Callable[..., Any]:
+        """Export ``name``'s function, loading the set first if needed."""
+        self.load()
+        return self._functions[name]
 
     def load(self) -> str:
         """Load the set (building it if needed); returns ``"aot"`` or ``"jit"``. Thread-safe."""
@@ -279,7 +269,7 @@ class KernelSet:
                 if os.environ.get(ENV_VAR, "1") != "0":
                     module = self._load_or_build()
                 if module is not None:
-                    self._functions = {n: _checked(n, getattr(module, n), e.args) for n, e in self.exports.items()}
+                    self._functions = {n: getattr(module, n) for n in self.exports}
                     self.backing = "aot"
                 else:
                     self._functions = self._jit_functions()
@@ -294,8 +284,8 @@ class KernelSet:
             module = self._try_load(key, *installed, remove=False)  # never delete what installation put there
             if module is not None:
                 return module
-        library, sidecar = self.paths(key)
-        module = self._try_load(key, library, sidecar)
+        library, record = self.paths(key)
+        module = self._try_load(key, library, record)
         if module is not None:
             return module
         try:
@@ -306,12 +296,12 @@ class KernelSet:
             )
             return None
         with _exclusive(library.with_suffix(".lock")):
-            module = self._try_load(key, library, sidecar)  # another process built it meanwhile
+            module = self._try_load(key, library, record)  # another process built it meanwhile
             if module is not None:
                 return module
             log.info("building ahead-of-time kernels %r for this CPU (once per kernel source and machine)", self.name)
             try:
-                seconds = self.build(key, library, sidecar)
+                seconds = self.build(key, library, record)
             except Exception as exc:  # no C compiler, pycc gone from numba, …: the JIT still works
                 log.warning(
                     "ahead-of-time kernels %r could not be built (%s: %s); using numba's JIT",
@@ -321,14 +311,14 @@ class KernelSet:
                 )
                 return None
             log.info("built ahead-of-time kernels %r in %.1f s", self.name, seconds)
-            return self._try_load(key, library, sidecar)
+            return self._try_load(key, library, record)
 
-    def _try_load(self, key: str, library: Path, sidecar: Path, remove: bool = True) -> Any:
+    def _try_load(self, key: str, library: Path, record: Path, remove: bool = True) -> Any:
         """The library's module if the entry is whole and ours; a bad entry is reported and (in
         the cache) removed."""
-        if not sidecar.exists() or not library.exists():
+        problem = _entry_problem(key, library, record)
+        if problem == "missing":
             return None
-        problem = _entry_problem(key, library, sidecar)
         if not problem:
             try:
                 loader = importlib.machinery.ExtensionFileLoader(self.module_name(), str(library))
@@ -349,13 +339,13 @@ class KernelSet:
             "rebuilding" if remove else "looking in the cache",
         )
         if remove:
-            for path in (library, sidecar):
+            for path in (library, record):
                 with contextlib.suppress(OSError):
                     path.unlink()
         return None
 
-    def build(self, key: str, library: Path, sidecar: Path) -> float:
-        """Compile the set with numba.pycc into ``library`` (+ ``sidecar``); returns the seconds."""
+    def build(self, key: str, library: Path, record: Path) -> float:
+        """Compile the set with numba.pycc into ``library`` (+ ``record``); returns the seconds."""
         import warnings
 
         t0 = time.perf_counter()
@@ -375,15 +365,13 @@ class KernelSet:
                     fn = _resolve(export.source)
                     inner = fn if isinstance(fn, CPUDispatcher) else njit(**export.options)(fn)
                     cc.export(export.name, export.numba_signature())(_forwarder(export.name, len(export.args), inner))
-                with _quiet_fds():
-                    cc.compile()
+                cc.compile()
                 built = next(p for p in scratch.iterdir() if p.name.startswith(self.module_name()))
                 digest = hashlib.sha256(built.read_bytes()).hexdigest()
                 os.replace(built, library)  # same directory: atomic
-                record = scratch / "sidecar.json"
                 seconds = time.perf_counter() - t0
-                record.write_text(json.dumps({"key": key, "sha256": digest, "build_seconds": round(seconds, 2)}))
-                os.replace(record, sidecar)
+                if not diskcache.write(key, {"sha256": digest, "build_seconds": round(seconds, 2)}, record):
+                    raise OSError(f"{record} could not be written")
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
         return seconds
@@ -403,16 +391,16 @@ class KernelSet:
         return out
 
 
-def _entry_problem(key: str, library: Path, sidecar: Path) -> str:
-    """What is wrong with a library and its record ("" when whole and built for ``key``)."""
-    try:
-        meta = json.loads(sidecar.read_text())
-        if meta.get("key") != key:
-            return "it belongs to another key (foreign)"
-        if meta.get("sha256") != hashlib.sha256(library.read_bytes()).hexdigest():
-            return "its hash does not match (corrupted or truncated)"
-    except (OSError, ValueError, AttributeError) as exc:
-        return f"its record does not read ({type(exc).__name__})"
+def _entry_problem(key: str, library: Path, record: Path) -> str:
+    """What is wrong with a library and its record: "" when whole and built for ``key``,
+    "missing" when either is absent."""
+    meta, problem = diskcache.check(key, record)
+    if problem:
+        return f"its record is {problem}"
+    if meta is None or not library.exists():
+        return "missing"
+    if meta.get("sha256") != hashlib.sha256(library.read_bytes()).hexdigest():
+        return "its hash does not match (corrupted or truncated)"
     return ""
 
 
@@ -439,19 +427,3 @@ def _exclusive(lock_path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
-
-
-@contextlib.contextmanager
-def _quiet_fds() -> Iterator[None]:
-    """Silence the C compiler's command lines, which distutils prints to stdout: a command's
-    stdout (``openhood embed``'s vectors) must hold only its output."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        with open(os.devnull, "wb") as null:
-            os.dup2(null.fileno(), 1)
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)

@@ -54,16 +54,29 @@ def record_path(key: dict, root: Path | None = None) -> Path:
     return (root or Path(cache_root())) / RECORDS / f"{digest(key)}.json"
 
 
-def cpu_model() -> str:
-    """The CPU's model name (``lscpu``'s "Model name"), else the platform's processor string."""
+def _cpuinfo(*fields: str) -> str:
+    """The first of ``fields`` that /proc/cpuinfo's first processor lists, its value ("" if none)."""
     try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                if not line.strip():
+                    break  # the first processor's block ends here
+                name, _, value = line.partition(":")
+                if name.strip() in fields:
+                    return value.strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return ""
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``lscpu``'s "Model name"), else the platform's processor string."""
+    return _cpuinfo("model name") or platform.processor() or platform.machine()
+
+
+def cpu_flags() -> str:
+    """The CPU's feature flags as the kernel lists them (x86 "flags", ARM "Features"); "" if unknown."""
+    return _cpuinfo("flags", "Features")
 
 
 def files_fingerprint(path: Path) -> list[tuple[str, int, int]]:
@@ -85,13 +98,15 @@ def machine_key() -> dict:
     return {"cpu": cpu_model(), "machine": platform.machine(), "cores": cores}
 
 
-def read(key: dict) -> Any | None:
-    """The value stored under ``key``, or None when there is none or it cannot be trusted."""
-    path = record_path(key)
+def check(key: Any, path: Path | None = None) -> tuple[Any | None, str]:
+    """(value, "") for a whole record of ``key``; (None, "") when there is none; (None, what is
+    wrong) when one is there but cannot be trusted. Logs nothing (``read`` does). ``path``: the
+    record's file, by default ``record_path(key)`` (``openhood.aot`` keeps one beside each library)."""
+    path = path or record_path(key)
     try:
         data = path.read_bytes()
     except OSError:
-        return None  # absent (the usual first start) or unreadable: measure
+        return None, ""  # absent (the usual first start) or unreadable: measure
     try:
         record = json.loads(data)
         ok = (
@@ -101,15 +116,21 @@ def read(key: dict) -> Any | None:
         )
     except ValueError:
         ok = False
-    if not ok:
-        log.warning("cache record %s is corrupted or foreign: ignored, measuring again", path)
-        return None
-    return record["value"]
+    return (record["value"], "") if ok else (None, "corrupted or foreign")
 
 
-def write(key: dict, value: Any) -> None:
-    """Store ``value`` (JSON-serializable) under ``key``: a temporary file, then an atomic rename."""
-    path = record_path(key)
+def read(key: Any, path: Path | None = None) -> Any | None:
+    """The value stored under ``key``, or None when there is none or it cannot be trusted."""
+    value, problem = check(key, path)
+    if problem:
+        log.warning("cache record %s is %s: ignored, measuring again", path or record_path(key), problem)
+    return value
+
+
+def write(key: Any, value: Any, path: Path | None = None) -> bool:
+    """Store ``value`` (JSON-serializable) under ``key``: a temporary file, then an atomic rename;
+    False (with one warning line) when it could not be written."""
+    path = path or record_path(key)
     body = _canonical({"key": key, "value": value, "sha256": digest({"key": key, "value": value})})
     tmp = None
     try:
@@ -119,8 +140,10 @@ def write(key: dict, value: Any) -> None:
             f.write(body)
         os.replace(tmp, path)
         tmp = None
+        return True
     except OSError as exc:
         log.warning("cache record %s not written (%s): the next start measures again", path, exc)
+        return False
     finally:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
