@@ -279,11 +279,10 @@ class KernelSet:
 
     def _load_or_build(self) -> Any:
         key = self.key()
-        installed = self.paths(key, install_dir())
-        if installed[0].exists():
-            module = self._try_load(key, *installed, remove=False)  # never delete what installation put there
-            if module is not None:
-                return module
+        # never delete what installation put there
+        module = self._try_load(key, *self.paths(key, install_dir()), remove=False)
+        if module is not None:
+            return module
         library, record = self.paths(key)
         module = self._try_load(key, library, record)
         if module is not None:
