@@ -37,9 +37,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from openhood.engine.kernels.rows import FASTMATH, OPTIONS
-
-_FASTMATH = set(FASTMATH)  # FMA contraction and reassociation only; see rows.py
+from openhood.engine.kernels.rows import OPTIONS
 
 _F = np.float32
 # erf(x) ~= x P(x^2) / Q(x^2) on x in [-4, 4] (erf is +-1 in float32 beyond): Eigen / XLA.
@@ -140,7 +138,7 @@ def _layernorm_rows(
             row[j] = (row[j] - mean) * rstd * gamma[j] + beta[j]
 
 
-@njit(fastmath=_FASTMATH, inline="always")
+@njit(fastmath=OPTIONS["fastmath"], inline="always")
 def _row_max(row: np.ndarray) -> float:
     """max(row) over 8 independent running maxima: one chain would wait ~3 cycles per element
     (LLVM does not vectorize a float max reduction without ``nnan``)."""

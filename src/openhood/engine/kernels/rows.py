@@ -17,10 +17,10 @@ from typing import Any
 
 from openhood.aot import Export, KernelSet
 
-# fastmath flags: FMA contraction and reassociation (vectorized reductions) only: no approximate
-# functions and no nnan/ninf, so NaN and infinity still propagate (numba_rows's docstring).
-FASTMATH = frozenset({"contract", "reassoc", "nsz"})
-OPTIONS: dict[str, Any] = {"nogil": True, "fastmath": set(FASTMATH), "error_model": "numpy"}
+# numba options of every row and CNN kernel. fastmath: FMA contraction and reassociation
+# (vectorized reductions) only: no approximate functions and no nnan/ninf, so NaN and infinity
+# still propagate (numba_rows's docstring).
+OPTIONS: dict[str, Any] = {"nogil": True, "fastmath": {"contract", "reassoc", "nsz"}, "error_model": "numpy"}
 
 _SOURCE = "openhood.engine.kernels.numba_rows"
 _ROWS, _VEC = "f4[:, ::1]", "f4[::1]"  # (N, F) written in place; (F,) read
