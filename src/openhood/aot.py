@@ -158,9 +158,16 @@ def _reject(name: str, index: int, dtype: np.dtype, ndim: int, value: Any) -> No
     )
 
 
-def _resolve(source: str) -> Any:
+def resolve(source: str) -> Any:
+    """``"module:attribute"`` → the attribute (the module imported now)."""
     module, _, attr = source.partition(":")
     return getattr(importlib.import_module(module), attr)
+
+
+def build_failure(exc: BaseException) -> str:
+    """One line for a failed build: the error's type and the first line of its message."""
+    lines = str(exc).splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
 
 
 def _package_version_bytes(package: str) -> bytes:
@@ -303,10 +310,7 @@ class KernelSet:
                 seconds = self.build(key, library, record)
             except Exception as exc:  # no C compiler, pycc gone from numba, …: the JIT still works
                 log.warning(
-                    "ahead-of-time kernels %r could not be built (%s: %s); using numba's JIT",
-                    self.name,
-                    type(exc).__name__,
-                    str(exc).splitlines()[0] if str(exc) else "",
+                    "ahead-of-time kernels %r could not be built (%s); using numba's JIT", self.name, build_failure(exc)
                 )
                 return None
             log.info("built ahead-of-time kernels %r in %.1f s", self.name, seconds)
@@ -361,7 +365,7 @@ class KernelSet:
                 cc.target_cpu = "host"
                 cc.verbose = False
                 for export in self.exports.values():
-                    fn = _resolve(export.source)
+                    fn = resolve(export.source)
                     inner = fn if isinstance(fn, CPUDispatcher) else njit(**export.options)(fn)
                     cc.export(export.name, export.numba_signature())(_forwarder(export.name, len(export.args), inner))
                 cc.compile()
@@ -383,7 +387,7 @@ class KernelSet:
 
         out = {}
         for name, export in self.exports.items():
-            fn = _resolve(export.source)
+            fn = resolve(export.source)
             if not isinstance(fn, CPUDispatcher):
                 fn = njit(export.numba_signature(), cache=True, **export.options)(fn)
             out[name] = fn

@@ -13,7 +13,6 @@ that define them.
 from __future__ import annotations
 
 import argparse
-import importlib
 
 # Every kernel set, as "module:attribute" (imported only when the command runs).
 KERNEL_SETS = (
@@ -34,14 +33,6 @@ def register(subparsers) -> None:
     p.set_defaults(func=cmd_kernels)
 
 
-def kernel_sets() -> list:
-    sets = []
-    for ref in KERNEL_SETS:
-        module, _, attr = ref.partition(":")
-        sets.append(getattr(importlib.import_module(module), attr))
-    return sets
-
-
 def cmd_kernels(args: argparse.Namespace) -> int:
     import logging
 
@@ -50,7 +41,7 @@ def cmd_kernels(args: argparse.Namespace) -> int:
     logging.getLogger("openhood.aot").setLevel(logging.WARNING)  # this command prints its own lines
     root = aot.install_dir() if args.build else aot.cache_dir() if args.cache else None
     failed = 0
-    for kset in kernel_sets():
+    for kset in map(aot.resolve, KERNEL_SETS):
         if root is None:
             where, path = kset.status()
             print(f"{kset.name:<10} {where:<9} {path or '(built by the first process that needs it)'}")
@@ -59,7 +50,7 @@ def cmd_kernels(args: argparse.Namespace) -> int:
             outcome, seconds = kset.build_into(root)
         except Exception as exc:  # no C compiler, a read-only folder: the JIT fallback still works
             failed += 1
-            print(f"{kset.name:<10} not built ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
+            print(f"{kset.name:<10} not built ({aot.build_failure(exc)})")
             continue
         print(f"{kset.name:<10} {outcome:<8} {seconds:5.1f} s  {root}")
     return 1 if failed else 0
