@@ -3,10 +3,11 @@
 Batch path (no Python loop per character or token): join the texts with U+0000 (which NFD and
 lowercasing leave alone, and which we check no text contains), run the C-speed string part of
 normalization once on the joined string, view it as a uint32 code point array, find the text
-boundaries with one vectorized comparison, and hand everything to the compiled batch kernel (``wordpiece_kernels.encode_batch``). Texts that
-contain an added token (e.g. ``[SEP]`` written in the text) or a U+0000 take a per-text path:
-split on the added tokens (matched on the raw text, leftmost-longest, as HF does), normalize
-each piece, and mark the tokens with code points above U+10FFFF; the kernel is the same.
+boundaries with one vectorized comparison, and hand everything to the compiled batch kernel
+(``wordpiece_kernels.encode_batch``). Texts that contain an added token (e.g. ``[SEP]``
+written in the text) or a U+0000 take a per-text path: split on the added tokens (matched on
+the raw text, leftmost-longest, as HF does), normalize each piece, and mark the tokens with code
+points above U+10FFFF; the kernel is the same.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from openhood.tokenizer import wordpiece_kernels as kernel
+from openhood.tokenizer import wordpiece_kernels
 from openhood.tokenizer.batch import RaggedBatch
 from openhood.tokenizer.config import TokenizerSpec, load_spec
 from openhood.tokenizer.normalizer import MAX_CODE_POINT
@@ -79,17 +80,17 @@ class WordPieceTokenizer:
         self.cls_id = spec.prefix_ids[0] if spec.prefix_ids else self._vocab.get("[CLS]", -1)
         self.sep_id = spec.suffix_ids[-1] if spec.suffix_ids else self._vocab.get("[SEP]", -1)
         self.vocab_size = size
-        params = np.zeros(kernel.N_PARAMS, dtype=np.int64)
+        params = np.zeros(wordpiece_kernels.N_PARAMS, dtype=np.int64)
         tr = self._trie
         params[
             [
-                kernel.P_MASK,
-                kernel.P_N_SYMBOLS,
-                kernel.P_CONT_ROOT,
-                kernel.P_UNK,
-                kernel.P_MAX_CHARS,
-                kernel.P_N_PREFIX,
-                kernel.P_N_SUFFIX,
+                wordpiece_kernels.P_MASK,
+                wordpiece_kernels.P_N_SYMBOLS,
+                wordpiece_kernels.P_CONT_ROOT,
+                wordpiece_kernels.P_UNK,
+                wordpiece_kernels.P_MAX_CHARS,
+                wordpiece_kernels.P_N_PREFIX,
+                wordpiece_kernels.P_N_SUFFIX,
             ]
         ] = (
             tr.mask,
@@ -165,7 +166,7 @@ class WordPieceTokenizer:
         """Ids of one text, special tokens included; ``max_length`` counts them (HF semantics)."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, not {type(text).__name__}")
-        return kernel.encode_one(self._code_points(text), self._limit(max_length), *self._tables)
+        return wordpiece_kernels.encode_one(self._code_points(text), self._limit(max_length), *self._tables)
 
     def batch_code_points(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The string half of batch encoding: (N,) uint32 code points, (n,) starts, (n,) ends.
@@ -220,7 +221,7 @@ class WordPieceTokenizer:
         out = np.empty(cps.size + n * self._n_special, dtype=np.int32)
         lengths = np.empty(n, dtype=np.int64)
         truncated = np.empty(n, dtype=np.bool_)
-        used = kernel.encode_batch(cps, starts, ends, limit, *self._tables, out, lengths, truncated)
+        used = wordpiece_kernels.encode_batch(cps, starts, ends, limit, *self._tables, out, lengths, truncated)
         return RaggedBatch(
             out[:used].copy(),
             lengths,
