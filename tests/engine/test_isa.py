@@ -17,6 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # The tests of every hand-written kernel and of the paths that replace them below its level.
 KERNEL_TESTS = (
     "tests/engine/test_llvm_jit.py",
+    "tests/engine/test_gguf_matmul.py",
+    "tests/engine/test_llama_step.py",
     "tests/engine/test_conv.py",
     "tests/engine/test_pointwise_simd.py",
     "tests/engine/test_mbconv_plan.py",
@@ -71,15 +73,15 @@ def _env(level: str) -> dict[str, str]:
 @pytest.mark.parametrize("level", [lv.label for lv in isa.supported_levels()])
 def test_forced_level_decides_whether_kernels_are_compiled(level):
     probe = (
-        "from openhood.engine.kernels import isa, panel_gemm, pointwise_simd, call_list\n"
+        "from openhood.engine.kernels import isa, panel_gemm, pointwise_simd, call_list, packed_gemv_simd\n"
         "print(isa.level().label, panel_gemm.gemm_kernel() is not None, "
-        "pointwise_simd.kernel() is not None, call_list.runner() is not None)"
+        "pointwise_simd.kernel() is not None, call_list.runner() is not None, packed_gemv_simd.register())"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe], env=_env(level), capture_output=True, text=True, timeout=300, check=True
     )
     compiled = str(Level[level.upper()] >= Level.AVX2)
-    assert out.stdout.split() == [level, compiled, compiled, compiled]
+    assert out.stdout.split() == [level, compiled, compiled, compiled, compiled]
 
 
 @pytest.mark.parametrize("level", [lv.label for lv in isa.supported_levels() if lv != isa.level()])

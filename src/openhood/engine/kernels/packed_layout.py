@@ -61,3 +61,35 @@ class PackedMatrix:
         q = np.concatenate([qs & 0x0F, qs >> 4], axis=-1).astype(np.float32)
         m = self.m[c, :, r].view(np.float16).astype(np.float32)[..., None]
         return np.asarray((q * d + m).reshape(len(idx), -1))
+
+
+@dataclass(frozen=True)
+class PackedStack:
+    """Same-shaped Q4_1 matrices, one per layer, each field in one array with the layer first:
+    what a compiled decode step that loops over the layers reads (one array per role instead of
+    a list of arrays, which numba would unbox at every call). The layers' own ``PackedMatrix``
+    become views into it (``matrix``), so the stack costs no memory beyond a transient copy at load."""
+
+    shape: tuple[int, int]
+    d: np.ndarray  # (L, n_chunks, n_blocks, CH) uint16
+    m: np.ndarray  # (L, n_chunks, n_blocks, CH) uint16
+    q: np.ndarray  # (L, n_chunks, n_blocks, 16, CH) uint8
+
+    @classmethod
+    def of(cls, mats: list[object]) -> PackedStack | None:
+        """The stack of ``mats``, or None unless every one is a Q4_1 ``PackedMatrix`` of one shape."""
+        if not mats or not all(isinstance(w, PackedMatrix) and w.kind == "Q4_1" for w in mats):
+            return None
+        packed = [w for w in mats if isinstance(w, PackedMatrix)]
+        if len({w.shape for w in packed}) != 1:
+            return None
+        return cls(
+            packed[0].shape,
+            np.stack([w.d for w in packed]),
+            np.stack([w.m for w in packed if w.m is not None]),
+            np.stack([w.q for w in packed]),
+        )
+
+    def matrix(self, i: int) -> PackedMatrix:
+        """Layer ``i``'s matrix as views into the stack."""
+        return PackedMatrix("Q4_1", self.shape, self.d[i], self.m[i], self.q[i])

@@ -37,10 +37,12 @@ only by float32 summation order (the tests bound it against the float64 referenc
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import numpy as np
-from numba import njit, prange
+from numba import get_num_threads, njit, prange, types
 
+from openhood.engine.kernels import packed_gemv_simd
 from openhood.engine.kernels.packed_layout import CH, PackedMatrix
 from openhood.formats.gguf import QK
 
@@ -52,6 +54,10 @@ ROWS_PER_PASS = 4  # input rows sharing one pass over a dequantized panel (4 acc
 BLAS_ROWS = 32
 BLAS_MAX_ELEMENTS = 8 * 2**20  # bigger matrices (the 28M-weight output head) keep the packed gemm
 
+
+# packed_gemv_simd's kernels as numba sees them: linked by name, so callers cache like any numba code
+_simd_gemv_q4_1: Any = types.ExternalFunction(packed_gemv_simd.SYMBOLS["Q4_1"], types.void(*([types.int64] * 9)))
+_simd_gemv_q8_0: Any = types.ExternalFunction(packed_gemv_simd.SYMBOLS["Q8_0"], types.void(*([types.int64] * 9)))
 
 F16_TO_F32_SCALE = np.float32(2.0**112)  # rebias float16's exponent (bias 15) to float32's (bias 127)
 
@@ -177,6 +183,9 @@ def _gemm_q8_0(x: np.ndarray, d: np.ndarray, q: np.ndarray, out: np.ndarray) -> 
 
 
 # ---- many input rows: the whole matrix dequantized once, for BLAS ------------------------------
+# Serial on purpose: every layer's matrices take ~75 ms of a 40-token prompt's ~190 ms on 2 cores,
+# but parallel over chunks (numba's OpenMP workers) the prompt took ~1,050 ms: the workers spin
+# after each call while OpenBLAS's threads run the sgemm on the same two cores (tried 6 Dec).
 @njit(fastmath=True, cache=True, nogil=True)
 def _dequant_q4_1(d: np.ndarray, m: np.ndarray, q: np.ndarray, wt: np.ndarray) -> None:  # wt (K, n_chunks * CH)
     ch = q.shape[3]
@@ -210,55 +219,99 @@ def dequantized_t(w: PackedMatrix) -> np.ndarray:
 
 
 # ---- one input row: integer weights times x, scaled once per block ----------------------------
-@njit(parallel=True, fastmath=True, cache=True, nogil=True)
-def _gemv_q4_1(x: np.ndarray, d: np.ndarray, m: np.ndarray, q: np.ndarray, out: np.ndarray) -> None:  # x (K,), out (N,)
-    nc, nb, half, ch = q.shape
-    N = out.shape[0]
-    xsum = np.empty(nb, np.float32)  # Σ x over each block: the min term m * Σ x
-    for b in range(nb):
+@njit(fastmath=True, cache=True, nogil=True)
+def block_sums(x: np.ndarray, xsum: np.ndarray) -> None:
+    """xsum (nb,) = Σ x over each 32-wide block of x (nb * 32,): the Q4_1 min term's factor."""
+    for b in range(xsum.size):
         s = np.float32(0.0)
         for j in range(QK):
             s += x[b * QK + j]
         xsum[b] = s
-    for c in prange(nc):
-        acc = np.zeros(ch, np.float32)
-        blk = np.empty(ch, np.float32)
-        dc, mc, bits = np.empty((nb, ch), np.float32), np.empty((nb, ch), np.float32), np.empty(nb * ch, np.uint32)
-        _widen_f16(d[c], dc, bits)
-        _widen_f16(m[c], mc, bits)
-        for b in range(nb):
-            blk[:] = 0.0
-            for j in range(half):
-                xl, xh = x[b * QK + j], x[b * QK + half + j]
-                for r in range(ch):
-                    byte = q[c, b, j, r]
-                    blk[r] += np.float32(byte & 0x0F) * xl + np.float32(byte >> 4) * xh
-            xs = xsum[b]
+
+
+@njit(fastmath=True, cache=True, nogil=True)
+def chunk_gemv_q4_1(
+    x: np.ndarray, xsum: np.ndarray, d: np.ndarray, m: np.ndarray, q: np.ndarray, c: int, acc: np.ndarray
+) -> None:
+    """acc (CH,) = chunk ``c``'s rows of a packed Q4_1 matrix times x (K,); xsum from ``block_sums``.
+    The numba kernel: ``packed_gemv_simd`` is the same sum with the accumulators in registers."""
+    _nc, nb, half, ch = q.shape
+    blk = np.empty(ch, np.float32)
+    dc, mc, bits = np.empty((nb, ch), np.float32), np.empty((nb, ch), np.float32), np.empty(nb * ch, np.uint32)
+    _widen_f16(d[c], dc, bits)
+    _widen_f16(m[c], mc, bits)
+    acc[:] = 0.0
+    for b in range(nb):
+        blk[:] = 0.0
+        for j in range(half):
+            xl, xh = x[b * QK + j], x[b * QK + half + j]
             for r in range(ch):
-                acc[r] += dc[b, r] * blk[r] + mc[b, r] * xs
-        for r in range(min(ch, N - c * ch)):
-            out[c * ch + r] = acc[r]
+                byte = q[c, b, j, r]
+                blk[r] += np.float32(byte & 0x0F) * xl + np.float32(byte >> 4) * xh
+        xs = xsum[b]
+        for r in range(ch):
+            acc[r] += dc[b, r] * blk[r] + mc[b, r] * xs
 
 
 @njit(parallel=True, fastmath=True, cache=True, nogil=True)
-def _gemv_q8_0(x: np.ndarray, d: np.ndarray, q: np.ndarray, out: np.ndarray) -> None:  # x (K,), out (N,)
-    nc, nb, qk, ch = q.shape
-    N = out.shape[0]
-    for c in prange(nc):
-        acc = np.zeros(ch, np.float32)
-        blk = np.empty(ch, np.float32)
-        dc, bits = np.empty((nb, ch), np.float32), np.empty(nb * ch, np.uint32)
-        _widen_f16(d[c], dc, bits)
-        for b in range(nb):
-            blk[:] = 0.0
-            for j in range(qk):
-                xv = x[b * QK + j]
-                for r in range(ch):
-                    blk[r] += np.float32(q[c, b, j, r]) * xv
+def gemv_q4_1(
+    x: np.ndarray, d: np.ndarray, m: np.ndarray, q: np.ndarray, out: np.ndarray, simd: bool, threads: int
+) -> None:
+    """out (nc * CH,) = W x for a packed Q4_1 W, x (K,); rows past W's own stay padding. ``simd``:
+    ``packed_gemv_simd``'s kernel (registered by the caller), one range of chunks per each of
+    ``threads`` threads (numba's count, passed in: asking the threading layer from inside would
+    keep the function out of numba's cache)."""
+    nc, nb, _half, ch = q.shape
+    xsum = np.empty(nb, np.float32)
+    block_sums(x, xsum)
+    if simd:
+        for t in prange(threads):
+            c0, c1 = nc * t // threads, nc * (t + 1) // threads
+            _simd_gemv_q4_1(
+                q.ctypes.data,
+                d.ctypes.data,
+                m.ctypes.data,
+                x.ctypes.data,
+                xsum.ctypes.data,
+                nb,
+                c0,
+                c1,
+                out.ctypes.data,
+            )
+    else:
+        for c in prange(nc):
+            chunk_gemv_q4_1(x, xsum, d, m, q, c, out[c * ch : (c + 1) * ch])
+
+
+@njit(fastmath=True, cache=True, nogil=True)
+def chunk_gemv_q8_0(x: np.ndarray, d: np.ndarray, q: np.ndarray, c: int, acc: np.ndarray) -> None:
+    """acc (CH,) = chunk ``c``'s rows of a packed Q8_0 matrix times x (K,) (numba's loops)."""
+    _nc, nb, qk, ch = q.shape
+    blk = np.empty(ch, np.float32)
+    dc, bits = np.empty((nb, ch), np.float32), np.empty(nb * ch, np.uint32)
+    _widen_f16(d[c], dc, bits)
+    acc[:] = 0.0
+    for b in range(nb):
+        blk[:] = 0.0
+        for j in range(qk):
+            xv = x[b * QK + j]
             for r in range(ch):
-                acc[r] += dc[b, r] * blk[r]
-        for r in range(min(ch, N - c * ch)):
-            out[c * ch + r] = acc[r]
+                blk[r] += np.float32(q[c, b, j, r]) * xv
+        for r in range(ch):
+            acc[r] += dc[b, r] * blk[r]
+
+
+@njit(parallel=True, fastmath=True, cache=True, nogil=True)
+def gemv_q8_0(x: np.ndarray, d: np.ndarray, q: np.ndarray, out: np.ndarray, simd: bool, threads: int) -> None:
+    """out (nc * CH,) = W x for a packed Q8_0 W; as ``gemv_q4_1``."""
+    nc, nb, _qk, ch = q.shape
+    if simd:
+        for t in prange(threads):
+            c0, c1 = nc * t // threads, nc * (t + 1) // threads
+            _simd_gemv_q8_0(q.ctypes.data, d.ctypes.data, d.ctypes.data, x.ctypes.data, 0, nb, c0, c1, out.ctypes.data)
+    else:
+        for c in prange(nc):
+            chunk_gemv_q8_0(x, d, q, c, out[c * ch : (c + 1) * ch])
 
 
 def packed_linear(x: np.ndarray, w: PackedMatrix) -> np.ndarray:
@@ -266,10 +319,13 @@ def packed_linear(x: np.ndarray, w: PackedMatrix) -> np.ndarray:
     x2 = np.ascontiguousarray(x.reshape(-1, x.shape[-1]), dtype=np.float32)  # (M, K)
     out = np.empty((x2.shape[0], w.shape[0]), dtype=np.float32)  # (M, N)
     if x2.shape[0] == 1:
+        padded = np.empty(w.q.shape[0] * CH, np.float32)  # whole chunks: the SIMD kernels store 32 rows at a time
+        simd, threads = packed_gemv_simd.register(), get_num_threads()
         if w.m is not None:
-            _gemv_q4_1(x2[0], w.d, w.m, w.q, out[0])
+            gemv_q4_1(x2[0], w.d, w.m, w.q, padded, simd, threads)
         else:
-            _gemv_q8_0(x2[0], w.d, w.q, out[0])
+            gemv_q8_0(x2[0], w.d, w.q, padded, simd, threads)
+        out[0] = padded[: w.shape[0]]
     elif x2.shape[0] >= BLAS_ROWS and w.shape[0] * w.shape[1] <= BLAS_MAX_ELEMENTS:
         np.matmul(x2, dequantized_t(w), out=out)
     elif w.m is not None:

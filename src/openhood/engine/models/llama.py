@@ -24,6 +24,7 @@ group), with a causal mask per row, so a batch of sequences at different positio
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from openhood.engine.kernels.gguf_matmul import QuantMatrix
-from openhood.engine.kernels.packed_layout import PackedMatrix
+from openhood.engine.kernels.packed_layout import PackedMatrix, PackedStack
 from openhood.engine.models.kv_cache import KVCache
 from openhood.engine.models.llama_ops import masked_softmax_, rms_norm, rope_at, rope_half, swiglu
 
@@ -135,6 +136,33 @@ def attention_groups(
     return groups
 
 
+STACKED_ROLES = ("wqkv", "wo", "w_gate_up", "w_down")  # LayerWeights' matrices, stacked for the one-call step
+
+
+@dataclass(frozen=True)
+class LayerStacks:
+    """Every layer's weights by role, for ``llama_step``: the four Q4_1 matrices stacked, the norms (L, D)."""
+
+    wqkv: PackedStack
+    wo: PackedStack
+    w_gate_up: PackedStack
+    w_down: PackedStack
+    attn_norm: np.ndarray  # (L, D) float32
+    ffn_norm: np.ndarray  # (L, D) float32
+
+
+def _stack_layers(layers: list[LayerWeights]) -> LayerStacks | None:
+    """The layers' stacks when every layer's four matrices are Q4_1 blocks of one shape per role, else None."""
+    stacks = {role: PackedStack.of([getattr(L, role) for L in layers]) for role in STACKED_ROLES}
+    if any(st is None for st in stacks.values()):
+        return None
+    norms = {
+        n: np.ascontiguousarray(np.stack([getattr(L, n) for L in layers]), dtype=np.float32)
+        for n in ("attn_norm", "ffn_norm")
+    }
+    return LayerStacks(**stacks, **norms)  # type: ignore[arg-type]
+
+
 class NullLaps:
     """Stands in for a profiler: ``mark(label)`` does nothing on the normal path."""
 
@@ -146,8 +174,17 @@ class Llama:
     def __init__(self, config: LlamaConfig, embed: Matrix, layers: list[LayerWeights], out_norm: np.ndarray):
         self.config = config
         self.embed = embed  # (V, D) float32 or PackedMatrix; also the LM head (tied)
+        self.stacks = _stack_layers(layers)  # every layer Q4_1: one array per role, for the one-call decode step
+        if self.stacks is not None:  # the layers' matrices become views into the stacks (no second copy)
+            layers = [
+                dataclasses.replace(L, **{role: getattr(self.stacks, role).matrix(i) for role in STACKED_ROLES})
+                for i, L in enumerate(layers)
+            ]
         self.layers = layers
         self.out_norm = out_norm
+        # A batch-1 decode step runs all layers in one compiled call (``llama_step``) when the
+        # weights allow it; False keeps every step on the general path (the tests compare both).
+        self.fused_decode = True
         self._warm = False  # set by the first decode step (see forward)
         # Called once, after that first decode step: by then every kernel of the step loop is
         # compiled. The caller hangs its process tuning here (``generate.Generator`` gives back
@@ -215,12 +252,16 @@ class Llama:
         return np.asarray(self.embed[ids])
 
     @property
+    def layer_bytes(self) -> int:
+        """Bytes of every layer's weights as held (ndarray and PackedMatrix both have nbytes)."""
+        return sum(
+            int(w.nbytes) for L in self.layers for w in (L.attn_norm, L.wqkv, L.wo, L.ffn_norm, L.w_gate_up, L.w_down)
+        )
+
+    @property
     def weight_bytes(self) -> int:
         """Bytes of all weights as held (what one batch-1 decode step must read)."""
-        total = int(self.embed.nbytes) + int(self.out_norm.nbytes)  # ndarray and PackedMatrix both have nbytes
-        for L in self.layers:
-            total += sum(int(w.nbytes) for w in (L.attn_norm, L.wqkv, L.wo, L.ffn_norm, L.w_gate_up, L.w_down))
-        return total
+        return self.layer_bytes + int(self.embed.nbytes) + int(self.out_norm.nbytes)
 
     def new_cache(self, n_slots: int, max_len: int) -> KVCache:
         c = self.config
@@ -239,6 +280,8 @@ class Llama:
         if (n_new < 1).any():
             raise ValueError("every sequence needs at least one new token")
         cache.check_room(slots, n_new)
+        if self.stacks is not None and self.fused_decode and n_new.tolist() == [1]:
+            return self._decode_one(int(np.asarray(tokens[0]).reshape(-1)[0]), int(slots[0]), cache, laps)
         start = cache.lengths[slots].copy()  # (B,) position of each row's first new token
         ends = np.cumsum(n_new)
         offsets = ends - n_new  # (B,) each row's first token on the packed axis
@@ -264,6 +307,29 @@ class Llama:
         if not self._warm and len(tokens) == N:  # one new token per row
             # The first decode step: every kernel of the step loop has now been compiled (or
             # loaded from numba's cache), so what only compiling needed can go (the caller's hook).
+            self._warm = True
+            if self.after_warm_up is not None:
+                self.after_warm_up()
+        return logits
+
+    def _decode_one(self, token: int, slot: int, cache: KVCache, laps: Any) -> np.ndarray:
+        """``forward`` for one sequence and one new token, all layers in one compiled call: logits (1, V)."""
+        from openhood.engine.models.llama_step import run_layers  # numba's: only quantized weights import it
+
+        c = self.config
+        assert self.stacks is not None
+        pos = int(cache.lengths[slot])
+        cos, sin = rope_at(np.array([pos]), c.head_dim, c.rope_base)  # (1, hd/2)
+        x = self.embed_rows(np.array([token]))[0]  # (D,)
+        laps.mark("embedding", nbytes=x.nbytes)
+        x = run_layers(self.stacks, x, pos, cos[0], sin[0], c.norm_eps, c.n_heads, cache.k, cache.v, slot)
+        cache.lengths[slot] = pos + 1
+        laps.mark("layers (one compiled call)", nbytes=self.layer_bytes)
+        out = rms_norm(x[None], self.out_norm, c.norm_eps)  # (1, D)
+        laps.mark("rmsnorm", nbytes=out.nbytes * 2)
+        logits = linear(out, self.embed)  # (1, V)
+        laps.mark("matmul lm_head", flops=2 * c.vocab_size * c.dim, nbytes=self.embed.nbytes)
+        if not self._warm:
             self._warm = True
             if self.after_warm_up is not None:
                 self.after_warm_up()
