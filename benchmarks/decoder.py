@@ -33,6 +33,7 @@ import argparse
 import importlib.util
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -265,6 +266,9 @@ def bench_profile(model, steps: int) -> None:
     from llama_profile import measure_bandwidth, profile_decode, profile_table  # benchmarks/, this script's folder
 
     bw = measure_bandwidth()
+    # warm-up first: the first decode step compiles or loads kernels and runs the after-warm-up hook
+    # (page release, ~25 ms), which the profile would otherwise charge to the op after it
+    profile_decode(model, batch=1, prompt_len=32, steps=2)
     laps, wall = profile_decode(model, batch=1, prompt_len=32, steps=steps)
     rows = profile_table(laps, wall, steps, bw)
     total_mb = sum(r["mb_per_step"] for r in rows)
@@ -315,6 +319,11 @@ def bench_parity(model) -> None:
 
 def run_worker(args) -> None:
     """One engine in its own process: prints {batch: [prefill tok/s, decode tok/s]} as JSON."""
+    if args.worker.startswith("openhood"):
+        from openhood.process.blas_threads import sleep_idle_blas_threads
+
+        if not sleep_idle_blas_threads() and "numpy" in sys.modules:  # as `openhood generate` does
+            sys.exit("NumPy was imported before the worker could set OPENBLAS_THREAD_TIMEOUT")
     prompts = bench_prompts(args.prompt_tokens)
     from openhood.generate.bundled import default_gguf_path
 
@@ -330,9 +339,10 @@ def run_worker(args) -> None:
         model = Llama.from_gguf(path, weights=args.worker.split("-", 1)[1])
         model.after_warm_up = release_after_warm_up  # as generate.Generator wires it
         if args.profile:
-            bench_profile(model, 16)
+            bench_profile(model, 64)
             return
-        bench_openhood(model, prompts, 2, 2)  # warm-up (numba compiles the quantized kernels)
+        for b in (1, 2):  # warm-up: numba compiles or loads the kernels of each path (batch 1 has its own step)
+            bench_openhood(model, prompts, b, 2)
         result = {b: {n: bench_openhood(model, prompts, b, n) for n in steps} for b in batches}
     elif args.worker == "llamacpp":
         import llama_cpp
@@ -397,6 +407,7 @@ def main() -> None:
         "--llamacpp-n-batch", type=int, default=None, help="llama.cpp n_batch (default: its own); 1 for a SIGILL build"
     )
     ap.add_argument("--batches", default="1,4,16")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds of every engine (median reported)")
     ap.add_argument("--corpus", type=Path, default=Path("/work/shared/data/dev_corpus.jsonl"))
     ap.add_argument("--corpus-texts", type=int, default=20000)
     ap.add_argument("--parity", action="store_true")
@@ -435,9 +446,17 @@ def main() -> None:
     if args.only_memory:
         bench_rss(path, max(decode_lengths(args.decode_tokens)))
         return
+    names = ("openhood-float32", "openhood-quantized", "llamacpp", "transformers")
+    # ``--rounds`` alternating rounds, every engine once per round in a fresh process; the median
+    # of each (batch, length) figure across rounds (one prefill of a ~100-token prompt is ~0.3 s,
+    # and a single process's figure varied by ~15% from one run to the next on this VM)
+    runs: dict[str, list[dict]] = {name: [] for name in names}
+    for _ in range(args.rounds):
+        for name in names:
+            runs[name].append({int(k): v for k, v in json.loads(_worker(name, args)).items()})
     engines = {
-        name: {int(k): v for k, v in json.loads(_worker(name, args)).items()}
-        for name in ("openhood-float32", "openhood-quantized", "llamacpp", "transformers")
+        name: {b: {n: [statistics.median(r[b][n][i] for r in rs) for i in (0, 1)] for n in rs[0][b]} for b in rs[0]}
+        for name, rs in runs.items()
     }
     labels = {
         "openhood-float32": "openhood (NumPy, float32 weights)",
@@ -456,7 +475,7 @@ def main() -> None:
                     pre, dec = res[b][str(n)]
                     rows.append([b, n, labels[name], pre, dec, f"{pre / l_pre:.2f}x", f"{dec / l_dec:.2f}x"])
     _table(
-        "Prefill and decode throughput (aggregate over the batch)",
+        f"Prefill and decode throughput (aggregate over the batch; median of {args.rounds} alternating rounds)",
         [
             "batch",
             "generated",

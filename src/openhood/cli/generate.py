@@ -50,6 +50,9 @@ _usage = functools.partial(usage_error, "generate")
 
 
 def run(args: argparse.Namespace) -> int:
+    from openhood.process.blas_threads import sleep_idle_blas_threads
+
+    sleep_idle_blas_threads()  # before NumPy loads OpenBLAS: its pollers would share the decode's cores
     from openhood.generate import GenerationConfig, Generator, SamplingParams
     from openhood.generate.bundled import DecoderModelNotFoundError
     from openhood.generate.generator import DEFAULT_WEIGHTS

@@ -2,7 +2,7 @@
 
 ``allocator`` (glibc's malloc policy: large temporaries mapped and unmapped, so RSS does not
 creep), ``resident`` (after warm-up, give back the JIT compiler's clean pages and the heap's free
-ones). The commands apply them (``openhood serve``, ``generate``, ``batch``), and
+ones), ``blas_threads`` (OpenBLAS's idle workers sleep at once, for a decode loop's cores). The commands apply them (``openhood serve``, ``generate``, ``batch``), and
 ``generate.Generator`` hangs the page release on its decoder's first decode step.
 
 The trade-off: the engine never imports this package, so a forward pass behaves the same in a
