@@ -25,6 +25,9 @@ Sections, each printed as a table with ratios against anchors measured in the sa
 4. a per-op profile of one decode step at batch 1 against measured memory bandwidth;
 5. with ``--parity``: logits and 64-step greedy continuations against the committed
    transformers fixtures.
+
+``--every-isa`` runs the whole script once per ISA level this CPU can force (``OPENHOOD_ISA``):
+below ``avx2`` openhood's quantized path runs numba's kernels instead of the vector IR.
 """
 
 from __future__ import annotations
@@ -413,6 +416,9 @@ def main() -> None:
     ap.add_argument("--parity", action="store_true")
     ap.add_argument("--only-tokenizer", action="store_true", help="run the tokenizer section alone and stop")
     ap.add_argument("--only-memory", action="store_true", help="run the memory (RSS) section alone and stop")
+    ap.add_argument(
+        "--every-isa", action="store_true", help="run once per ISA level this CPU can force (OPENHOOD_ISA), in turn"
+    )
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -422,6 +428,10 @@ def main() -> None:
     if args.worker:
         run_worker(args)
         return
+    if args.every_isa:
+        from openhood.engine.kernels import isa
+
+        sys.exit(isa.run_at_every_level([a for a in sys.argv if a != "--every-isa"]))
     from importlib.metadata import version
 
     from openhood.engine.kernels import isa
