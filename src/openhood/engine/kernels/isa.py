@@ -2,7 +2,7 @@
 
 Levels, lowest first: ``generic`` (no hand-written SIMD: the numba and BLAS paths every caller
 already keeps), ``avx2`` (AVX2 + FMA: today's LLVM IR kernels in ``panel_gemm``,
-``pointwise_simd``, ``depthwise_simd`` and ``call_list``), ``avx512`` (AVX-512 F/BW/VL; no kernel
+``pointwise_simd``, ``depthwise_simd``, ``call_list`` and ``packed_gemv_simd``), ``avx512`` (AVX-512 F/BW/VL; no kernel
 is written for it yet, so on such a CPU the AVX2 kernels are compiled with the host's full
 feature set and LLVM may use the wider registers). Extras beyond the levels (AVX512-VNNI,
 AVX512-BF16, AMX) are detected and reported for the int8/bf16 paths that may use them.
