@@ -46,6 +46,14 @@ def kernel_ir() -> str:
     return fma + "".join(_gemv_ir(kind) for kind in SYMBOLS)
 
 
+def _splat(dst: str, scalar: str) -> list[str]:
+    """IR lines: ``dst`` = the float ``scalar`` in all 8 lanes."""
+    return [
+        f"  {dst}.1 = insertelement <8 x float> poison, float {scalar}, i64 0",
+        f"  {dst} = shufflevector <8 x float> {dst}.1, <8 x float> poison, <8 x i32> zeroinitializer",
+    ]
+
+
 def _gemv_ir(kind: str) -> str:
     """One function over chunks [c0, c1) of a packed ``kind`` matrix.
 
@@ -89,15 +97,13 @@ def _gemv_ir(kind: str) -> str:
         "  %xi = add i64 %xb, %j",
         "  %xlp = getelementptr float, ptr %x, i64 %xi",
         "  %xl = load float, ptr %xlp, align 4",
-        f"  %xl1 = insertelement {v} poison, float %xl, i64 0",
-        f"  %xlv = shufflevector {v} %xl1, {v} poison, <8 x i32> {zero}",
+        *_splat("%xlv", "%xl"),
     ]
     if q4:  # the high nibble of column j is weight j + 16
         L += [
             "  %xhp = getelementptr float, ptr %xlp, i64 16",
             "  %xh = load float, ptr %xhp, align 4",
-            f"  %xh1 = insertelement {v} poison, float %xh, i64 0",
-            f"  %xhv = shufflevector {v} %xh1, {v} poison, <8 x i32> {zero}",
+            *_splat("%xhv", "%xh"),
         ]
     L += [
         f"  %qrow0 = mul i64 %cb, {BYTES[kind]}",
@@ -140,8 +146,7 @@ def _gemv_ir(kind: str) -> str:
         L += [
             "  %sp = getelementptr float, ptr %xs, i64 %b",
             "  %sb = load float, ptr %sp, align 4",
-            f"  %sb1 = insertelement {v} poison, float %sb, i64 0",
-            f"  %sbv = shufflevector {v} %sb1, {v} poison, <8 x i32> {zero}",
+            *_splat("%sbv", "%sb"),
         ]
     for g in range(GROUPS):
         L += [
