@@ -182,6 +182,7 @@ class Llama:
             ]
         self.layers = layers
         self.out_norm = out_norm
+        self._stacked_bytes = self.layer_bytes  # what the one-call step reads (its profile mark), summed once
         # A batch-1 decode step runs all layers in one compiled call (``llama_step``) when the
         # weights allow it; False keeps every step on the general path (the tests compare both).
         self.fused_decode = True
@@ -304,13 +305,17 @@ class Llama:
         laps.mark("rmsnorm", nbytes=out.nbytes * 2)
         logits = linear(out, self.embed)  # (B, V)
         laps.mark("matmul lm_head", flops=2 * len(tokens) * c.vocab_size * c.dim, nbytes=self.embed.nbytes)
-        if not self._warm and len(tokens) == N:  # one new token per row
-            # The first decode step: every kernel of the step loop has now been compiled (or
-            # loaded from numba's cache), so what only compiling needed can go (the caller's hook).
+        if len(tokens) == N:  # one new token per row
+            self._decode_step_done()
+        return logits
+
+    def _decode_step_done(self) -> None:
+        """After the first decode step every kernel of the step loop has been compiled (or loaded
+        from numba's cache), so what only compiling needed can go: the caller's hook, once."""
+        if not self._warm:
             self._warm = True
             if self.after_warm_up is not None:
                 self.after_warm_up()
-        return logits
 
     def _decode_one(self, token: int, slot: int, cache: KVCache, laps: Any) -> np.ndarray:
         """``forward`` for one sequence and one new token, all layers in one compiled call: logits (1, V)."""
@@ -324,15 +329,12 @@ class Llama:
         laps.mark("embedding", nbytes=x.nbytes)
         x = run_layers(self.stacks, x, pos, cos[0], sin[0], c.norm_eps, c.n_heads, cache.k, cache.v, slot)
         cache.lengths[slot] = pos + 1
-        laps.mark("layers (one compiled call)", nbytes=self.layer_bytes)
+        laps.mark("layers (one compiled call)", nbytes=self._stacked_bytes)
         out = rms_norm(x[None], self.out_norm, c.norm_eps)  # (1, D)
         laps.mark("rmsnorm", nbytes=out.nbytes * 2)
         logits = linear(out, self.embed)  # (1, V)
         laps.mark("matmul lm_head", flops=2 * c.vocab_size * c.dim, nbytes=self.embed.nbytes)
-        if not self._warm:
-            self._warm = True
-            if self.after_warm_up is not None:
-                self.after_warm_up()
+        self._decode_step_done()
         return logits
 
     def _attention(
