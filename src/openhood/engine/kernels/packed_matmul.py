@@ -18,7 +18,9 @@ file's size rather than 1.2× it, and a decode step reads 1/6 fewer bytes. Two k
 
 - ``gemv`` (one input row, the decode step at batch 1): per block, ``blk = Σ_j q_j x_j`` over the
   raw integers, then ``y += d * blk + m * Σ_j x_j`` — the dequantized product regrouped, with no
-  per-weight multiply by ``d``;
+  per-weight multiply by ``d``. From the ``avx2`` level on each thread's range of chunks runs
+  ``packed_gemv_simd``'s vector IR (linked by name: ``_simd_gemv_*``), below it numba's loops
+  (``chunk_gemv_*``), which the tests hold it equal to;
 - ``gemm`` (M rows: batched decode, prefill): each chunk is dequantized once into a float32
   panel ``(K, CH)`` that stays in cache, then 4 input rows at a time stream over it, so the
   unpacking cost is paid once per weight per call whatever M is.
@@ -29,7 +31,8 @@ BLAS sgemm, whose blocking beats the panel loop by several times at large M; the
 matrix's float32 copy (7 MB for SmolLM2's gate/up), not the whole model's. Matrices above
 ``BLAS_MAX_ELEMENTS`` (the 49k-row output head) always stay on the packed gemm.
 
-All are parallel over chunks (numba ``prange``; threads = numba's setting). The trade-off:
+All but the dequantization are parallel (numba ``prange`` over chunks, or over one range of
+chunks per thread for the IR; threads = numba's setting). The trade-off:
 the repack is a one-off copy at load (~1 s), and results differ from ``x @ dequantize(W).T``
 only by float32 summation order (the tests bound it against the float64 reference).
 """
