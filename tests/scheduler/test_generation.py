@@ -11,7 +11,8 @@ import time
 import numpy as np
 import pytest
 
-from openhood.engine.models.llama import LayerWeights, Llama, LlamaConfig
+from openhood.engine.models.llama import Llama, LlamaConfig
+from openhood.engine.models.llama_weights import LayerWeights
 from openhood.generate.generator import GenerationConfig, SequenceState
 from openhood.generate.sampling import SamplingParams, sample
 from openhood.scheduler import QueueFullError, SchedulerStoppedError

@@ -75,18 +75,20 @@ class PackedStack:
     m: np.ndarray  # (L, n_chunks, n_blocks, CH) uint16
     q: np.ndarray  # (L, n_chunks, n_blocks, 16, CH) uint8
 
+    @property
+    def nbytes(self) -> int:
+        return self.d.nbytes + self.m.nbytes + self.q.nbytes
+
     @classmethod
     def of(cls, mats: list[object]) -> PackedStack | None:
         """The stack of ``mats``, or None unless every one is a Q4_1 ``PackedMatrix`` of one shape."""
-        if not mats or not all(isinstance(w, PackedMatrix) and w.kind == "Q4_1" for w in mats):
-            return None
-        packed = [w for w in mats if isinstance(w, PackedMatrix)]
-        if len({w.shape for w in packed}) != 1:
+        packed = [w for w in mats if isinstance(w, PackedMatrix) and w.kind == "Q4_1" and w.m is not None]
+        if not packed or len(packed) < len(mats) or len({w.shape for w in packed}) != 1:
             return None
         return cls(
             packed[0].shape,
             np.stack([w.d for w in packed]),
-            np.stack([w.m for w in packed if w.m is not None]),
+            np.stack([w.m for w in packed if w.m is not None]),  # every one: filtered above
             np.stack([w.q for w in packed]),
         )
 

@@ -24,7 +24,6 @@ group), with a causal mask per row, so a batch of sequences at different positio
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,13 +32,12 @@ from typing import Any
 import numpy as np
 
 from openhood.engine.kernels.gguf_matmul import QuantMatrix
-from openhood.engine.kernels.packed_layout import PackedMatrix, PackedStack
+from openhood.engine.kernels.packed_layout import PackedMatrix
 from openhood.engine.models.kv_cache import KVCache
 from openhood.engine.models.llama_ops import masked_softmax_, rms_norm, rope_at, rope_half, swiglu
+from openhood.engine.models.llama_weights import LayerWeights, Matrix, stack_layers
 
 WEIGHT_MODES = ("quantized", "float32")  # Llama.from_gguf's ``weights``: blocks kept, or dequantized at load
-
-Matrix = np.ndarray | PackedMatrix  # a weight as held: float32 array or packed quantized blocks
 
 
 @dataclass(frozen=True)
@@ -79,18 +77,6 @@ class LlamaConfig:
             rope_base=float(g.get(p + "rope.freq_base", 10000.0)),
             norm_eps=float(g.require(p + "attention.layer_norm_rms_epsilon")),
         )
-
-
-@dataclass
-class LayerWeights:
-    """Matrices are float32 arrays or ``PackedMatrix`` (same (out, in) shape either way)."""
-
-    attn_norm: np.ndarray  # (D,)
-    wqkv: Matrix  # (D + 2 * kv_dim, D): Q, K, V rows stacked, Q/K in HF (half-split) layout
-    wo: Matrix  # (D, D)
-    ffn_norm: np.ndarray  # (D,)
-    w_gate_up: Matrix  # (2 * F, D): gate rows then up rows
-    w_down: Matrix  # (D, F)
 
 
 def linear(x: np.ndarray, w: Matrix) -> np.ndarray:
@@ -136,33 +122,6 @@ def attention_groups(
     return groups
 
 
-STACKED_ROLES = ("wqkv", "wo", "w_gate_up", "w_down")  # LayerWeights' matrices, stacked for the one-call step
-
-
-@dataclass(frozen=True)
-class LayerStacks:
-    """Every layer's weights by role, for ``llama_step``: the four Q4_1 matrices stacked, the norms (L, D)."""
-
-    wqkv: PackedStack
-    wo: PackedStack
-    w_gate_up: PackedStack
-    w_down: PackedStack
-    attn_norm: np.ndarray  # (L, D) float32
-    ffn_norm: np.ndarray  # (L, D) float32
-
-
-def _stack_layers(layers: list[LayerWeights]) -> LayerStacks | None:
-    """The layers' stacks when every layer's four matrices are Q4_1 blocks of one shape per role, else None."""
-    stacks = {role: PackedStack.of([getattr(L, role) for L in layers]) for role in STACKED_ROLES}
-    if any(st is None for st in stacks.values()):
-        return None
-    norms = {
-        n: np.ascontiguousarray(np.stack([getattr(L, n) for L in layers]), dtype=np.float32)
-        for n in ("attn_norm", "ffn_norm")
-    }
-    return LayerStacks(**stacks, **norms)  # type: ignore[arg-type]
-
-
 class NullLaps:
     """Stands in for a profiler: ``mark(label)`` does nothing on the normal path."""
 
@@ -174,15 +133,9 @@ class Llama:
     def __init__(self, config: LlamaConfig, embed: Matrix, layers: list[LayerWeights], out_norm: np.ndarray):
         self.config = config
         self.embed = embed  # (V, D) float32 or PackedMatrix; also the LM head (tied)
-        self.stacks = _stack_layers(layers)  # every layer Q4_1: one array per role, for the one-call decode step
-        if self.stacks is not None:  # the layers' matrices become views into the stacks (no second copy)
-            layers = [
-                dataclasses.replace(L, **{role: getattr(self.stacks, role).matrix(i) for role in STACKED_ROLES})
-                for i, L in enumerate(layers)
-            ]
-        self.layers = layers
+        # every layer Q4_1: one array per role for the one-call decode step, the layers views into it
+        self.stacks, self.layers = stack_layers(layers)
         self.out_norm = out_norm
-        self._stacked_bytes = self.layer_bytes  # what the one-call step reads (its profile mark), summed once
         # A batch-1 decode step runs all layers in one compiled call (``llama_step``) when the
         # weights allow it; False keeps every step on the general path (the tests compare both).
         self.fused_decode = True
@@ -329,7 +282,7 @@ class Llama:
         laps.mark("embedding", nbytes=x.nbytes)
         x = run_layers(self.stacks, x, pos, cos[0], sin[0], c.norm_eps, c.n_heads, cache.k, cache.v, slot)
         cache.lengths[slot] = pos + 1
-        laps.mark("layers (one compiled call)", nbytes=self._stacked_bytes)
+        laps.mark("layers (one compiled call)", nbytes=self.stacks.nbytes)
         out = rms_norm(x[None], self.out_norm, c.norm_eps)  # (1, D)
         laps.mark("rmsnorm", nbytes=out.nbytes * 2)
         logits = linear(out, self.embed)  # (1, V)

@@ -26,7 +26,6 @@ which the tests hold it equal to.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 from numba import get_num_threads, njit, prange
@@ -34,10 +33,8 @@ from numba import get_num_threads, njit, prange
 from openhood.engine.kernels import packed_gemv_simd
 from openhood.engine.kernels.packed_layout import CH
 from openhood.engine.kernels.packed_matmul import gemv_q4_1
+from openhood.engine.models.llama_weights import LayerStacks
 from openhood.formats.gguf import QK
-
-if TYPE_CHECKING:
-    from openhood.engine.models.llama import LayerStacks
 
 
 @njit(fastmath=True, cache=True, nogil=True)
@@ -176,12 +173,12 @@ def run_layers(
 ) -> np.ndarray:
     """The hidden state (D,) of one token at ``pos`` of ``slot`` after all layers (x (D,) its embedding)."""
     s = stacks
-    x = np.ascontiguousarray(x, dtype=np.float32).copy()
+    x = np.array(x, dtype=np.float32)  # a copy: the step updates it in place
     decode_layers(
         x,
         pos,
-        np.ascontiguousarray(cos, dtype=np.float32),
-        np.ascontiguousarray(sin, dtype=np.float32),
+        cos,
+        sin,
         s.attn_norm,
         s.ffn_norm,
         eps,
