@@ -320,7 +320,6 @@ def gemv_q8_0(x: np.ndarray, d: np.ndarray, q: np.ndarray, out: np.ndarray, simd
 def packed_linear(x: np.ndarray, w: PackedMatrix) -> np.ndarray:
     """x (..., cols) @ W.T → (..., rows), reading W in its packed quantized blocks."""
     x2 = np.ascontiguousarray(x.reshape(-1, x.shape[-1]), dtype=np.float32)  # (M, K)
-    out = np.empty((x2.shape[0], w.shape[0]), dtype=np.float32)  # (M, N)
     if x2.shape[0] == 1:
         padded = np.empty(w.q.shape[0] * CH, np.float32)  # whole chunks: the SIMD kernels store 32 rows at a time
         simd, threads = packed_gemv_simd.register(), get_num_threads()
@@ -328,8 +327,9 @@ def packed_linear(x: np.ndarray, w: PackedMatrix) -> np.ndarray:
             gemv_q4_1(x2[0], w.d, w.m, w.q, padded, simd, threads)
         else:
             gemv_q8_0(x2[0], w.d, w.q, padded, simd, threads)
-        out[0] = padded[: w.shape[0]]
-    elif x2.shape[0] >= BLAS_ROWS and w.shape[0] * w.shape[1] <= BLAS_MAX_ELEMENTS:
+        return padded[: w.shape[0]].reshape(*x.shape[:-1], w.shape[0])  # the real rows, no copy
+    out = np.empty((x2.shape[0], w.shape[0]), dtype=np.float32)  # (M, N)
+    if x2.shape[0] >= BLAS_ROWS and w.shape[0] * w.shape[1] <= BLAS_MAX_ELEMENTS:
         np.matmul(x2, dequantized_t(w), out=out)
     elif w.m is not None:
         _gemm_q4_1(x2, w.d, w.m, w.q, out)
